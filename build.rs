@@ -1,0 +1,34 @@
+//! Generates `include/perfbuf.h` with cbindgen and gives the shared library
+//! its SONAME.
+//!
+//! The header is written to `$OUT_DIR/perfbuf.h` on every build; it is copied
+//! over the checked-in `include/perfbuf.h` only when `PERFBUF_WRITE_HEADER=1`
+//! (`make header`), and a unit test fails when the two differ.
+
+use std::path::PathBuf;
+
+/// Major version in the SONAME; bumped on an ABI break of the extensions.
+const SOVERSION: &str = "0";
+
+fn main() {
+    println!("cargo:rerun-if-changed=src/abi.rs");
+    println!("cargo:rerun-if-changed=src/ffi.rs");
+    println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rerun-if-env-changed=PERFBUF_WRITE_HEADER");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libperfbuf.so.{SOVERSION}");
+
+    let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("perfbuf.h");
+    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(crate_dir.join("src/abi.rs"))
+        .with_src(crate_dir.join("src/ffi.rs"))
+        .generate()
+        .expect("cbindgen could not generate perfbuf.h")
+        .write_to_file(&out);
+
+    if std::env::var("PERFBUF_WRITE_HEADER").as_deref() == Ok("1") {
+        std::fs::copy(&out, crate_dir.join("include/perfbuf.h")).expect("write include/perfbuf.h");
+    }
+}

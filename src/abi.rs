@@ -1,0 +1,88 @@
+//! The C ABI shared with libbpf: option structs, callback types, the
+//! opaque handle, and the kernel's perf structures we read or build.
+//!
+//! The libbpf-compatible types are declared in `include/perfbuf.h` by hand
+//! (guarded so the header can sit beside `<bpf/libbpf.h>`); the layouts
+//! here are pinned by compile-time assertions against libbpf 1.x.
+
+#![allow(non_camel_case_types, reason = "these are the C names libbpf callers use")]
+
+use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+
+/// Opaque handle returned by `perf_buffer__new` and `perf_buffer__new_raw`.
+pub struct perf_buffer {
+    _private: [u8; 0],
+}
+
+/// Opaque here: the kernel's `struct perf_event_attr` as the caller laid it
+/// out (raw mode passes it through to `perf_event_open` untouched).
+pub struct perf_event_attr {
+    _private: [u8; 0],
+}
+
+/// Called for each `PERF_RECORD_SAMPLE`: `(ctx, cpu, data, size)`.
+pub type perf_buffer_sample_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, data: *mut c_void, size: u32)>;
+
+/// Called for each `PERF_RECORD_LOST`: `(ctx, cpu, lost_count)`.
+pub type perf_buffer_lost_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, cnt: u64)>;
+
+/// Raw-mode callback: `(ctx, cpu, header) -> enum bpf_perf_event_ret`.
+pub type perf_buffer_event_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, event: *mut perf_event_header) -> c_int>;
+
+/// `enum bpf_perf_event_ret`: stop, success.
+pub const LIBBPF_PERF_EVENT_DONE: c_int = 0;
+/// `enum bpf_perf_event_ret`: stop, error.
+pub const LIBBPF_PERF_EVENT_ERROR: c_int = -1;
+/// `enum bpf_perf_event_ret`: keep going.
+pub const LIBBPF_PERF_EVENT_CONT: c_int = -2;
+
+/// libbpf ≥ 1.2 `struct perf_buffer_opts` (1.0/1.1 callers pass `sz = 8`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perf_buffer_opts {
+    /// Size of the caller's struct, for forward/backward compatibility.
+    pub sz: usize,
+    /// Wake up the reader every this many samples (0 means 1).
+    pub sample_period: u32,
+    _pad: u32,
+}
+
+/// libbpf 1.x `struct perf_buffer_raw_opts`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perf_buffer_raw_opts {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// Number of entries in `cpus` and `map_keys`; 0 means all CPUs.
+    pub cpu_cnt: c_int,
+    /// CPU ids to open events on.
+    pub cpus: *mut c_int,
+    /// Map keys to store each CPU's perf event fd under.
+    pub map_keys: *mut c_int,
+}
+
+/// The kernel's `struct perf_event_header`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct perf_event_header {
+    /// `PERF_RECORD_*`.
+    pub type_: u32,
+    /// Record-specific flags.
+    pub misc: u16,
+    /// Size of the whole record, header included.
+    pub size: u16,
+}
+
+// Pin the layouts libbpf 1.x callers were compiled against (LP64).
+const _: () = {
+    assert!(size_of::<perf_buffer_opts>() == 16);
+    assert!(offset_of!(perf_buffer_opts, sample_period) == 8);
+    assert!(size_of::<perf_buffer_raw_opts>() == 32);
+    assert!(offset_of!(perf_buffer_raw_opts, cpu_cnt) == 8);
+    assert!(offset_of!(perf_buffer_raw_opts, cpus) == 16);
+    assert!(offset_of!(perf_buffer_raw_opts, map_keys) == 24);
+    assert!(size_of::<perf_event_header>() == 8);
+};

@@ -1,0 +1,108 @@
+//! The caller's callbacks and how one record is dispatched to them
+//! (libbpf's `perf_buffer__process_record`).
+
+use crate::abi::{
+    LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_ERROR, perf_buffer_event_fn, perf_buffer_lost_fn,
+    perf_buffer_sample_fn, perf_event_header,
+};
+use crate::log;
+use crate::record::{self, Record};
+use core::ffi::{c_int, c_void};
+
+/// Which callbacks a buffer delivers to.
+#[derive(Clone, Copy)]
+enum Handler {
+    /// `perf_buffer__new`: samples and lost counts, parsed for the caller.
+    Parsed { sample: perf_buffer_sample_fn, lost: perf_buffer_lost_fn },
+    /// `perf_buffer__new_raw` with an `event_cb`: every record as is.
+    Raw { event: unsafe extern "C" fn(*mut c_void, c_int, *mut perf_event_header) -> c_int },
+}
+
+/// The caller's callbacks plus the `ctx` they receive.
+pub struct Callbacks {
+    handler: Handler,
+    ctx: *mut c_void,
+}
+
+// SAFETY: the callbacks and ctx belong to the caller, who moves the buffer
+// between threads only as libbpf allows (one thread at a time); we never call
+// them concurrently ourselves.
+unsafe impl Send for Callbacks {}
+
+/// Counts kept while dispatching.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DispatchStats {
+    /// Samples handed to the sample callback (or dropped without one).
+    pub samples: u64,
+    /// Raw bytes of those samples.
+    pub sample_bytes: u64,
+    /// Records the kernel reported lost.
+    pub lost: u64,
+    /// SAMPLE/LOST records too short for their fields, skipped.
+    pub malformed: u64,
+}
+
+impl Callbacks {
+    /// Callbacks for `perf_buffer__new`; either may be absent.
+    ///
+    /// # Safety
+    /// Each present function must be safe to call with `ctx`, any CPU id,
+    /// and a record pointer valid for the duration of the call.
+    pub unsafe fn parsed(sample: perf_buffer_sample_fn, lost: perf_buffer_lost_fn, ctx: *mut c_void) -> Self {
+        Callbacks { handler: Handler::Parsed { sample, lost }, ctx }
+    }
+
+    /// Callbacks for `perf_buffer__new_raw`; without an `event_cb` samples and
+    /// lost records are dropped, as in libbpf.
+    ///
+    /// # Safety
+    /// As for [`Callbacks::parsed`].
+    pub unsafe fn raw(event: perf_buffer_event_fn, ctx: *mut c_void) -> Self {
+        let handler = match event {
+            Some(event) => Handler::Raw { event },
+            None => Handler::Parsed { sample: None, lost: None },
+        };
+        Callbacks { handler, ctx }
+    }
+
+    /// Hands one whole record to the caller; returns `bpf_perf_event_ret`.
+    #[inline]
+    pub fn dispatch(&self, cpu: c_int, rec: &[u8], stats: &mut DispatchStats) -> c_int {
+        match self.handler {
+            Handler::Raw { event } => {
+                // SAFETY: per the constructor's contract; `rec` stays valid and
+                // unchanged until the drain returns. The header pointer is mut
+                // only because libbpf's typedef says so: records are read-only.
+                unsafe { event(self.ctx, cpu, rec.as_ptr().cast_mut().cast()) }
+            }
+            Handler::Parsed { sample, lost } => match record::parse(rec) {
+                Record::Sample { data, .. } => {
+                    stats.samples += 1;
+                    stats.sample_bytes += data.len() as u64;
+                    if let Some(cb) = sample {
+                        // SAFETY: per the constructor's contract; `data` lies in
+                        // `rec`, valid until the drain returns.
+                        unsafe { cb(self.ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) };
+                    }
+                    LIBBPF_PERF_EVENT_CONT
+                }
+                Record::Lost { lost: cnt } => {
+                    stats.lost += cnt;
+                    if let Some(cb) = lost {
+                        // SAFETY: per the constructor's contract.
+                        unsafe { cb(self.ctx, cpu, cnt) };
+                    }
+                    LIBBPF_PERF_EVENT_CONT
+                }
+                Record::Other { type_ } => {
+                    log::warn(format_args!("unknown perf sample type {type_}"));
+                    LIBBPF_PERF_EVENT_ERROR
+                }
+                Record::Malformed => {
+                    stats.malformed += 1;
+                    LIBBPF_PERF_EVENT_CONT
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! CPU masks from sysfs and the page size, cached like libbpf caches them.
+
+use crate::error::{Errno, Result};
+use crate::log;
+use once_cell::sync::OnceCell;
+
+const POSSIBLE: &str = "/sys/devices/system/cpu/possible";
+const ONLINE: &str = "/sys/devices/system/cpu/online";
+
+/// Parses a kernel CPU list such as `"0-3,8,10-11\n"` into a mask indexed by
+/// CPU id. Empty lists and reversed ranges are errors.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
+    let text = text.trim_end_matches(['\n', '\0']);
+    if text.is_empty() {
+        log::warn(format_args!("Empty CPU range"));
+        return Err(Errno::INVAL);
+    }
+    let mut mask = Vec::new();
+    for item in text.split(',') {
+        let (lo, hi) = match item.split_once('-') {
+            Some((a, b)) => (parse_id(a)?, parse_id(b)?),
+            None => (parse_id(item)?, parse_id(item)?),
+        };
+        if lo > hi {
+            log::warn(format_args!("Invalid CPU range [{lo},{hi}]"));
+            return Err(Errno::INVAL);
+        }
+        if mask.len() <= hi {
+            mask.resize(hi + 1, false);
+        }
+        mask[lo..=hi].iter_mut().for_each(|b| *b = true);
+    }
+    Ok(mask)
+}
+
+/// Largest CPU id we accept from sysfs; bounds the mask allocation.
+const MAX_CPU_ID: usize = 1 << 16;
+
+fn parse_id(s: &str) -> Result<usize> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if v < MAX_CPU_ID => Ok(v),
+        _ => {
+            log::warn(format_args!("Failed to get CPU range {s}"));
+            Err(Errno::INVAL)
+        }
+    }
+}
+
+fn read_cpu_list(path: &str) -> Result<Vec<bool>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        log::warn(format_args!("Failed to read cpu mask from {path}: {e}"));
+        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+    })?;
+    parse_cpu_list(&text)
+}
+
+/// Number of possible CPUs: the number of set bits in the possible mask
+/// (libbpf's `libbpf_num_possible_cpus`), cached after the first success.
+pub fn possible_cpu_count() -> Result<usize> {
+    static COUNT: OnceCell<usize> = OnceCell::new();
+    COUNT.get_or_try_init(|| Ok(read_cpu_list(POSSIBLE)?.iter().filter(|&&b| b).count())).copied()
+}
+
+/// The online mask, read fresh each time (CPUs come and go).
+pub fn online_mask() -> Result<Vec<bool>> {
+    read_cpu_list(ONLINE)
+}
+
+/// The system page size, cached.
+pub fn page_size() -> usize {
+    static SIZE: OnceCell<usize> = OnceCell::new();
+    // SAFETY: sysconf has no memory-safety preconditions.
+    *SIZE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ranges_and_singles() {
+        let m = parse_cpu_list("0,2-3\n").unwrap();
+        assert_eq!(m, vec![true, false, true, true]);
+        assert_eq!(parse_cpu_list("0-1,8-9").unwrap().iter().filter(|&&b| b).count(), 4);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert_eq!(parse_cpu_list(""), Err(Errno::INVAL));
+        assert_eq!(parse_cpu_list("\n"), Err(Errno::INVAL));
+        assert_eq!(parse_cpu_list("3-1"), Err(Errno::INVAL));
+        assert_eq!(parse_cpu_list("x"), Err(Errno::INVAL));
+        assert_eq!(parse_cpu_list("0-99999999"), Err(Errno::INVAL));
+    }
+
+    #[test]
+    fn reads_this_machine() {
+        assert!(possible_cpu_count().unwrap() >= 1);
+        assert!(online_mask().unwrap().iter().any(|&b| b));
+        assert!(page_size().is_power_of_two());
+    }
+}

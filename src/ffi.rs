@@ -1,0 +1,283 @@
+//! The exported C functions. Each is a short shim: check pointers, convert
+//! arguments, call the safe core in [`crate::buffer`], map the result to
+//! libbpf's conventions (NULL + errno from constructors, `-errno` with errno
+//! set from the rest).
+//!
+//! Where libbpf would crash (NULL handle or out-pointers, negative index,
+//! NULL `cpus`/`map_keys` with a positive `cpu_cnt`), these return `-EINVAL`
+//! (or NULL with `errno = EINVAL`) instead.
+
+use crate::abi::{
+    perf_buffer, perf_buffer_event_fn, perf_buffer_lost_fn, perf_buffer_opts, perf_buffer_raw_opts,
+    perf_buffer_sample_fn, perf_event_attr,
+};
+use crate::buffer::{Config, CpuSelection, PerfBuffer, default_attr};
+use crate::callbacks::Callbacks;
+use crate::error::{Errno, Result, ret_errno};
+use crate::opts;
+use crate::sys::{AttrSource, CallerAttr};
+use core::ffi::{c_char, c_int, c_void};
+
+/// Largest opts `sz` we read; libbpf's structs are a few dozen bytes, so a
+/// larger value is garbage rather than a newer header.
+const MAX_OPTS_SIZE: usize = 4096;
+
+/// The caller's opts struct as bytes (`sz` long), `None` for NULL.
+///
+/// # Safety
+/// `ptr` is NULL or points to an opts struct whose first field is `sz` and
+/// which is readable for `sz` bytes.
+unsafe fn opts_bytes<'a>(ptr: *const c_void) -> Result<Option<&'a [u8]>> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: every opts struct starts with a size_t `sz`.
+    let sz = unsafe { ptr.cast::<usize>().read_unaligned() };
+    if sz > MAX_OPTS_SIZE {
+        crate::log::warn(format_args!("opts size ({sz}) is too large"));
+        return Err(Errno::INVAL);
+    }
+    // SAFETY: the caller promises `sz` readable bytes (libbpf reads them too).
+    Ok(Some(unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), sz) }))
+}
+
+/// Boxes a new buffer into a handle, or NULL with errno set.
+fn into_handle(result: Result<Box<PerfBuffer>>) -> *mut perf_buffer {
+    match result {
+        Ok(pb) => Box::into_raw(pb).cast(),
+        Err(e) => {
+            e.set();
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// `pb` is a live handle (see the crate docs).
+unsafe fn handle_mut<'a>(pb: *mut perf_buffer) -> Result<&'a mut PerfBuffer> {
+    // SAFETY: a live handle is NULL or a Box<PerfBuffer> from into_handle.
+    unsafe { pb.cast::<PerfBuffer>().as_mut() }.ok_or(Errno::INVAL)
+}
+
+/// # Safety
+/// `pb` is a live handle (see the crate docs).
+unsafe fn handle_ref<'a>(pb: *const perf_buffer) -> Result<&'a PerfBuffer> {
+    // SAFETY: as in handle_mut.
+    unsafe { pb.cast::<PerfBuffer>().as_ref() }.ok_or(Errno::INVAL)
+}
+
+/// Creates a perf buffer over the `BPF_MAP_TYPE_PERF_EVENT_ARRAY` `map_fd`:
+/// one `page_cnt`-page ring per online CPU (a power of two), registered in
+/// the map under the CPU id. `sample_cb` receives each sample, `lost_cb`
+/// each count of records the kernel dropped; either may be NULL.
+///
+/// Returns a new handle, or NULL with `errno` set (EINVAL for a bad
+/// `page_cnt`, `opts` or map type, EBADFD for a bad `map_fd`, or the error of
+/// the failing system call). Free it with `perf_buffer__free`.
+///
+/// # Safety
+/// `opts` is NULL or a `struct perf_buffer_opts` readable for `opts->sz`
+/// bytes; the callbacks are callable with `ctx` for the buffer's lifetime.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__new(
+    map_fd: c_int,
+    page_cnt: usize,
+    sample_cb: perf_buffer_sample_fn,
+    lost_cb: perf_buffer_lost_fn,
+    ctx: *mut c_void,
+    opts: *const perf_buffer_opts,
+) -> *mut perf_buffer {
+    // SAFETY: per this function's contract.
+    let opts = unsafe { opts_bytes(opts.cast()) }.and_then(opts::sample_opts);
+    into_handle(opts.and_then(|opts| {
+        let attr = default_attr(opts.sample_period);
+        // SAFETY: the callbacks' contract is this function's.
+        let callbacks = unsafe { Callbacks::parsed(sample_cb, lost_cb, ctx) };
+        let cpus = CpuSelection::AllOnline;
+        PerfBuffer::new(Config { map_fd, page_cnt, attr: AttrSource::Built(&attr), cpus, callbacks })
+    }))
+}
+
+/// The `(cpu, map_key)` pairs of raw opts, or all online CPUs.
+///
+/// # Safety
+/// With `cpu_cnt > 0`, non-NULL `cpus` and `map_keys` hold `cpu_cnt` ints.
+unsafe fn raw_cpu_selection(fields: opts::RawOptsFields) -> Result<CpuSelection> {
+    if fields.cpu_cnt <= 0 {
+        return Ok(CpuSelection::AllOnline);
+    }
+    if fields.cpus == 0 || fields.map_keys == 0 {
+        crate::log::warn(format_args!("perf_buffer_raw_opts: cpu_cnt > 0 needs cpus and map_keys"));
+        return Err(Errno::INVAL);
+    }
+    let n = fields.cpu_cnt as usize;
+    // SAFETY: per this function's contract; both are non-NULL.
+    let (cpus, keys) = unsafe {
+        (
+            core::slice::from_raw_parts(fields.cpus as *const c_int, n),
+            core::slice::from_raw_parts(fields.map_keys as *const c_int, n),
+        )
+    };
+    Ok(CpuSelection::Explicit(cpus.iter().copied().zip(keys.iter().copied()).collect()))
+}
+
+/// Like `perf_buffer__new`, with the caller's `perf_event_attr` (used
+/// verbatim for every `perf_event_open`, not retained) and one callback that
+/// receives every record whole. `opts` may pick CPUs and map keys. With
+/// `event_cb` NULL, samples and lost records are dropped.
+///
+/// Returns a new handle, or NULL with `errno` set (EINVAL for a NULL `attr`
+/// and for the cases of `perf_buffer__new`).
+///
+/// # Safety
+/// `attr` is NULL or a readable `struct perf_event_attr`; `opts` is NULL or a
+/// `struct perf_buffer_raw_opts` readable for `opts->sz` bytes whose `cpus`
+/// and `map_keys` hold `cpu_cnt` ints; `event_cb` is callable with `ctx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__new_raw(
+    map_fd: c_int,
+    page_cnt: usize,
+    attr: *mut perf_event_attr,
+    event_cb: perf_buffer_event_fn,
+    ctx: *mut c_void,
+    opts: *const perf_buffer_raw_opts,
+) -> *mut perf_buffer {
+    if attr.is_null() {
+        return into_handle(Err(Errno::INVAL));
+    }
+    // SAFETY: per this function's contract.
+    let fields = unsafe { opts_bytes(opts.cast()) }.and_then(opts::raw_opts);
+    // SAFETY: per this function's contract.
+    let cpus = fields.and_then(|f| unsafe { raw_cpu_selection(f) });
+    into_handle(cpus.and_then(|cpus| {
+        // SAFETY: `attr` is non-NULL and readable for this call.
+        let attr = AttrSource::Caller(unsafe { CallerAttr::new(attr.cast_const().cast()) });
+        // SAFETY: the callback's contract is this function's.
+        let callbacks = unsafe { Callbacks::raw(event_cb, ctx) };
+        PerfBuffer::new(Config { map_fd, page_cnt, attr, cpus, callbacks })
+    }))
+}
+
+/// Frees the buffer: for each ring, deletes its map entry, unmaps it,
+/// disables and closes its event; then closes the epoll fd. NULL (and
+/// libbpf's `ERR_PTR` values) are ignored. Must not be called from a callback.
+///
+/// # Safety
+/// `pb` is a live handle; it is dangling afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__free(pb: *mut perf_buffer) {
+    // libbpf's IS_ERR_OR_NULL: the top 4095 addresses encode errors.
+    if pb.is_null() || pb as usize >= (-4095isize) as usize {
+        return;
+    }
+    // SAFETY: a live, non-NULL handle is a Box<PerfBuffer> from into_handle.
+    drop(unsafe { Box::from_raw(pb.cast::<PerfBuffer>()) });
+}
+
+/// The epoll fd over all rings (owned by the buffer), or -EINVAL for NULL.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__epoll_fd(pb: *const perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_ref(pb) }.map(|pb| pb.epoll_fd()))
+}
+
+/// Waits up to `timeout_ms` (-1 forever, 0 not at all) for rings the kernel
+/// signalled and drains them through the callbacks.
+///
+/// Returns the number of rings signalled (not records; 0 on timeout), or
+/// `-errno` (-EINTR on a signal, not retried), or a callback's stop value.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__poll(pb: *mut perf_buffer, timeout_ms: c_int) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.map(|pb| pb.poll(timeout_ms)))
+}
+
+/// Drains every ring without waiting. Returns 0, or the first error.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__consume(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.map(|pb| pb.consume()))
+}
+
+/// Drains ring `buf_idx` without waiting. Returns 0 (also when empty), the
+/// callback's stop value, or -EINVAL for a bad index.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__consume_buffer(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.consume_buffer(buf_idx)))
+}
+
+/// Number of rings set up (online CPUs, bounded by the map's size), or 0
+/// with `errno = EINVAL` for NULL.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__buffer_cnt(pb: *const perf_buffer) -> usize {
+    // SAFETY: per this function's contract.
+    match unsafe { handle_ref(pb) } {
+        Ok(pb) => pb.buffer_cnt(),
+        Err(e) => {
+            e.set();
+            0
+        }
+    }
+}
+
+/// The perf event fd of ring `buf_idx` (owned by the buffer), or -EINVAL.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__buffer_fd(pb: *const perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_ref(pb) }.and_then(|pb| pb.buf(buf_idx)).map(|b| b.fd()))
+}
+
+/// The raw region of ring `buf_idx`: `*buf` = start of the mmap (the
+/// kernel's `struct perf_event_mmap_page`, data follows one page later) and
+/// `*buf_size` = size of the data area only. Returns 0, or -EINVAL for a
+/// NULL argument or an index out of range (negative included); outputs are
+/// untouched on error.
+///
+/// # Safety
+/// `pb` is a live handle; `buf` and `buf_size` are valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perf_buffer__buffer(
+    pb: *mut perf_buffer,
+    buf_idx: c_int,
+    buf: *mut *mut c_void,
+    buf_size: *mut usize,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { handle_ref(pb) }
+        .and_then(|pb| pb.buf(usize::try_from(buf_idx).map_err(|_| Errno::INVAL)?))
+        .map(|b| b.ring());
+    // SAFETY: valid for writes or NULL, per this function's contract.
+    let outs = unsafe { buf.as_mut().zip(buf_size.as_mut()) }.ok_or(Errno::INVAL);
+    ret_errno(ring.and_then(|ring| {
+        let (buf, buf_size) = outs?;
+        *buf = ring.base().cast();
+        *buf_size = ring.data_size();
+        Ok(0)
+    }))
+}
+
+/// The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way
+/// to check, with `dlsym`, that libperfbuf (not libbpf) is loaded.
+#[unsafe(no_mangle)]
+pub extern "C" fn perfbuf_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}

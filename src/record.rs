@@ -1,0 +1,108 @@
+//! Pure parsing of the records libbpf's default handler understands:
+//! `PERF_RECORD_SAMPLE` with only `PERF_SAMPLE_RAW`, and `PERF_RECORD_LOST`.
+//! No unsafe code; every field read is bounds-checked.
+
+use crate::kernel::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE};
+
+/// One record, classified for the sample/lost callbacks.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// A sample: the raw data as the kernel sized it (padded, see the header
+    /// docs), starting 12 bytes into the record.
+    Sample {
+        /// Offset of the data within the record (always 12).
+        offset: usize,
+        /// The raw data.
+        data: &'a [u8],
+    },
+    /// The kernel dropped `lost` records for lack of space.
+    Lost {
+        /// Number of records lost.
+        lost: u64,
+    },
+    /// A record of another type (an error for the default handler).
+    Other {
+        /// Its `PERF_RECORD_*` type.
+        type_: u32,
+    },
+    /// A SAMPLE or LOST record too short for the fields it must carry.
+    Malformed,
+}
+
+/// Offset of the raw data in a `PERF_SAMPLE_RAW`-only sample.
+pub const SAMPLE_DATA_OFFSET: usize = 12;
+
+fn u32_at(rec: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(rec.get(off..off + 4)?.try_into().ok()?))
+}
+
+fn u64_at(rec: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(rec.get(off..off + 8)?.try_into().ok()?))
+}
+
+/// The `type` field of a record's header (0 if the record is too short).
+pub fn record_type(rec: &[u8]) -> u32 {
+    u32_at(rec, 0).unwrap_or(0)
+}
+
+/// Classifies a whole record (header included).
+pub fn parse(rec: &[u8]) -> Record<'_> {
+    match record_type(rec) {
+        PERF_RECORD_SAMPLE => {
+            let Some(size) = u32_at(rec, 8) else { return Record::Malformed };
+            match SAMPLE_DATA_OFFSET
+                .checked_add(size as usize)
+                .and_then(|end| rec.get(SAMPLE_DATA_OFFSET..end))
+            {
+                Some(data) => Record::Sample { offset: SAMPLE_DATA_OFFSET, data },
+                None => Record::Malformed,
+            }
+        }
+        PERF_RECORD_LOST => match u64_at(rec, 16) {
+            Some(lost) => Record::Lost { lost },
+            None => Record::Malformed,
+        },
+        type_ => Record::Other { type_ },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(type_: u32, body: &[u8]) -> Vec<u8> {
+        let size = (8 + body.len()) as u16;
+        let mut v = type_.to_ne_bytes().to_vec();
+        v.extend_from_slice(&0u16.to_ne_bytes());
+        v.extend_from_slice(&size.to_ne_bytes());
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn sample_data_follows_raw_size() {
+        let mut body = 4u32.to_ne_bytes().to_vec();
+        body.extend_from_slice(b"abcd");
+        let r = rec(PERF_RECORD_SAMPLE, &body);
+        assert_eq!(parse(&r), Record::Sample { offset: 12, data: b"abcd" });
+    }
+
+    #[test]
+    fn lost_reads_second_word() {
+        let mut body = 7u64.to_ne_bytes().to_vec();
+        body.extend_from_slice(&49u64.to_ne_bytes());
+        assert_eq!(parse(&rec(PERF_RECORD_LOST, &body)), Record::Lost { lost: 49 });
+    }
+
+    #[test]
+    fn short_or_lying_records_are_malformed() {
+        assert_eq!(parse(&rec(PERF_RECORD_SAMPLE, &[])), Record::Malformed);
+        let body = 100u32.to_ne_bytes();
+        assert_eq!(parse(&rec(PERF_RECORD_SAMPLE, &body)), Record::Malformed);
+        let body = u32::MAX.to_ne_bytes();
+        assert_eq!(parse(&rec(PERF_RECORD_SAMPLE, &body)), Record::Malformed);
+        assert_eq!(parse(&rec(PERF_RECORD_LOST, &[0; 8])), Record::Malformed);
+        assert_eq!(parse(&rec(3, &[])), Record::Other { type_: 3 });
+        assert_eq!(record_type(&[1, 2]), 0);
+    }
+}

@@ -1,0 +1,191 @@
+//! Every system call the library makes, as small safe wrappers.
+//!
+//! Each returns the kernel's errno as [`Errno`] on failure, so callers can
+//! pass it on to C exactly as libbpf does.
+
+use crate::error::{Errno, Result};
+use crate::kernel::PerfEventAttr;
+use core::ffi::c_void;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+
+/// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
+pub const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+/// `PERF_EVENT_IOC_ENABLE`.
+pub const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+/// `PERF_EVENT_IOC_DISABLE`.
+pub const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+/// `PERF_FLAG_FD_CLOEXEC`.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
+fn check(ret: libc::c_long) -> Result<libc::c_long> {
+    if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
+}
+
+/// `bpf(2)` with a command-specific attribute struct.
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<libc::c_long> {
+    // SAFETY: `attr` is a live, initialised #[repr(C)] struct of the size we
+    // pass; the kernel reads (and for info, writes through) only that range.
+    check(unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T as *mut c_void, size_of::<T>()) })
+}
+
+#[repr(C)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)` for 4-byte keys/values.
+pub fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+/// `bpf_map_delete_elem(map_fd, &key)`.
+pub fn map_delete_u32(map_fd: RawFd, key: u32) -> Result<()> {
+    let mut attr =
+        MapElemAttr { map_fd: map_fd as u32, _pad: 0, key: &key as *const u32 as u64, value: 0, flags: 0 };
+    bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
+}
+
+/// The fields of `struct bpf_map_info` we use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapInfo {
+    /// `BPF_MAP_TYPE_*`.
+    pub map_type: u32,
+    /// `max_entries`.
+    pub max_entries: u32,
+    /// The map's name.
+    pub name: String,
+}
+
+/// `struct bpf_map_info` (uapi, 80 bytes at Linux 6.x); only the prefix is read.
+#[repr(C)]
+#[derive(Default)]
+struct BpfMapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: [u8; 16],
+    rest: [u64; 6],
+}
+
+#[repr(C)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a map fd.
+pub fn map_info(map_fd: RawFd) -> Result<MapInfo> {
+    let mut info = BpfMapInfo::default();
+    let mut attr = InfoAttr {
+        bpf_fd: map_fd as u32,
+        info_len: size_of::<BpfMapInfo>() as u32,
+        info: &mut info as *mut BpfMapInfo as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let len = info.name.iter().position(|&b| b == 0).unwrap_or(info.name.len());
+    Ok(MapInfo {
+        map_type: info.map_type,
+        max_entries: info.max_entries,
+        name: String::from_utf8_lossy(&info.name[..len]).into_owned(),
+    })
+}
+
+/// Where the attr for `perf_event_open` comes from.
+#[derive(Clone, Copy)]
+pub enum AttrSource<'a> {
+    /// One we built.
+    Built(&'a PerfEventAttr),
+    /// The caller's, passed through verbatim (raw mode).
+    Caller(CallerAttr),
+}
+
+/// A caller's `struct perf_event_attr *`, valid for the duration of the
+/// constructor call (the FFI layer's contract), never dereferenced by us.
+#[derive(Clone, Copy)]
+pub struct CallerAttr(*const c_void);
+
+impl CallerAttr {
+    /// # Safety
+    /// `ptr` must point to a readable `struct perf_event_attr` of the size
+    /// its `size` field claims, for as long as this value is used.
+    pub unsafe fn new(ptr: *const c_void) -> Self {
+        CallerAttr(ptr)
+    }
+}
+
+/// `perf_event_open(attr, pid = -1, cpu, group_fd = -1, PERF_FLAG_FD_CLOEXEC)`.
+pub fn perf_event_open(attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
+    let ptr = match attr {
+        AttrSource::Built(a) => a as *const PerfEventAttr as *const c_void,
+        AttrSource::Caller(CallerAttr(p)) => p,
+    };
+    // SAFETY: `ptr` is a readable attr (ours, or the caller's per the
+    // CallerAttr contract); the kernel only reads it.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            ptr,
+            -1 as libc::c_int,
+            cpu,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `ioctl(fd, request, arg)` for the perf ioctls that take an integer.
+pub fn perf_ioctl(fd: &OwnedFd, request: libc::c_ulong, arg: libc::c_ulong) -> Result<()> {
+    // SAFETY: the perf ioctls we issue take an integer argument, not a pointer.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), request, arg) } as libc::c_long).map(drop)
+}
+
+/// `epoll_create1(EPOLL_CLOEXEC)`.
+pub fn epoll_create() -> Result<OwnedFd> {
+    // SAFETY: no pointers involved.
+    let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as libc::c_long)?;
+    // SAFETY: a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `epoll_ctl(EPOLL_CTL_ADD)` for level-triggered `EPOLLIN` with `data` as the token.
+pub fn epoll_add(epfd: &OwnedFd, fd: RawFd, data: u64) -> Result<()> {
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
+    // SAFETY: `ev` is a valid epoll_event the kernel reads.
+    check(unsafe { libc::epoll_ctl(epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } as libc::c_long)
+        .map(drop)
+}
+
+/// `epoll_wait` into `events[..max]`; returns the number of ready entries.
+/// `max == 0` is passed through, so the kernel's EINVAL reaches the caller.
+pub fn epoll_wait(
+    epfd: RawFd,
+    events: &mut [libc::epoll_event],
+    max: usize,
+    timeout_ms: i32,
+) -> Result<usize> {
+    let max = max.min(events.len()).min(i32::MAX as usize) as i32;
+    // SAFETY: the kernel writes at most `max` ≤ events.len() entries.
+    let n = check(unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), max, timeout_ms) } as libc::c_long)?;
+    Ok(n as usize)
+}
