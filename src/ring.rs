@@ -263,3 +263,212 @@ fn checked_data_size(page_size: usize, data_pages: usize) -> Result<usize> {
         _ => Err(Errno::INVAL),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::LIBBPF_PERF_EVENT_DONE;
+    use crate::kernel::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE};
+    use crate::record::{self, Record};
+
+    const PAGE: usize = 2048;
+
+    /// Plays the kernel: appends a record at the head and publishes it.
+    fn push(ring: &mut PerfRing, type_: u32, body: &[u8]) -> usize {
+        let size = (8 + body.len()).next_multiple_of(8);
+        let mut rec = vec![0u8; size];
+        rec[..4].copy_from_slice(&type_.to_ne_bytes());
+        rec[6..8].copy_from_slice(&(size as u16).to_ne_bytes());
+        rec[8..8 + body.len()].copy_from_slice(body);
+        let head = ring.load_head();
+        ring.write_data(head, &rec);
+        ring.store_head(head + size as u64);
+        size
+    }
+
+    fn sample_body(n: usize, seed: u8) -> Vec<u8> {
+        let raw = (n + 4).next_multiple_of(8) - 4;
+        let mut body = (raw as u32).to_ne_bytes().to_vec();
+        body.extend((0..raw).map(|i| if i < n { seed.wrapping_add((i as u8).wrapping_mul(7)) } else { 0 }));
+        body
+    }
+
+    fn drain_all(ring: &mut PerfRing) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        assert_eq!(
+            ring.drain(|rec| {
+                out.push(rec.to_vec());
+                LIBBPF_PERF_EVENT_CONT
+            }),
+            LIBBPF_PERF_EVENT_CONT
+        );
+        out
+    }
+
+    fn start_at(ring: &PerfRing, pos: u64) {
+        ring.store_head(pos);
+        ring.store_tail(pos);
+    }
+
+    #[test]
+    fn wraparound_at_every_offset() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        for start in (0..PAGE as u64).step_by(8) {
+            // Counters far from zero too, to cover u64 arithmetic.
+            for base in [0u64, 1 << 40] {
+                start_at(&ring, base + start);
+                let mut expected = Vec::new();
+                for (i, n) in [1usize, 60, 200, 13, 500, 4, 333].into_iter().enumerate() {
+                    let body = sample_body(n, (start as u8).wrapping_add(i as u8));
+                    push(&mut ring, PERF_RECORD_SAMPLE, &body);
+                    expected.push(body);
+                }
+                let got = drain_all(&mut ring);
+                assert_eq!(got.len(), expected.len(), "start {start}");
+                for (rec, body) in got.iter().zip(&expected) {
+                    assert_eq!(&rec[8..], &body[..], "start {start}");
+                    assert!(matches!(record::parse(rec), Record::Sample { .. }));
+                }
+                assert_eq!(ring.load_tail(), ring.load_head());
+                assert_eq!(ring.stats(), RingStats::default());
+            }
+        }
+    }
+
+    #[test]
+    fn record_filling_the_whole_ring_wraps_intact() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        for start in [0u64, 8, 1000, PAGE as u64 - 8] {
+            start_at(&ring, start);
+            let body = sample_body(PAGE - 12, 9);
+            assert_eq!(push(&mut ring, PERF_RECORD_SAMPLE, &body), PAGE);
+            let got = drain_all(&mut ring);
+            assert_eq!(got.len(), 1);
+            assert_eq!(&got[0][8..], &body[..]);
+        }
+    }
+
+    #[test]
+    fn lost_records_are_delivered_in_order() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        let mut lost = 0u64.to_ne_bytes().to_vec();
+        lost.extend_from_slice(&49u64.to_ne_bytes());
+        push(&mut ring, PERF_RECORD_LOST, &lost);
+        push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, 1));
+        let got = drain_all(&mut ring);
+        assert_eq!(record::parse(&got[0]), Record::Lost { lost: 49 });
+        assert!(matches!(record::parse(&got[1]), Record::Sample { .. }));
+    }
+
+    #[test]
+    fn tail_is_published_once_after_the_batch() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        for _ in 0..5 {
+            push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(20, 0));
+        }
+        let before = ring.load_tail();
+        let tail_word = ring.base() as usize + MMAP_PAGE_DATA_TAIL;
+        let mut seen = Vec::new();
+        ring.drain(|_| {
+            // SAFETY: reading our own heap ring's tail word.
+            seen.push(unsafe { AtomicU64::from_ptr(tail_word as *mut u64) }.load(Ordering::Relaxed));
+            LIBBPF_PERF_EVENT_CONT
+        });
+        assert_eq!(seen, vec![before; 5]);
+        assert_eq!(ring.load_tail(), ring.load_head());
+    }
+
+    #[test]
+    fn handler_stop_consumes_only_up_to_that_record() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        let size = push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, 0));
+        push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, 1));
+        let mut calls = 0;
+        let ret = ring.drain(|_| {
+            calls += 1;
+            LIBBPF_PERF_EVENT_DONE
+        });
+        assert_eq!((ret, calls), (LIBBPF_PERF_EVENT_DONE, 1));
+        assert_eq!(ring.load_tail(), size as u64);
+        assert_eq!(drain_all(&mut ring).len(), 1);
+    }
+
+    #[test]
+    fn empty_ring_returns_cont() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        assert!(drain_all(&mut ring).is_empty());
+    }
+
+    /// Each corruption is detected, skipped to the head and counted, and a
+    /// record published afterwards is delivered.
+    fn assert_recovers(corrupt: impl Fn(&mut PerfRing)) {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        start_at(&ring, 4096);
+        push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, 0));
+        corrupt(&mut ring);
+        let got = drain_all(&mut ring);
+        assert_eq!(ring.stats().resyncs, 1, "corruption not detected");
+        assert_eq!(ring.load_tail(), ring.load_head());
+        let body = sample_body(40, 3);
+        push(&mut ring, PERF_RECORD_SAMPLE, &body);
+        let after = drain_all(&mut ring);
+        assert_eq!(after.len(), 1);
+        assert_eq!(&after[0][8..], &body[..]);
+        assert!(got.len() <= 1);
+    }
+
+    #[test]
+    fn misaligned_tail_resyncs() {
+        assert_recovers(|r| r.store_tail(r.load_tail() + 3));
+    }
+
+    #[test]
+    fn tail_inside_a_record_resyncs() {
+        // The tail points at the record's body, whose bytes read as a header
+        // of size 0.
+        assert_recovers(|r| r.store_tail(r.load_tail() + 8));
+    }
+
+    #[test]
+    fn head_far_beyond_tail_resyncs() {
+        assert_recovers(|r| r.store_head(r.load_head() + 10 * PAGE as u64));
+    }
+
+    #[test]
+    fn head_behind_tail_resyncs() {
+        assert_recovers(|r| r.store_tail(r.load_head() + 64));
+    }
+
+    #[test]
+    fn zero_size_header_resyncs() {
+        assert_recovers(|r| {
+            let tail = r.load_tail();
+            r.write_data(tail + 6, &[0, 0]);
+        });
+    }
+
+    #[test]
+    fn oversized_header_resyncs() {
+        assert_recovers(|r| {
+            let tail = r.load_tail();
+            r.write_data(tail + 6, &u16::MAX.to_ne_bytes());
+        });
+    }
+
+    #[test]
+    fn misaligned_size_resyncs() {
+        assert_recovers(|r| {
+            let tail = r.load_tail();
+            r.write_data(tail + 6, &12u16.to_ne_bytes());
+        });
+    }
+
+    #[test]
+    fn sizes_that_overflow_are_rejected() {
+        assert_eq!(checked_data_size(4096, usize::MAX / 2).err(), Some(Errno::INVAL));
+        assert_eq!(checked_data_size(4096, 3).err(), Some(Errno::INVAL));
+        assert_eq!(checked_data_size(4096, 0).err(), Some(Errno::INVAL));
+        assert_eq!(checked_data_size(4096, 1 << 51).err(), Some(Errno::INVAL));
+        assert_eq!(checked_data_size(4096, 8), Ok(32768));
+    }
+}
