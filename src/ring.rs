@@ -47,7 +47,7 @@ pub struct PerfRing {
     base: NonNull<u8>,
     page_size: usize,
     data_size: usize,
-    scratch: Vec<u8>,
+    scratch: Vec<u64>,
     stats: RingStats,
 }
 
@@ -195,25 +195,29 @@ impl PerfRing {
                 // past it, which happens only after the handler returned.
                 unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) }
             } else {
-                if self.scratch.len() < size {
+                // Whole u64 words keep the copy 8-byte aligned, like an
+                // in-place record (sizes are multiples of 8, checked above).
+                let words = size / 8;
+                if self.scratch.len() < words {
                     self.scratch.clear();
-                    if self.scratch.try_reserve_exact(size).is_err() {
+                    if self.scratch.try_reserve_exact(words).is_err() {
                         ret = LIBBPF_PERF_EVENT_ERROR;
                         break;
                     }
-                    self.scratch.resize(size, 0);
+                    self.scratch.resize(words, 0);
                 }
                 let first = self.data_size - offset;
                 // SAFETY: both source ranges are inside the data area (the
-                // record is shorter than the ring, checked by record_size_at),
-                // and `scratch` holds at least `size` bytes.
+                // record is no longer than the ring, checked by record_size_at),
+                // `scratch` holds at least `size` bytes, and any bytes are
+                // valid u8s to view.
                 unsafe {
                     let data = self.data_ptr();
-                    let dst = self.scratch.as_mut_ptr();
+                    let dst = self.scratch.as_mut_ptr().cast::<u8>();
                     core::ptr::copy_nonoverlapping(data.add(offset), dst, first);
                     core::ptr::copy_nonoverlapping(data, dst.add(first), size - first);
+                    core::slice::from_raw_parts(dst.cast_const(), size)
                 }
-                &self.scratch[..size]
             };
             ret = handler(record);
             tail = tail.wrapping_add(size as u64);
@@ -297,6 +301,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(
             ring.drain(|rec| {
+                assert_eq!(rec.as_ptr() as usize % 8, 0, "records are handed out 8-aligned");
                 out.push(rec.to_vec());
                 LIBBPF_PERF_EVENT_CONT
             }),

@@ -1,0 +1,107 @@
+# libperfbuf: build, test and install. `make` builds; `make test` runs
+# everything (needs root and BPF for the kernel tests).
+
+PREFIX    ?= /usr/local
+LIBDIR    ?= $(PREFIX)/lib
+INCDIR    ?= $(PREFIX)/include
+CARGO     ?= cargo
+CC        ?= cc
+CXX       ?= c++
+VERSION   := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+SOMAJOR   := 0
+
+REL       := target/release
+LIB       := $(REL)/libperfbuf.so
+BUILD     := build
+CFLAGS    ?= -O2 -g
+WARN      := -Wall -Wextra -Werror
+TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
+HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
+HARNESS_H := c-tests/harness.h c-tests/producer.h
+
+.PHONY: all lib header test cargo-test lint c-tests check-exports check-header-compat \
+	linked-test difftest preload-test install uninstall clean
+
+all: lib
+
+lib:
+	$(CARGO) build --release
+	ln -sf libperfbuf.so $(REL)/libperfbuf.so.$(SOMAJOR)
+
+# Regenerate include/perfbuf.h from the sources (commit the result).
+header:
+	PERFBUF_WRITE_HEADER=1 $(CARGO) build --release
+
+$(BUILD):
+	mkdir -p $@
+
+# ---- C harness -------------------------------------------------------------
+
+$(BUILD)/linked_test: c-tests/linked_test.c $(HARNESS) $(HARNESS_H) include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/linked_test.c $(HARNESS) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -ldl
+
+$(BUILD)/preload_test: c-tests/preload_test.c $(HARNESS) $(HARNESS_H) | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/preload_test.c $(HARNESS) -lbpf -ldl
+
+$(BUILD)/difftest: c-tests/difftest.c $(HARNESS) $(HARNESS_H) | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/difftest.c $(HARNESS) -ldl
+
+linked-test: $(BUILD)/linked_test
+	$(BUILD)/linked_test
+
+difftest: $(BUILD)/difftest lib
+	rm -rf $(BUILD)/transcripts && mkdir -p $(BUILD)/transcripts
+	$(BUILD)/difftest $(CURDIR)/$(LIB) $(BUILD)/transcripts
+
+# The same libbpf-built binary, plain and under LD_PRELOAD: it must be served
+# by libperfbuf in the second run and observe exactly the same things.
+preload-test: $(BUILD)/preload_test lib
+	$(BUILD)/preload_test libbpf $(BUILD)/preload.libbpf.txt
+	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/preload_test libperfbuf $(BUILD)/preload.libperfbuf.txt
+	diff -u $(BUILD)/preload.libbpf.txt $(BUILD)/preload.libperfbuf.txt
+	@echo "preload: transcripts identical ($$(wc -l < $(BUILD)/preload.libbpf.txt) lines)"
+
+check-exports: lib
+	c-tests/check-exports.sh $(LIB)
+
+check-header-compat: | $(BUILD)
+	$(CC) $(CFLAGS) $(WARN) -std=c11 -Iinclude -o $(BUILD)/hc1 c-tests/header_compat.c -DLIBBPF_FIRST -c
+	$(CC) $(CFLAGS) $(WARN) -std=c11 -Iinclude -o $(BUILD)/hc2 c-tests/header_compat.c -c
+	$(CXX) $(CFLAGS) $(WARN) -x c++ -Iinclude -o $(BUILD)/hc3 c-tests/header_compat.c -DLIBBPF_FIRST -c
+	$(CXX) $(CFLAGS) $(WARN) -x c++ -Iinclude -o $(BUILD)/hc4 c-tests/header_compat.c -c
+	$(CC) $(CFLAGS) $(WARN) -std=c99 -DPERFBUF_NO_LIBBPF_H -Iinclude -x c -o $(BUILD)/hc5 -c - \
+		< c-tests/header_compat_standalone.c
+	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
+
+c-tests: check-exports check-header-compat linked-test difftest preload-test
+
+# ---- Rust ------------------------------------------------------------------
+
+cargo-test:
+	$(CARGO) test --release
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --release --all-targets -- -D warnings
+
+test: lint cargo-test c-tests
+
+# ---- install -----------------------------------------------------------------
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(VERSION)
+	ln -sf libperfbuf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(SOMAJOR)
+	ln -sf libperfbuf.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libperfbuf.so
+	install -m 644 $(REL)/libperfbuf.a $(DESTDIR)$(LIBDIR)/libperfbuf.a
+	install -m 644 include/perfbuf.h $(DESTDIR)$(INCDIR)/perfbuf.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+		-e 's|@VERSION@|$(VERSION)|' perfbuf.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libperfbuf.so* $(DESTDIR)$(LIBDIR)/libperfbuf.a \
+		$(DESTDIR)$(INCDIR)/perfbuf.h $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)

@@ -1,0 +1,114 @@
+/* The linked way in: built with perfbuf.h and -lperfbuf (no libbpf at
+ * all). Runs every scenario's absolute checks, then what libbpf cannot do:
+ * clear errors for NULL handles, NULL out-pointers and bad indexes. */
+#define _GNU_SOURCE
+#include "perfbuf.h"
+#include "harness.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static int checks, failures;
+#define EXPECT(cond)                                                              \
+	do {                                                                      \
+		checks++;                                                         \
+		if (!(cond)) {                                                    \
+			failures++;                                               \
+			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
+		}                                                                 \
+	} while (0)
+
+/* A negative errno return with errno set to match. */
+#define EXPECT_ERR(call, err)                          \
+	do {                                           \
+		errno = 0;                             \
+		int _r = (call);                       \
+		EXPECT(_r == -(err) && errno == (err)); \
+	} while (0)
+
+static void null_and_range_checks(int map_fd)
+{
+	EXPECT_ERR(perf_buffer__epoll_fd(NULL), EINVAL);
+	EXPECT_ERR(perf_buffer__poll(NULL, 0), EINVAL);
+	EXPECT_ERR(perf_buffer__consume(NULL), EINVAL);
+	EXPECT_ERR(perf_buffer__consume_buffer(NULL, 0), EINVAL);
+	EXPECT_ERR(perf_buffer__buffer_fd(NULL, 0), EINVAL);
+	void *buf;
+	size_t size;
+	EXPECT_ERR(perf_buffer__buffer(NULL, 0, &buf, &size), EINVAL);
+	errno = 0;
+	EXPECT(perf_buffer__buffer_cnt(NULL) == 0 && errno == EINVAL);
+	perf_buffer__free(NULL);
+	perf_buffer__free((struct perf_buffer *)(intptr_t)-22); /* libbpf's ERR_PTR(-EINVAL) */
+
+	struct perf_buffer *pb = perf_buffer__new(map_fd, 1, NULL, NULL, NULL, NULL);
+	EXPECT(pb != NULL);
+	if (!pb)
+		return;
+	EXPECT_ERR(perf_buffer__buffer(pb, -1, &buf, &size), EINVAL);
+	EXPECT_ERR(perf_buffer__buffer(pb, -2147483647 - 1, &buf, &size), EINVAL);
+	EXPECT_ERR(perf_buffer__buffer(pb, 0, NULL, &size), EINVAL);
+	EXPECT_ERR(perf_buffer__buffer(pb, 0, &buf, NULL), EINVAL);
+	EXPECT_ERR(perf_buffer__buffer_fd(pb, (size_t)-1), EINVAL);
+	EXPECT_ERR(perf_buffer__consume_buffer(pb, (size_t)-1), EINVAL);
+	EXPECT(perf_buffer__buffer(pb, 0, &buf, &size) == 0 && size == 4096);
+	perf_buffer__free(pb);
+
+	/* Raw opts with cpu_cnt > 0 but NULL arrays: libbpf dereferences them. */
+	struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof(attr),
+				       .config = PERF_COUNT_SW_BPF_OUTPUT, .sample_type = PERF_SAMPLE_RAW,
+				       .sample_period = 1, .wakeup_events = 1};
+	struct perf_buffer_raw_opts opts = {.sz = sizeof(opts), .cpu_cnt = 1};
+	errno = 0;
+	EXPECT(perf_buffer__new_raw(map_fd, 1, &attr, NULL, NULL, &opts) == NULL && errno == EINVAL);
+	/* An absurd opts size is garbage, not a newer header. */
+	struct perf_buffer_opts big = {.sz = (size_t)1 << 40};
+	errno = 0;
+	EXPECT(perf_buffer__new(map_fd, 1, NULL, NULL, NULL, &big) == NULL && errno == EINVAL);
+	/* A page count whose mapping size overflows. */
+	errno = 0;
+	EXPECT(perf_buffer__new(map_fd, (size_t)1 << 62, NULL, NULL, NULL, NULL) == NULL && errno == EINVAL);
+}
+
+int main(void)
+{
+	static const struct pb_api api = {
+		.name = "libperfbuf",
+		.new_ = perf_buffer__new,
+		.new_raw = perf_buffer__new_raw,
+		.free_ = perf_buffer__free,
+		.epoll_fd = perf_buffer__epoll_fd,
+		.poll = perf_buffer__poll,
+		.consume = perf_buffer__consume,
+		.consume_buffer = perf_buffer__consume_buffer,
+		.buffer_cnt = perf_buffer__buffer_cnt,
+		.buffer_fd = perf_buffer__buffer_fd,
+		.buffer = perf_buffer__buffer,
+	};
+	Dl_info info;
+	void *fn;
+	memcpy(&fn, &api.new_, sizeof(fn));
+	EXPECT(dladdr(fn, &info) && strstr(info.dli_fname, "libperfbuf"));
+	printf("libperfbuf %s from %s\n", perfbuf_version(), info.dli_fname);
+
+	struct harness h;
+	harness_open(&h, &api);
+	int failed = 0;
+	for (size_t i = 0; i < scenario_count; i++) {
+		int before = h.failures;
+		tx_reset(&h.tx);
+		scenarios[i].run(&h);
+		printf("%s %s\n", h.failures == before ? "ok  " : "FAIL", scenarios[i].name);
+		if (h.failures != before)
+			failed++;
+	}
+	null_and_range_checks(h.prod.map_fd);
+	printf("%s null_and_range (%d checks)\n", failures ? "FAIL" : "ok  ", checks);
+	if (failures)
+		failed++;
+	printf("linked_test: %zu passed, %d failed\n", scenario_count + 1 - (size_t)failed, failed);
+	harness_close(&h);
+	return failed ? 1 : 0;
+}

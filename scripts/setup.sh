@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what building and testing libperfbuf needs on Debian 12, then
+# builds the library. Run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export PATH="$HOME/.cargo/bin:$PATH"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# libbpf-dev: the reference library and its headers (differential tests);
+# gcc/g++/make: the C harness and header checks; binutils: nm for the export check.
+$SUDO apt-get install -y -qq --no-install-recommends libbpf-dev gcc g++ make binutils pkg-config >/dev/null
+
+if ! command -v cargo >/dev/null; then
+	echo "cargo not found: install Rust (rustup) first" >&2
+	exit 1
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+make
