@@ -19,7 +19,8 @@ TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
 HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
 HARNESS_H := c-tests/harness.h c-tests/producer.h
 
-.PHONY: all lib header test cargo-test lint c-tests check-exports check-header-compat \
+PHONY_EXTRA := producer-lib
+.PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib
@@ -45,6 +46,12 @@ $(BUILD)/preload_test: c-tests/preload_test.c $(HARNESS) $(HARNESS_H) | $(BUILD)
 
 $(BUILD)/difftest: c-tests/difftest.c $(HARNESS) $(HARNESS_H) | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/difftest.c $(HARNESS) -ldl
+
+# The BPF producer as a shared library, for the Python and Go tests.
+$(BUILD)/libperfbuf_producer.so: c-tests/producer.c c-tests/producer.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ c-tests/producer.c
+
+producer-lib: $(BUILD)/libperfbuf_producer.so
 
 linked-test: $(BUILD)/linked_test
 	$(BUILD)/linked_test
