@@ -66,6 +66,108 @@ struct perf_buffer_raw_opts {
 #endif /* __LIBBPF_LIBBPF_H */
 
 
+/*
+ `perfbuf_opts.flags`: overwritable rings. The kernel writes backward
+ into read-only rings and overwrites the oldest records; read them with
+ `perfbuf_snapshot` (or `perf_buffer__consume`), which pauses output
+ around the read and delivers what was written since the last read.
+ */
+#define PERFBUF_F_OVERWRITE 1
+
+/*
+ Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
+ */
+struct perfbuf_opts {
+  /*
+   Size of the caller's struct, for forward/backward compatibility.
+   */
+  size_t sz;
+  /*
+   Wake the reader after this many samples (0 or 1: every sample).
+   */
+  uint32_t wakeup_events;
+  /*
+   Or after this many bytes (non-zero overrides `wakeup_events`).
+   */
+  uint32_t wakeup_bytes;
+  /*
+   With batching, `poll` drains whatever is pending at least this
+   often, so no record waits longer (0: 10 ms).
+   */
+  uint32_t max_delay_ms;
+  /*
+   `PERFBUF_F_*` bits.
+   */
+  uint32_t flags;
+  /*
+   With `cpu_cnt > 0`: read only these CPUs (map key = CPU id);
+   offline or absent ones are skipped, see `perfbuf_buffer_cpu`.
+   */
+  const int *cpus;
+  /*
+   Number of entries in `cpus`.
+   */
+  int cpu_cnt;
+};
+
+/*
+ Per-ring figures from `perfbuf_ring_stats` (set `sz` before the call).
+ */
+struct perfbuf_ring_stats {
+  /*
+   Size of the caller's struct; fields beyond it are not written.
+   */
+  size_t sz;
+  /*
+   The CPU this ring reads.
+   */
+  int cpu;
+  /*
+   Reserved, 0.
+   */
+  int reserved;
+  /*
+   Samples delivered (or dropped for want of a callback).
+   */
+  uint64_t samples;
+  /*
+   Raw bytes of those samples.
+   */
+  uint64_t sample_bytes;
+  /*
+   Records the kernel reported lost.
+   */
+  uint64_t lost;
+  /*
+   Times epoll reported the ring ready.
+   */
+  uint64_t wakeups;
+  /*
+   Bytes waiting in the ring now (drain the fullest ring first).
+   */
+  uint64_t pending_bytes;
+  /*
+   Size of the data area.
+   */
+  uint64_t data_size;
+  /*
+   Times the reader skipped to the head after an inconsistent ring state.
+   */
+  uint64_t resyncs;
+  /*
+   Bytes skipped doing so.
+   */
+  uint64_t skipped_bytes;
+  /*
+   SAMPLE/LOST records too short for their fields, skipped.
+   */
+  uint64_t malformed;
+  /*
+   Overwritable rings: bytes overwritten before they were read.
+   */
+  uint64_t overwritten_bytes;
+};
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -177,6 +279,84 @@ int perf_buffer__buffer_fd(const struct perf_buffer *pb, size_t buf_idx);
  `pb` is a live handle; `buf` and `buf_size` are valid for writes.
  */
 int perf_buffer__buffer(struct perf_buffer *pb, int buf_idx, void **buf, size_t *buf_size);
+
+/*
+ Creates a perf buffer like `perf_buffer__new`, with perfbuf's options:
+ batched wakeups with a bounded delay, overwritable rings, a CPU subset.
+ `opts` may be NULL (then this is `perf_buffer__new` with no opts).
+
+ Batching (`wakeup_events > 1` or `wakeup_bytes > 0`) asks the kernel to
+ wake the reader less often; a timer in the epoll set makes `poll` (and
+ any loop waiting on `perf_buffer__epoll_fd`) drain every ring holding
+ data at least every `max_delay_ms`, so no record waits longer.
+
+ Returns a handle, or NULL with `errno` (EINVAL for bad options).
+
+ # Safety
+ As `perf_buffer__new`; `opts` is NULL or a `struct perfbuf_opts` readable
+ for `opts->sz` bytes whose `cpus` holds `cpu_cnt` ints.
+ */
+struct perf_buffer *perfbuf_new(int map_fd, size_t page_cnt, perf_buffer_sample_fn sample_cb, perf_buffer_lost_fn lost_cb, void *ctx, const struct perfbuf_opts *opts);
+
+/*
+ Wakes a thread blocked in `perf_buffer__poll` on this buffer: that poll
+ (or the next one, if none is in progress) returns `-ECANCELED` after
+ draining any rings signalled in the same wait. The only call that may run
+ concurrently with the others on the same buffer. Returns 0 or -errno.
+
+ # Safety
+ `pb` is a live handle, not freed before this call returns.
+ */
+int perfbuf_wake(const struct perf_buffer *pb);
+
+/*
+ Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`):
+ records produced meanwhile are dropped and reported later as lost.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_pause(struct perf_buffer *pb);
+
+/*
+ Resumes output after `perfbuf_pause`.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_resume(struct perf_buffer *pb);
+
+/*
+ Reads overwritable ring `buf_idx` (`PERFBUF_F_OVERWRITE`): pauses its
+ output, delivers the records written since the previous read, oldest
+ first, through the sample/lost callbacks, and resumes. Bytes overwritten
+ before they could be read are counted in `overwritten_bytes` of
+ `perfbuf_ring_stats`. Returns the number of records, or -EINVAL for a
+ bad index or a forward ring.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_snapshot(struct perf_buffer *pb, size_t buf_idx);
+
+/*
+ The CPU id ring `buf_idx` reads, or -EINVAL.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_buffer_cpu(const struct perf_buffer *pb, size_t buf_idx);
+
+/*
+ Fills `*stats` with ring `buf_idx`'s figures: records, bytes, lost,
+ wakeups, the current fill level, recovery counters. Set `stats->sz =
+ sizeof(*stats)` first; only that many bytes are written. Returns 0 or
+ -EINVAL (NULL, bad index, `sz` below 16).
+
+ # Safety
+ `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
+ */
+int perfbuf_ring_stats(const struct perf_buffer *pb, size_t buf_idx, struct perfbuf_ring_stats *stats);
 
 /*
  The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way

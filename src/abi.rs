@@ -86,3 +86,69 @@ const _: () = {
     assert!(offset_of!(perf_buffer_raw_opts, map_keys) == 24);
     assert!(size_of::<perf_event_header>() == 8);
 };
+
+/// `perfbuf_opts.flags`: overwritable rings. The kernel writes backward
+/// into read-only rings and overwrites the oldest records; read them with
+/// `perfbuf_snapshot` (or `perf_buffer__consume`), which pauses output
+/// around the read and delivers what was written since the last read.
+pub const PERFBUF_F_OVERWRITE: u32 = 1;
+
+/// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfbuf_opts {
+    /// Size of the caller's struct, for forward/backward compatibility.
+    pub sz: usize,
+    /// Wake the reader after this many samples (0 or 1: every sample).
+    pub wakeup_events: u32,
+    /// Or after this many bytes (non-zero overrides `wakeup_events`).
+    pub wakeup_bytes: u32,
+    /// With batching, `poll` drains whatever is pending at least this
+    /// often, so no record waits longer (0: 10 ms).
+    pub max_delay_ms: u32,
+    /// `PERFBUF_F_*` bits.
+    pub flags: u32,
+    /// With `cpu_cnt > 0`: read only these CPUs (map key = CPU id);
+    /// offline or absent ones are skipped, see `perfbuf_buffer_cpu`.
+    pub cpus: *const c_int,
+    /// Number of entries in `cpus`.
+    pub cpu_cnt: c_int,
+}
+
+const _: () = {
+    assert!(size_of::<perfbuf_opts>() == 40);
+    assert!(offset_of!(perfbuf_opts, cpus) == 24);
+    assert!(offset_of!(perfbuf_opts, cpu_cnt) == 32);
+};
+
+/// Per-ring figures from `perfbuf_ring_stats` (set `sz` before the call).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfbuf_ring_stats {
+    /// Size of the caller's struct; fields beyond it are not written.
+    pub sz: usize,
+    /// The CPU this ring reads.
+    pub cpu: c_int,
+    /// Reserved, 0.
+    pub reserved: c_int,
+    /// Samples delivered (or dropped for want of a callback).
+    pub samples: u64,
+    /// Raw bytes of those samples.
+    pub sample_bytes: u64,
+    /// Records the kernel reported lost.
+    pub lost: u64,
+    /// Times epoll reported the ring ready.
+    pub wakeups: u64,
+    /// Bytes waiting in the ring now (drain the fullest ring first).
+    pub pending_bytes: u64,
+    /// Size of the data area.
+    pub data_size: u64,
+    /// Times the reader skipped to the head after an inconsistent ring state.
+    pub resyncs: u64,
+    /// Bytes skipped doing so.
+    pub skipped_bytes: u64,
+    /// SAMPLE/LOST records too short for their fields, skipped.
+    pub malformed: u64,
+    /// Overwritable rings: bytes overwritten before they were read.
+    pub overwritten_bytes: u64,
+}

@@ -1,24 +1,35 @@
 //! `PerfBuffer`: the safe core behind the C handle. One perf event and ring
-//! per CPU, an epoll set over them, and libbpf's poll/consume semantics.
+//! per CPU, an epoll set over them, and libbpf's poll/consume semantics,
+//! plus the extensions: bounded-delay batching (a timerfd in the epoll set),
+//! overwritable rings, pause/resume, and wake-ups from other threads.
 
 use crate::abi::LIBBPF_PERF_EVENT_CONT;
 use crate::callbacks::{Callbacks, DispatchStats};
 use crate::cpu;
 use crate::error::{Errno, Result, libbpf_err};
-use crate::kernel::PerfEventAttr;
+use crate::kernel::PERF_EVENT_IOC_PAUSE_OUTPUT;
 use crate::log;
 use crate::ring::PerfRing;
 use crate::sys::{
     self, AttrSource, BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE,
 };
 use core::ffi::c_int;
+use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// epoll token of the wake-up eventfd (ring tokens are their indexes).
+const WAKE_TOKEN: u64 = u64::MAX;
+/// epoll token of the max-delay timerfd.
+const TIMER_TOKEN: u64 = u64::MAX - 1;
 
 /// Which CPUs get a buffer.
 pub enum CpuSelection {
     /// Every online CPU below the possible count (and below the map's
     /// `max_entries`); map key = CPU id. Offline CPUs are skipped.
     AllOnline,
+    /// These CPUs, map key = CPU id; offline or absent ones are skipped.
+    Subset(Vec<c_int>),
     /// Exactly these `(cpu, map_key)` pairs, in order; none is skipped.
     Explicit(Vec<(c_int, c_int)>),
 }
@@ -35,6 +46,10 @@ pub struct Config<'a> {
     pub cpus: CpuSelection,
     /// Where records go.
     pub callbacks: Callbacks,
+    /// Map the rings read-only: the attr must ask for `write_backward`.
+    pub overwrite: bool,
+    /// Drain whatever is pending at least this often (batching).
+    pub max_delay_ms: Option<u32>,
 }
 
 /// One CPU's event and ring.
@@ -44,6 +59,39 @@ pub struct CpuBuf {
     fd: OwnedFd,
     ring: PerfRing,
     stats: DispatchStats,
+    /// Times epoll reported this ring.
+    wakeups: u64,
+    /// Overwritable rings: the head seen by the previous snapshot.
+    overwrite_prev_head: Option<u64>,
+    /// Overwritable rings: bytes overwritten before they could be read.
+    overwritten_bytes: u64,
+}
+
+/// Per-ring figures for callers (a snapshot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingFigures {
+    /// The CPU.
+    pub cpu: c_int,
+    /// Samples delivered (or dropped for want of a callback).
+    pub samples: u64,
+    /// Their raw bytes.
+    pub sample_bytes: u64,
+    /// Records the kernel reported lost.
+    pub lost: u64,
+    /// Times the ring was signalled.
+    pub wakeups: u64,
+    /// Bytes waiting in the ring now.
+    pub pending_bytes: u64,
+    /// Size of the data area.
+    pub data_size: u64,
+    /// Times the reader resynchronised after an inconsistent ring state.
+    pub resyncs: u64,
+    /// Bytes it skipped doing so.
+    pub skipped_bytes: u64,
+    /// SAMPLE/LOST records too short for their fields.
+    pub malformed: u64,
+    /// Overwritable rings: bytes overwritten before they were read.
+    pub overwritten_bytes: u64,
 }
 
 impl CpuBuf {
@@ -62,9 +110,22 @@ impl CpuBuf {
         &self.ring
     }
 
-    /// What dispatching has counted so far.
-    pub fn stats(&self) -> DispatchStats {
-        self.stats
+    /// Current figures.
+    pub fn figures(&self) -> RingFigures {
+        let ring = self.ring.stats();
+        RingFigures {
+            cpu: self.cpu,
+            samples: self.stats.samples,
+            sample_bytes: self.stats.sample_bytes,
+            lost: self.stats.lost,
+            wakeups: self.wakeups,
+            pending_bytes: self.ring.pending_bytes(),
+            data_size: self.ring.data_size() as u64,
+            resyncs: ring.resyncs,
+            skipped_bytes: ring.skipped_bytes,
+            malformed: self.stats.malformed,
+            overwritten_bytes: self.overwritten_bytes,
+        }
     }
 
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.
@@ -77,12 +138,41 @@ impl CpuBuf {
     }
 }
 
+/// The part of a buffer other threads may touch: waking a blocked `poll`.
+pub struct Waker {
+    epoll_fd: RawFd,
+    eventfd: OnceCell<OwnedFd>,
+}
+
+impl Waker {
+    /// Makes a `poll` in progress (or the next one) return `-ECANCELED`.
+    /// Safe from any thread while the buffer lives. The eventfd is created
+    /// on first use, so buffers that never wake keep libbpf's fd set.
+    pub fn wake(&self) -> Result<()> {
+        let efd = self.eventfd.get_or_try_init(|| {
+            let efd = sys::eventfd()?;
+            let epoll = self.epoll_fd;
+            sys::epoll_add_raw(epoll, efd.as_raw_fd(), WAKE_TOKEN)?;
+            Ok::<_, Errno>(efd)
+        })?;
+        sys::write_u64(efd.as_raw_fd(), 1)
+    }
+
+    fn clear(&self) {
+        if let Some(efd) = self.eventfd.get() {
+            sys::read_u64(efd.as_raw_fd());
+        }
+    }
+}
+
 /// A set of per-CPU perf rings read through one epoll instance.
 pub struct PerfBuffer {
     map_fd: RawFd,
     callbacks: Callbacks,
     bufs: Vec<CpuBuf>,
     events: Vec<libc::epoll_event>,
+    timer: Option<OwnedFd>,
+    waker: Arc<Waker>,
     epoll: OwnedFd,
 }
 
@@ -91,7 +181,7 @@ impl PerfBuffer {
     /// already set up is torn down (as `perf_buffer__free` would) and the
     /// first error is returned.
     pub fn new(cfg: Config<'_>) -> Result<Box<PerfBuffer>> {
-        let Config { map_fd, page_cnt, attr, cpus, callbacks } = cfg;
+        let Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite, max_delay_ms } = cfg;
         if page_cnt == 0 || !page_cnt.is_power_of_two() {
             log::warn(format_args!("page count should be power of two, but is {page_cnt}"));
             return Err(Errno::INVAL);
@@ -105,9 +195,10 @@ impl PerfBuffer {
         let epoll = sys::epoll_create().inspect_err(|e| {
             log::warn(format_args!("failed to create epoll instance: {e}"));
         })?;
-        let skip_offline = matches!(cpus, CpuSelection::AllOnline);
+        let skip_offline = !matches!(cpus, CpuSelection::Explicit(_));
         let slots: Vec<(c_int, c_int)> = match cpus {
             CpuSelection::Explicit(pairs) => pairs,
+            CpuSelection::Subset(list) => list.into_iter().map(|c| (c, c)).collect(),
             CpuSelection::AllOnline => {
                 let mut n = cpu::possible_cpu_count()?;
                 if max_entries != 0 && (max_entries as usize) < n {
@@ -116,19 +207,35 @@ impl PerfBuffer {
                 (0..n as c_int).map(|c| (c, c)).collect()
             }
         };
-        let mut pb = Box::new(PerfBuffer { map_fd, callbacks, bufs: Vec::new(), events: Vec::new(), epoll });
+        let waker = Arc::new(Waker { epoll_fd: epoll.as_raw_fd(), eventfd: OnceCell::new() });
+        let mut pb = Box::new(PerfBuffer {
+            map_fd,
+            callbacks,
+            bufs: Vec::new(),
+            events: Vec::new(),
+            timer: None,
+            waker,
+            epoll,
+        });
         pb.bufs.try_reserve_exact(slots.len()).map_err(|_| Errno::NOMEM)?;
-        pb.events.try_reserve_exact(slots.len()).map_err(|_| Errno::NOMEM)?;
-        pb.events.resize(slots.len(), libc::epoll_event { events: 0, u64: 0 });
+        // Room for every ring plus the wake and timer tokens.
+        pb.events.try_reserve_exact(slots.len() + 2).map_err(|_| Errno::NOMEM)?;
+        pb.events.resize(slots.len() + 2, libc::epoll_event { events: 0, u64: 0 });
         let online = cpu::online_mask().inspect_err(|e| {
             log::warn(format_args!("failed to get online CPU mask: {e}"));
         })?;
         for &(cpu, map_key) in &slots {
             let is_online = usize::try_from(cpu).ok().and_then(|c| online.get(c)).copied().unwrap_or(false);
             if skip_offline && !is_online {
+                log::debug(format_args!("skipping offline or absent cpu #{cpu}"));
                 continue;
             }
-            pb.add_cpu(cpu, map_key, attr, page_cnt, page_size)?;
+            pb.add_cpu(cpu, map_key, attr, page_cnt, page_size, overwrite)?;
+        }
+        if let Some(ms) = max_delay_ms {
+            let timer = sys::periodic_timer(ms.max(1))?;
+            sys::epoll_add(&pb.epoll, timer.as_raw_fd(), TIMER_TOKEN)?;
+            pb.timer = Some(timer);
         }
         Ok(pb)
     }
@@ -144,11 +251,12 @@ impl PerfBuffer {
         attr: AttrSource<'_>,
         page_cnt: usize,
         page_size: usize,
+        overwrite: bool,
     ) -> Result<()> {
         let fd = sys::perf_event_open(attr, cpu).inspect_err(|e| {
             log::warn(format_args!("failed to open perf buffer event on cpu #{cpu}: {e}"));
         })?;
-        let ring = PerfRing::map(fd.as_raw_fd(), page_size, page_cnt).inspect_err(|e| {
+        let ring = PerfRing::map(fd.as_raw_fd(), page_size, page_cnt, !overwrite).inspect_err(|e| {
             log::warn(format_args!("failed to mmap perf buffer on cpu #{cpu}: {e}"));
             let _ = sys::perf_ioctl(&fd, PERF_EVENT_IOC_DISABLE, 0);
         })?;
@@ -160,7 +268,16 @@ impl PerfBuffer {
         }
         let perf_fd = fd.as_raw_fd();
         let index = self.bufs.len();
-        self.bufs.push(CpuBuf { cpu, map_key, fd, ring, stats: DispatchStats::default() });
+        self.bufs.push(CpuBuf {
+            cpu,
+            map_key,
+            fd,
+            ring,
+            stats: DispatchStats::default(),
+            wakeups: 0,
+            overwrite_prev_head: overwrite.then_some(0),
+            overwritten_bytes: 0,
+        });
         sys::map_update_u32(self.map_fd, map_key as u32, perf_fd as u32).inspect_err(|e| {
             log::warn(format_args!("failed to set cpu #{cpu}, key {map_key} -> perf FD {perf_fd}: {e}"));
         })?;
@@ -189,10 +306,19 @@ impl PerfBuffer {
         &self.bufs
     }
 
+    /// The thread-safe waker of this buffer.
+    pub fn waker(&self) -> Arc<Waker> {
+        Arc::clone(&self.waker)
+    }
+
     /// Drains ring `idx` (libbpf's `perf_buffer__process_records`): 0 when
     /// the batch ended normally or a handler said DONE, else the handler's
     /// value. Like libbpf, `errno` is left at ENOENT after a normal drain.
+    /// An overwritable ring is read as a snapshot instead.
     fn process_records(&mut self, idx: usize) -> c_int {
+        if self.bufs[idx].overwrite_prev_head.is_some() {
+            return self.snapshot(idx).map_or_else(|e| -e.0, |_| 0);
+        }
         let PerfBuffer { bufs, callbacks, .. } = self;
         let buf = &mut bufs[idx];
         let (cpu, stats) = (buf.cpu, &mut buf.stats);
@@ -201,22 +327,58 @@ impl PerfBuffer {
     }
 
     /// Waits up to `timeout_ms` for rings the kernel signalled, drains each,
-    /// and returns how many were signalled (libbpf's `perf_buffer__poll`).
+    /// and returns how many were drained (libbpf's `perf_buffer__poll`).
+    /// With a max-delay timer, a timer tick drains every ring holding data.
+    /// After [`Waker::wake`], returns `-ECANCELED` (rings signalled in the
+    /// same wait are drained first).
     pub fn poll(&mut self, timeout_ms: c_int) -> c_int {
-        let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, self.bufs.len(), timeout_ms)
-        {
+        // libbpf passes the ring count (so 0 rings gives EINVAL); our own
+        // timer and wake fds, when registered, need room too.
+        let max = self.bufs.len()
+            + usize::from(self.timer.is_some())
+            + usize::from(self.waker.eventfd.get().is_some());
+        let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, timeout_ms) {
             Ok(cnt) => cnt,
             Err(e) => return -e.0,
         };
+        let (mut drained, mut flush, mut woken) = (0, false, false);
         for i in 0..cnt {
-            let idx = self.events[i].u64 as usize;
-            let err = self.process_records(idx);
-            if err != 0 {
-                log::warn(format_args!("error while processing records: {err}"));
-                return libbpf_err(err);
+            match self.events[i].u64 {
+                WAKE_TOKEN => woken = true,
+                TIMER_TOKEN => flush = true,
+                token => {
+                    let idx = token as usize;
+                    self.bufs[idx].wakeups += 1;
+                    let err = self.process_records(idx);
+                    if err != 0 {
+                        log::warn(format_args!("error while processing records: {err}"));
+                        return libbpf_err(err);
+                    }
+                    drained += 1;
+                }
             }
         }
-        cnt as c_int
+        if flush {
+            if let Some(timer) = &self.timer {
+                sys::read_u64(timer.as_raw_fd());
+            }
+            for idx in 0..self.bufs.len() {
+                if self.bufs[idx].ring.pending_bytes() == 0 || self.bufs[idx].overwrite_prev_head.is_some() {
+                    continue;
+                }
+                let err = self.process_records(idx);
+                if err != 0 {
+                    log::warn(format_args!("error while processing records: {err}"));
+                    return libbpf_err(err);
+                }
+                drained += 1;
+            }
+        }
+        if woken {
+            self.waker.clear();
+            return libbpf_err(-libc::ECANCELED);
+        }
+        drained
     }
 
     /// Drains every ring in index order (libbpf's `perf_buffer__consume`).
@@ -235,6 +397,35 @@ impl PerfBuffer {
     pub fn consume_buffer(&mut self, idx: usize) -> Result<c_int> {
         self.buf(idx)?;
         Ok(self.process_records(idx))
+    }
+
+    /// Pauses (`true`) or resumes the kernel's output into every ring.
+    /// While paused, the kernel drops records and counts them as lost.
+    pub fn set_paused(&self, paused: bool) -> Result<()> {
+        for buf in &self.bufs {
+            sys::perf_ioctl(&buf.fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, paused.into())?;
+        }
+        Ok(())
+    }
+
+    /// Reads overwritable ring `idx`: pauses its output, delivers the records
+    /// written since the last snapshot oldest first, resumes. Returns the
+    /// number of records delivered. EINVAL for a forward ring.
+    pub fn snapshot(&mut self, idx: usize) -> Result<usize> {
+        let PerfBuffer { bufs, callbacks, .. } = self;
+        let buf = bufs.get_mut(idx).ok_or(Errno::INVAL)?;
+        let Some(mut prev) = buf.overwrite_prev_head else { return Err(Errno::INVAL) };
+        sys::perf_ioctl(&buf.fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, 1)?;
+        let (cpu, stats) = (buf.cpu, &mut buf.stats);
+        let mut delivered = 0;
+        let overwritten = buf.ring.snapshot_backward(&mut prev, |rec| {
+            callbacks.dispatch(cpu, rec, stats);
+            delivered += 1;
+        });
+        buf.overwrite_prev_head = Some(prev);
+        buf.overwritten_bytes += overwritten;
+        sys::perf_ioctl(&buf.fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, 0)?;
+        Ok(delivered)
     }
 }
 
@@ -266,9 +457,4 @@ fn checked_map_max_entries(map_fd: RawFd) -> Result<u32> {
             Err(e)
         }
     }
-}
-
-/// The attr `perf_buffer__new` opens with.
-pub fn default_attr(sample_period: u32) -> PerfEventAttr {
-    PerfEventAttr::bpf_output(sample_period)
 }

@@ -8,15 +8,18 @@
 //! (or NULL with `errno = EINVAL`) instead.
 
 use crate::abi::{
-    perf_buffer, perf_buffer_event_fn, perf_buffer_lost_fn, perf_buffer_opts, perf_buffer_raw_opts,
-    perf_buffer_sample_fn, perf_event_attr,
+    PERFBUF_F_OVERWRITE, perf_buffer, perf_buffer_event_fn, perf_buffer_lost_fn, perf_buffer_opts,
+    perf_buffer_raw_opts, perf_buffer_sample_fn, perf_event_attr, perfbuf_opts, perfbuf_ring_stats,
 };
-use crate::buffer::{Config, CpuSelection, PerfBuffer, default_attr};
+use crate::buffer::{Config, CpuSelection, PerfBuffer, RingFigures, Waker};
 use crate::callbacks::Callbacks;
 use crate::error::{Errno, Result, ret_errno};
+use crate::kernel::PerfEventAttr;
 use crate::opts;
 use crate::sys::{AttrSource, CallerAttr};
+use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
 
 /// Largest opts `sz` we read; libbpf's structs are a few dozen bytes, so a
 /// larger value is garbage rather than a newer header.
@@ -41,10 +44,18 @@ unsafe fn opts_bytes<'a>(ptr: *const c_void) -> Result<Option<&'a [u8]>> {
     Ok(Some(unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), sz) }))
 }
 
+/// What a `struct perf_buffer *` points to. The waker is reachable without
+/// touching the buffer, so `perfbuf_wake` may run while another thread is
+/// inside `perf_buffer__poll` (which holds the buffer mutably).
+struct Handle {
+    waker: Arc<Waker>,
+    core: UnsafeCell<Box<PerfBuffer>>,
+}
+
 /// Boxes a new buffer into a handle, or NULL with errno set.
 fn into_handle(result: Result<Box<PerfBuffer>>) -> *mut perf_buffer {
     match result {
-        Ok(pb) => Box::into_raw(pb).cast(),
+        Ok(pb) => Box::into_raw(Box::new(Handle { waker: pb.waker(), core: UnsafeCell::new(pb) })).cast(),
         Err(e) => {
             e.set();
             core::ptr::null_mut()
@@ -54,16 +65,24 @@ fn into_handle(result: Result<Box<PerfBuffer>>) -> *mut perf_buffer {
 
 /// # Safety
 /// `pb` is a live handle (see the crate docs).
-unsafe fn handle_mut<'a>(pb: *mut perf_buffer) -> Result<&'a mut PerfBuffer> {
-    // SAFETY: a live handle is NULL or a Box<PerfBuffer> from into_handle.
-    unsafe { pb.cast::<PerfBuffer>().as_mut() }.ok_or(Errno::INVAL)
+unsafe fn handle<'a>(pb: *const perf_buffer) -> Result<&'a Handle> {
+    // SAFETY: a live handle is NULL or a Box<Handle> from into_handle.
+    unsafe { pb.cast::<Handle>().as_ref() }.ok_or(Errno::INVAL)
 }
 
 /// # Safety
-/// `pb` is a live handle (see the crate docs).
+/// `pb` is a live handle, and no other call except `perfbuf_wake` runs on it
+/// concurrently (libbpf's threading contract).
+unsafe fn handle_mut<'a>(pb: *mut perf_buffer) -> Result<&'a mut PerfBuffer> {
+    // SAFETY: per the contract, this is the only reference to the core.
+    unsafe { handle(pb).map(|h| &mut **h.core.get()) }
+}
+
+/// # Safety
+/// As for [`handle_mut`].
 unsafe fn handle_ref<'a>(pb: *const perf_buffer) -> Result<&'a PerfBuffer> {
-    // SAFETY: as in handle_mut.
-    unsafe { pb.cast::<PerfBuffer>().as_ref() }.ok_or(Errno::INVAL)
+    // SAFETY: per the contract, nothing mutates the core meanwhile.
+    unsafe { handle(pb).map(|h| &**h.core.get()) }
 }
 
 /// Creates a perf buffer over the `BPF_MAP_TYPE_PERF_EVENT_ARRAY` `map_fd`:
@@ -89,12 +108,21 @@ pub unsafe extern "C" fn perf_buffer__new(
 ) -> *mut perf_buffer {
     // SAFETY: per this function's contract.
     let opts = unsafe { opts_bytes(opts.cast()) }.and_then(opts::sample_opts);
+    let env = opts::env_batching(
+        std::env::var("PERFBUF_WAKEUP_EVENTS").ok().as_deref(),
+        std::env::var("PERFBUF_MAX_DELAY_MS").ok().as_deref(),
+    );
     into_handle(opts.and_then(|opts| {
-        let attr = default_attr(opts.sample_period);
+        let (attr, max_delay_ms) = match env? {
+            // The opt-in for programs that cannot be rebuilt (LD_PRELOAD).
+            Some(b) => (PerfEventAttr::bpf_output(b.wakeup_events), b.max_delay_ms),
+            None => (PerfEventAttr::bpf_output(opts.sample_period), None),
+        };
         // SAFETY: the callbacks' contract is this function's.
         let callbacks = unsafe { Callbacks::parsed(sample_cb, lost_cb, ctx) };
         let cpus = CpuSelection::AllOnline;
-        PerfBuffer::new(Config { map_fd, page_cnt, attr: AttrSource::Built(&attr), cpus, callbacks })
+        let attr = AttrSource::Built(&attr);
+        PerfBuffer::new(Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite: false, max_delay_ms })
     }))
 }
 
@@ -154,7 +182,15 @@ pub unsafe extern "C" fn perf_buffer__new_raw(
         let attr = AttrSource::Caller(unsafe { CallerAttr::new(attr.cast_const().cast()) });
         // SAFETY: the callback's contract is this function's.
         let callbacks = unsafe { Callbacks::raw(event_cb, ctx) };
-        PerfBuffer::new(Config { map_fd, page_cnt, attr, cpus, callbacks })
+        PerfBuffer::new(Config {
+            map_fd,
+            page_cnt,
+            attr,
+            cpus,
+            callbacks,
+            overwrite: false,
+            max_delay_ms: None,
+        })
     }))
 }
 
@@ -170,8 +206,8 @@ pub unsafe extern "C" fn perf_buffer__free(pb: *mut perf_buffer) {
     if pb.is_null() || pb as usize >= (-4095isize) as usize {
         return;
     }
-    // SAFETY: a live, non-NULL handle is a Box<PerfBuffer> from into_handle.
-    drop(unsafe { Box::from_raw(pb.cast::<PerfBuffer>()) });
+    // SAFETY: a live, non-NULL handle is a Box<Handle> from into_handle.
+    drop(unsafe { Box::from_raw(pb.cast::<Handle>()) });
 }
 
 /// The epoll fd over all rings (owned by the buffer), or -EINVAL for NULL.
@@ -273,6 +309,160 @@ pub unsafe extern "C" fn perf_buffer__buffer(
         *buf_size = ring.data_size();
         Ok(0)
     }))
+}
+
+/// Creates a perf buffer like `perf_buffer__new`, with perfbuf's options:
+/// batched wakeups with a bounded delay, overwritable rings, a CPU subset.
+/// `opts` may be NULL (then this is `perf_buffer__new` with no opts).
+///
+/// Batching (`wakeup_events > 1` or `wakeup_bytes > 0`) asks the kernel to
+/// wake the reader less often; a timer in the epoll set makes `poll` (and
+/// any loop waiting on `perf_buffer__epoll_fd`) drain every ring holding
+/// data at least every `max_delay_ms`, so no record waits longer.
+///
+/// Returns a handle, or NULL with `errno` (EINVAL for bad options).
+///
+/// # Safety
+/// As `perf_buffer__new`; `opts` is NULL or a `struct perfbuf_opts` readable
+/// for `opts->sz` bytes whose `cpus` holds `cpu_cnt` ints.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_new(
+    map_fd: c_int,
+    page_cnt: usize,
+    sample_cb: perf_buffer_sample_fn,
+    lost_cb: perf_buffer_lost_fn,
+    ctx: *mut c_void,
+    opts: *const perfbuf_opts,
+) -> *mut perf_buffer {
+    // SAFETY: per this function's contract.
+    let opts = unsafe { opts_bytes(opts.cast()) }.and_then(opts::ext_opts);
+    into_handle(opts.and_then(|o| {
+        let cpus = if o.cpu_cnt > 0 && o.cpus != 0 {
+            // SAFETY: per this function's contract, `cpus` holds `cpu_cnt` ints.
+            let list = unsafe { core::slice::from_raw_parts(o.cpus as *const c_int, o.cpu_cnt as usize) };
+            CpuSelection::Subset(list.to_vec())
+        } else if o.cpu_cnt > 0 {
+            return Err(Errno::INVAL);
+        } else {
+            CpuSelection::AllOnline
+        };
+        let b = o.batching;
+        let overwrite = o.flags & PERFBUF_F_OVERWRITE != 0;
+        let attr = PerfEventAttr::bpf_output_ext(b.wakeup_events, b.wakeup_bytes, overwrite);
+        // SAFETY: the callbacks' contract is this function's.
+        let callbacks = unsafe { Callbacks::parsed(sample_cb, lost_cb, ctx) };
+        let attr = AttrSource::Built(&attr);
+        let max_delay_ms = b.max_delay_ms;
+        PerfBuffer::new(Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite, max_delay_ms })
+    }))
+}
+
+/// Wakes a thread blocked in `perf_buffer__poll` on this buffer: that poll
+/// (or the next one, if none is in progress) returns `-ECANCELED` after
+/// draining any rings signalled in the same wait. The only call that may run
+/// concurrently with the others on the same buffer. Returns 0 or -errno.
+///
+/// # Safety
+/// `pb` is a live handle, not freed before this call returns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_wake(pb: *const perf_buffer) -> c_int {
+    // SAFETY: per this function's contract; only the waker is touched.
+    ret_errno(unsafe { handle(pb) }.and_then(|h| h.waker.wake()).map(|()| 0))
+}
+
+/// Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`):
+/// records produced meanwhile are dropped and reported later as lost.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_pause(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_ref(pb) }.and_then(|pb| pb.set_paused(true)).map(|()| 0))
+}
+
+/// Resumes output after `perfbuf_pause`.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_resume(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_ref(pb) }.and_then(|pb| pb.set_paused(false)).map(|()| 0))
+}
+
+/// Reads overwritable ring `buf_idx` (`PERFBUF_F_OVERWRITE`): pauses its
+/// output, delivers the records written since the previous read, oldest
+/// first, through the sample/lost callbacks, and resumes. Bytes overwritten
+/// before they could be read are counted in `overwritten_bytes` of
+/// `perfbuf_ring_stats`. Returns the number of records, or -EINVAL for a
+/// bad index or a forward ring.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_snapshot(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.snapshot(buf_idx)).map(|n| n as c_int))
+}
+
+/// The CPU id ring `buf_idx` reads, or -EINVAL.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_buffer_cpu(pb: *const perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_ref(pb) }.and_then(|pb| pb.buf(buf_idx)).map(|b| b.cpu()))
+}
+
+/// Fills `*stats` with ring `buf_idx`'s figures: records, bytes, lost,
+/// wakeups, the current fill level, recovery counters. Set `stats->sz =
+/// sizeof(*stats)` first; only that many bytes are written. Returns 0 or
+/// -EINVAL (NULL, bad index, `sz` below 16).
+///
+/// # Safety
+/// `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ring_stats(
+    pb: *const perf_buffer,
+    buf_idx: usize,
+    stats: *mut perfbuf_ring_stats,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let figures = unsafe { handle_ref(pb) }.and_then(|pb| pb.buf(buf_idx)).map(|b| b.figures());
+    ret_errno(figures.and_then(|f| {
+        // SAFETY: `stats` is NULL or starts with a readable size_t.
+        let sz = unsafe { stats.cast::<usize>().as_ref() }.copied().ok_or(Errno::INVAL)?;
+        if sz < 16 {
+            return Err(Errno::INVAL);
+        }
+        let full = ring_stats(f, sz);
+        let n = sz.min(size_of::<perfbuf_ring_stats>());
+        // SAFETY: the caller's struct is writable for `sz` ≥ n bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping((&full as *const perfbuf_ring_stats).cast::<u8>(), stats.cast(), n)
+        };
+        Ok(0)
+    }))
+}
+
+fn ring_stats(f: RingFigures, sz: usize) -> perfbuf_ring_stats {
+    perfbuf_ring_stats {
+        sz,
+        cpu: f.cpu,
+        reserved: 0,
+        samples: f.samples,
+        sample_bytes: f.sample_bytes,
+        lost: f.lost,
+        wakeups: f.wakeups,
+        pending_bytes: f.pending_bytes,
+        data_size: f.data_size,
+        resyncs: f.resyncs,
+        skipped_bytes: f.skipped_bytes,
+        malformed: f.malformed,
+        overwritten_bytes: f.overwritten_bytes,
+    }
 }
 
 /// The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way

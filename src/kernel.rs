@@ -92,4 +92,27 @@ impl PerfEventAttr {
             ..Default::default()
         }
     }
+
+    /// [`Self::bpf_output`], waking after `wakeup_bytes` bytes instead when
+    /// non-zero, and writing backward (for overwritable rings) if asked.
+    pub fn bpf_output_ext(wakeup_events: u32, wakeup_bytes: u32, backward: bool) -> Self {
+        let mut attr = Self::bpf_output(wakeup_events);
+        if wakeup_bytes > 0 {
+            attr.flags |= ATTR_FLAG_WATERMARK;
+            attr.wakeup = wakeup_bytes;
+        }
+        if backward {
+            attr.flags |= ATTR_FLAG_WRITE_BACKWARD;
+        }
+        attr
+    }
 }
+
+/// `perf_event_attr.watermark`: `wakeup` counts bytes, not events.
+pub const ATTR_FLAG_WATERMARK: u64 = 1 << 14;
+/// `perf_event_attr.write_backward`: the kernel writes from high to low
+/// addresses and, with a read-only mapping, overwrites the oldest data.
+pub const ATTR_FLAG_WRITE_BACKWARD: u64 = 1 << 27;
+
+/// `PERF_EVENT_IOC_PAUSE_OUTPUT` (`_IOW('$', 9, __u32)`).
+pub const PERF_EVENT_IOC_PAUSE_OUTPUT: u64 = 0x4004_2409;

@@ -79,6 +79,93 @@ pub fn raw_opts(bytes: Option<&[u8]>) -> Result<RawOptsFields> {
     })
 }
 
+/// `offsetofend(struct perfbuf_opts, cpu_cnt)`.
+const PERFBUF_OPTS_LAST_END: usize = 36;
+
+/// Default bound on how long a batched record may wait.
+pub const DEFAULT_MAX_DELAY_MS: u32 = 10;
+/// Largest accepted delay bound.
+pub const MAX_MAX_DELAY_MS: u32 = 60_000;
+
+/// When the kernel should wake the reader, and how long records may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batching {
+    /// Samples per wakeup (≥ 1).
+    pub wakeup_events: u32,
+    /// Bytes per wakeup (0: count samples instead).
+    pub wakeup_bytes: u32,
+    /// Drain everything pending at least this often; `None` when every
+    /// sample wakes the reader anyway.
+    pub max_delay_ms: Option<u32>,
+}
+
+impl Batching {
+    fn new(wakeup_events: u32, wakeup_bytes: u32, max_delay_ms: u32) -> Result<Self> {
+        if max_delay_ms > MAX_MAX_DELAY_MS {
+            log::warn(format_args!("max_delay_ms {max_delay_ms} is above {MAX_MAX_DELAY_MS}"));
+            return Err(Errno::INVAL);
+        }
+        let wakeup_events = wakeup_events.max(1);
+        let batched = wakeup_events > 1 || wakeup_bytes > 0;
+        let delay = if max_delay_ms == 0 { DEFAULT_MAX_DELAY_MS } else { max_delay_ms };
+        Ok(Batching { wakeup_events, wakeup_bytes, max_delay_ms: batched.then_some(delay) })
+    }
+}
+
+/// Options of `perfbuf_new`, after validation (the CPU list not yet read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtOpts {
+    /// Wakeups and delay bound.
+    pub batching: Batching,
+    /// `PERFBUF_F_*`.
+    pub flags: u32,
+    /// Address of the CPU list.
+    pub cpus: usize,
+    /// Its length (≤ 0: all CPUs).
+    pub cpu_cnt: i32,
+}
+
+/// Parses `struct perfbuf_opts`; `None` means the caller passed NULL.
+pub fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
+    let none = ExtOpts { batching: Batching::new(1, 0, 0)?, flags: 0, cpus: 0, cpu_cnt: 0 };
+    let Some(bytes) = bytes else { return Ok(none) };
+    validate(bytes, PERFBUF_OPTS_LAST_END, "perfbuf_opts")?;
+    let u32_at = |off| field::<4>(bytes, off).map_or(0, u32::from_ne_bytes);
+    let flags = u32_at(20);
+    if flags & !crate::abi::PERFBUF_F_OVERWRITE != 0 {
+        log::warn(format_args!("perfbuf_opts: unknown flags {flags:#x}"));
+        return Err(Errno::INVAL);
+    }
+    Ok(ExtOpts {
+        batching: Batching::new(u32_at(8), u32_at(12), u32_at(16))?,
+        flags,
+        cpus: field::<8>(bytes, 24).map_or(0, usize::from_ne_bytes),
+        cpu_cnt: field::<4>(bytes, 32).map_or(0, i32::from_ne_bytes),
+    })
+}
+
+/// The LD_PRELOAD opt-in: `PERFBUF_WAKEUP_EVENTS` and `PERFBUF_MAX_DELAY_MS`
+/// (decimal). `None` when neither is set; a value that is not a number in
+/// range is an error, never silently ignored.
+pub fn env_batching(wakeup_events: Option<&str>, max_delay_ms: Option<&str>) -> Result<Option<Batching>> {
+    if wakeup_events.is_none() && max_delay_ms.is_none() {
+        return Ok(None);
+    }
+    let parse = |name: &str, value: Option<&str>, max: u32| -> Result<u32> {
+        let Some(value) = value else { return Ok(0) };
+        match value.trim().parse::<u32>() {
+            Ok(v) if v >= 1 && v <= max => Ok(v),
+            _ => {
+                log::warn(format_args!("{name}={value:?} is not a number in 1..={max}; refusing to start"));
+                Err(Errno::INVAL)
+            }
+        }
+    };
+    let events = parse("PERFBUF_WAKEUP_EVENTS", wakeup_events, 1 << 20)?;
+    let delay = parse("PERFBUF_MAX_DELAY_MS", max_delay_ms, MAX_MAX_DELAY_MS)?;
+    Batching::new(events, 0, delay).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +209,36 @@ mod tests {
         assert!(sample_opts(Some(&opts_bytes(64, &[]))).is_ok());
         assert_eq!(sample_opts(Some(&opts_bytes(64, &[(63, 1)]))), Err(Errno::INVAL));
         assert_eq!(raw_opts(Some(&opts_bytes(40, &[(39, 1)]))), Err(Errno::INVAL));
+    }
+
+    #[test]
+    fn ext_opts_batching_and_defaults() {
+        let none = ext_opts(None).unwrap();
+        assert_eq!(none.batching, Batching { wakeup_events: 1, wakeup_bytes: 0, max_delay_ms: None });
+        let b = opts_bytes(40, &[(8, 64)]);
+        let o = ext_opts(Some(&b)).unwrap();
+        assert_eq!(o.batching.wakeup_events, 64);
+        assert_eq!(o.batching.max_delay_ms, Some(DEFAULT_MAX_DELAY_MS));
+        let b = opts_bytes(40, &[(12, 0), (13, 1), (16, 2)]);
+        let o = ext_opts(Some(&b)).unwrap();
+        assert_eq!((o.batching.wakeup_bytes, o.batching.max_delay_ms), (256, Some(2)));
+        assert_eq!(ext_opts(Some(&opts_bytes(40, &[(20, 2)]))), Err(Errno::INVAL));
+        assert_eq!(ext_opts(Some(&opts_bytes(48, &[(44, 1)]))), Err(Errno::INVAL));
+        // A caller from before cpus/cpu_cnt existed still works.
+        assert!(ext_opts(Some(&opts_bytes(24, &[]))).is_ok());
+    }
+
+    #[test]
+    fn env_opt_in_is_strict() {
+        assert_eq!(env_batching(None, None), Ok(None));
+        let b = env_batching(Some("64"), Some("5")).unwrap().unwrap();
+        assert_eq!((b.wakeup_events, b.max_delay_ms), (64, Some(5)));
+        let b = env_batching(Some("16"), None).unwrap().unwrap();
+        assert_eq!(b.max_delay_ms, Some(DEFAULT_MAX_DELAY_MS));
+        for bad in ["", "0", "-1", "abc", "12ms", "99999999999"] {
+            assert_eq!(env_batching(Some(bad), None), Err(Errno::INVAL), "{bad:?}");
+        }
+        assert_eq!(env_batching(None, Some("60001")), Err(Errno::INVAL));
     }
 
     #[test]

@@ -56,13 +56,15 @@ pub struct PerfRing {
 unsafe impl Send for PerfRing {}
 
 impl PerfRing {
-    /// Maps `1 + data_pages` pages of a perf event fd read-write (so the
-    /// kernel honours our tail and never overwrites unread data).
-    pub fn map(fd: RawFd, page_size: usize, data_pages: usize) -> Result<Self> {
+    /// Maps `1 + data_pages` pages of a perf event fd. Read-write (the
+    /// default) makes the kernel honour our tail and never overwrite unread
+    /// data; read-only makes it an overwritable ring (the tail is ignored and
+    /// must never be stored).
+    pub fn map(fd: RawFd, page_size: usize, data_pages: usize, writable: bool) -> Result<Self> {
         let data_size = checked_data_size(page_size, data_pages)?;
-        let map = MmapOptions::new()
-            .len(page_size + data_size)
-            .map_raw(fd)
+        let mut opts = MmapOptions::new();
+        opts.len(page_size + data_size);
+        let map = if writable { opts.map_raw(fd) } else { opts.map_raw_read_only(fd) }
             .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
         let base = NonNull::new(map.as_mut_ptr()).ok_or(Errno::NOMEM)?;
         Ok(Self::with_backing(Backing::Kernel(map), base, page_size, data_size))
@@ -189,35 +191,9 @@ impl PerfRing {
                     break;
                 }
             };
-            let record: &[u8] = if offset + size <= self.data_size {
-                // SAFETY: [offset, offset+size) lies inside the data area, and
-                // the kernel does not write below `head` until we move the tail
-                // past it, which happens only after the handler returned.
-                unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) }
-            } else {
-                // Whole u64 words keep the copy 8-byte aligned, like an
-                // in-place record (sizes are multiples of 8, checked above).
-                let words = size / 8;
-                if self.scratch.len() < words {
-                    self.scratch.clear();
-                    if self.scratch.try_reserve_exact(words).is_err() {
-                        ret = LIBBPF_PERF_EVENT_ERROR;
-                        break;
-                    }
-                    self.scratch.resize(words, 0);
-                }
-                let first = self.data_size - offset;
-                // SAFETY: both source ranges are inside the data area (the
-                // record is no longer than the ring, checked by record_size_at),
-                // `scratch` holds at least `size` bytes, and any bytes are
-                // valid u8s to view.
-                unsafe {
-                    let data = self.data_ptr();
-                    let dst = self.scratch.as_mut_ptr().cast::<u8>();
-                    core::ptr::copy_nonoverlapping(data.add(offset), dst, first);
-                    core::ptr::copy_nonoverlapping(data, dst.add(first), size - first);
-                    core::slice::from_raw_parts(dst.cast_const(), size)
-                }
+            let Some(record) = self.record_bytes(offset, size) else {
+                ret = LIBBPF_PERF_EVENT_ERROR;
+                break;
             };
             ret = handler(record);
             tail = tail.wrapping_add(size as u64);
@@ -227,6 +203,71 @@ impl PerfRing {
         }
         self.store_tail(tail);
         ret
+    }
+
+    /// Reads an overwritable (`write_backward`) ring whose output the caller
+    /// has paused: the records written since `*prev_head` (the head seen by
+    /// the previous snapshot, 0 at first), oldest first. Returns the number of
+    /// bytes written since then that were overwritten before this read (or
+    /// were part of a record cut by the ring's end) and moves `*prev_head`.
+    ///
+    /// A backward ring's head decreases; the newest record starts at the head
+    /// and older ones follow it upwards.
+    pub fn snapshot_backward<F: FnMut(&[u8])>(&mut self, prev_head: &mut u64, mut handler: F) -> u64 {
+        let head = self.load_head();
+        let written = prev_head.wrapping_sub(head);
+        let readable = written.min(self.data_size as u64);
+        let mask = self.data_size as u64 - 1;
+        // Walk newest to oldest, remembering where each record starts.
+        let mut starts: Vec<(u64, usize)> = Vec::new();
+        let mut consumed = 0u64;
+        while consumed < readable {
+            let pos = head.wrapping_add(consumed);
+            let offset = (pos & mask) as usize;
+            match self.record_size_at(offset, pos, readable - consumed) {
+                Some(size) => {
+                    starts.push((pos, size));
+                    consumed += size as u64;
+                }
+                None => break,
+            }
+        }
+        for &(pos, size) in starts.iter().rev() {
+            let offset = (pos & mask) as usize;
+            let rec = self.record_bytes(offset, size);
+            match rec {
+                Some(rec) => handler(rec),
+                None => break,
+            }
+        }
+        *prev_head = head;
+        written - consumed
+    }
+
+    /// The `size` bytes at data `offset`, copied to scratch when they wrap;
+    /// `None` if scratch cannot grow.
+    fn record_bytes(&mut self, offset: usize, size: usize) -> Option<&[u8]> {
+        if offset + size <= self.data_size {
+            // SAFETY: in bounds; the caller ensures the kernel is not writing
+            // this range (below the head, or output paused).
+            return Some(unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) });
+        }
+        let words = size / 8;
+        if self.scratch.len() < words {
+            self.scratch.clear();
+            self.scratch.try_reserve_exact(words).ok()?;
+            self.scratch.resize(words, 0);
+        }
+        let first = self.data_size - offset;
+        // SAFETY: both source ranges are inside the data area (size is at
+        // most data_size), scratch holds `size` bytes, any bytes are valid u8.
+        unsafe {
+            let data = self.data_ptr();
+            let dst = self.scratch.as_mut_ptr().cast::<u8>();
+            core::ptr::copy_nonoverlapping(data.add(offset), dst, first);
+            core::ptr::copy_nonoverlapping(data, dst.add(first), size - first);
+            Some(core::slice::from_raw_parts(dst.cast_const(), size))
+        }
     }
 
     /// The size of the record at `offset`, or `None` when the ring state is

@@ -170,10 +170,14 @@ pub fn epoll_create() -> Result<OwnedFd> {
 
 /// `epoll_ctl(EPOLL_CTL_ADD)` for level-triggered `EPOLLIN` with `data` as the token.
 pub fn epoll_add(epfd: &OwnedFd, fd: RawFd, data: u64) -> Result<()> {
+    epoll_add_raw(epfd.as_raw_fd(), fd, data)
+}
+
+/// [`epoll_add`] on an epoll fd known by number (from another thread).
+pub fn epoll_add_raw(epfd: RawFd, fd: RawFd, data: u64) -> Result<()> {
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
     // SAFETY: `ev` is a valid epoll_event the kernel reads.
-    check(unsafe { libc::epoll_ctl(epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } as libc::c_long)
-        .map(drop)
+    check(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } as libc::c_long).map(drop)
 }
 
 /// `epoll_wait` into `events[..max]`; returns the number of ready entries.
@@ -188,4 +192,46 @@ pub fn epoll_wait(
     // SAFETY: the kernel writes at most `max` ≤ events.len() entries.
     let n = check(unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), max, timeout_ms) } as libc::c_long)?;
     Ok(n as usize)
+}
+
+/// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
+pub fn eventfd() -> Result<OwnedFd> {
+    // SAFETY: no pointers involved.
+    let fd = check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long)?;
+    // SAFETY: a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// A periodic, non-blocking `CLOCK_MONOTONIC` timerfd firing every `period_ms`.
+pub fn periodic_timer(period_ms: u32) -> Result<OwnedFd> {
+    // SAFETY: no pointers involved.
+    let fd =
+        check(
+            unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) }
+                as libc::c_long,
+        )?;
+    // SAFETY: a new fd that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let period = libc::timespec {
+        tv_sec: (period_ms / 1000) as libc::time_t,
+        tv_nsec: ((period_ms % 1000) as libc::c_long) * 1_000_000,
+    };
+    let spec = libc::itimerspec { it_interval: period, it_value: period };
+    // SAFETY: `spec` is a valid itimerspec; the old value is not requested.
+    check(unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, core::ptr::null_mut()) } as libc::c_long)?;
+    Ok(fd)
+}
+
+/// Writes a u64 to an eventfd (adds to its counter).
+pub fn write_u64(fd: RawFd, value: u64) -> Result<()> {
+    // SAFETY: writes 8 bytes from a live u64.
+    check(unsafe { libc::write(fd, (&value as *const u64).cast(), 8) } as libc::c_long).map(drop)
+}
+
+/// Reads (and so resets) an eventfd or timerfd counter; 0 if none pending.
+pub fn read_u64(fd: RawFd) -> u64 {
+    let mut value = 0u64;
+    // SAFETY: reads at most 8 bytes into a live u64.
+    let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
+    if n == 8 { value } else { 0 }
 }
