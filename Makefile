@@ -19,7 +19,7 @@ TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
 HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
 HARNESS_H := c-tests/harness.h c-tests/producer.h
 
-PHONY_EXTRA := producer-lib
+PHONY_EXTRA := producer-lib controls-test
 .PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -53,6 +53,12 @@ $(BUILD)/libperfbuf_producer.so: c-tests/producer.c c-tests/producer.h | $(BUILD
 
 producer-lib: $(BUILD)/libperfbuf_producer.so
 
+$(BUILD)/controls_test: c-tests/controls_test.c c-tests/producer.c c-tests/producer.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/controls_test.c c-tests/producer.c -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+
+controls-test: $(BUILD)/controls_test
+	$(BUILD)/controls_test
+
 linked-test: $(BUILD)/linked_test
 	$(BUILD)/linked_test
 
@@ -80,7 +86,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat linked-test difftest preload-test
+c-tests: check-exports check-header-compat linked-test difftest preload-test controls-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -91,7 +97,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test
+SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test controls-test
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"

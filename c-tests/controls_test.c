@@ -1,0 +1,331 @@
+/* perfbuf's reader controls on the real kernel. Each test would fail
+ * without its feature: batching must cut wakeups yet deliver within the
+ * delay bound, overwrite must keep the newest records, pause must lose what
+ * was produced meanwhile, wake must unblock a poll from another thread,
+ * stats must equal what was produced, CPU subsets and the env opt-in must
+ * take effect. */
+#define _GNU_SOURCE
+#include "perfbuf.h"
+#include "producer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+static int checks, failures;
+#define EXPECT(cond, ...)                                                          \
+	do {                                                                       \
+		checks++;                                                          \
+		if (!(cond)) {                                                     \
+			failures++;                                                \
+			fprintf(stderr, "%s:%d: failed: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                              \
+			fputc('\n', stderr);                                       \
+		}                                                                  \
+	} while (0)
+
+static struct producer prod;
+
+struct counts {
+	unsigned samples, lost_records;
+	unsigned long long lost;
+	unsigned long long bytes;
+	int seeds[512];
+};
+
+static void on_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	struct counts *c = ctx;
+	(void)cpu;
+	if (c->samples < 512) {
+		uint8_t first[8];
+		memcpy(first, data, 8);
+		c->seeds[c->samples] = first[0]; /* byte 0 of producer_expected is seed + 14 */
+	}
+	c->samples++;
+	c->bytes += size;
+}
+
+static void on_lost(void *ctx, int cpu, __u64 cnt)
+{
+	struct counts *c = ctx;
+	(void)cpu;
+	c->lost += cnt;
+	c->lost_records++;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void emit(int cpu, unsigned n, uint8_t seed, unsigned repeat, int *ret)
+{
+	int r = 0;
+	int err = producer_emit_det(&prod, cpu, n, seed, repeat, &r);
+	EXPECT(err == 0, "emit: %d", err);
+	if (ret)
+		*ret = r;
+}
+
+/* Per-record polling: count how often the ring is ready. */
+static unsigned ready_count(struct perf_buffer *pb, struct counts *c, unsigned records)
+{
+	unsigned ready = 0;
+	for (unsigned i = 0; i < records; i++) {
+		emit(0, 16, (uint8_t)i, 1, NULL);
+		usleep(200); /* let the kernel's irq_work run */
+		int r = perf_buffer__poll(pb, 0);
+		EXPECT(r >= 0, "poll %d", r);
+		ready += r > 0;
+	}
+	(void)c;
+	return ready;
+}
+
+static void test_batching(void)
+{
+	struct counts dflt = {0}, batched = {0};
+	struct perf_buffer *a = perf_buffer__new(prod.map_fd, 4, on_sample, on_lost, &dflt, NULL);
+	EXPECT(a, "new");
+	unsigned ready_default = ready_count(a, &dflt, 128);
+	perf_buffer__consume(a);
+	perf_buffer__free(a);
+
+	struct perfbuf_opts o = {.sz = sizeof(o), .wakeup_events = 32, .max_delay_ms = 5000};
+	struct perf_buffer *b = perfbuf_new(prod.map_fd, 4, on_sample, on_lost, &batched, &o);
+	EXPECT(b, "perfbuf_new");
+	unsigned ready_batched = ready_count(b, &batched, 128);
+	perf_buffer__consume(b);
+	printf("  batching: ring ready %u times for 128 records by default, %u with wakeup_events=32\n",
+	       ready_default, ready_batched);
+	EXPECT(ready_default >= 120, "default ready %u", ready_default);
+	EXPECT(ready_batched <= 8, "batched ready %u", ready_batched);
+	EXPECT(dflt.samples == 128 && batched.samples == 128, "delivered %u / %u", dflt.samples, batched.samples);
+	perf_buffer__free(b);
+
+	/* A partial batch is delivered within the delay bound by poll ... */
+	struct counts c = {0};
+	o.max_delay_ms = 30;
+	b = perfbuf_new(prod.map_fd, 4, on_sample, on_lost, &c, &o);
+	EXPECT(b, "perfbuf_new");
+	perf_buffer__poll(b, 0);
+	for (int i = 0; i < 5; i++)
+		emit(i % 2, 24, (uint8_t)i, 1, NULL);
+	double t0 = now_ms();
+	while (c.samples < 5 && now_ms() - t0 < 2000)
+		perf_buffer__poll(b, 1000);
+	double waited = now_ms() - t0;
+	printf("  batching: 5 records below the threshold delivered after %.1f ms (bound 30 ms)\n", waited);
+	EXPECT(c.samples == 5, "delivered %u", c.samples);
+	EXPECT(waited < 200, "waited %.1f ms", waited);
+
+	/* ... and to a caller waiting on the epoll fd in its own loop. */
+	int outer = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN};
+	epoll_ctl(outer, EPOLL_CTL_ADD, perf_buffer__epoll_fd(b), &ev);
+	emit(0, 24, 9, 1, NULL);
+	t0 = now_ms();
+	int n = epoll_wait(outer, &ev, 1, 2000);
+	waited = now_ms() - t0;
+	int r = perf_buffer__poll(b, 0);
+	EXPECT(n == 1 && waited < 200, "outer epoll: %d after %.1f ms", n, waited);
+	EXPECT(r == 1 && c.samples == 6, "poll after outer epoll %d, samples %u", r, c.samples);
+	close(outer);
+	perf_buffer__free(b);
+}
+
+static void test_overwrite(void)
+{
+	struct counts c = {0};
+	struct perfbuf_opts o = {.sz = sizeof(o), .flags = PERFBUF_F_OVERWRITE};
+	struct perf_buffer *pb = perfbuf_new(prod.map_fd, 1, on_sample, on_lost, &c, &o);
+	EXPECT(pb, "perfbuf_new overwrite");
+	if (!pb)
+		return;
+	int ret = 0;
+	for (int i = 0; i < 200; i++)
+		emit(0, 72, (uint8_t)i, 1, &ret);
+	EXPECT(ret == 0, "overwrite ring never refuses a write: %d", ret);
+	int got = perfbuf_snapshot(pb, 0);
+	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
+	perfbuf_ring_stats(pb, 0, &st);
+	printf("  overwrite: 200 records of 88 bytes into 4096: snapshot has %d, %llu bytes overwritten\n", got,
+	       (unsigned long long)st.overwritten_bytes);
+	EXPECT(got >= 40 && got <= 46, "snapshot %d", got);
+	EXPECT(got == (int)c.samples, "callbacks %u", c.samples);
+	/* The newest records, oldest first: seeds 200-got .. 199. */
+	uint8_t want[8];
+	int ordered = 1;
+	for (int i = 0; i < got && i < 512; i++) {
+		producer_expected(72, (uint8_t)(200 - got + i), want);
+		ordered &= c.seeds[i] == want[0];
+	}
+	EXPECT(ordered, "snapshot is not the newest records in order");
+	EXPECT(st.overwritten_bytes + (unsigned long long)got * 88 == 200ull * 88, "overwritten %llu",
+	       (unsigned long long)st.overwritten_bytes);
+	/* A second read sees only what came after the first. */
+	c.samples = 0;
+	for (int i = 0; i < 3; i++)
+		emit(0, 72, (uint8_t)(100 + i), 1, NULL);
+	got = perf_buffer__consume(pb) == 0 ? (int)c.samples : -1;
+	EXPECT(got == 3, "second read %d", got);
+	EXPECT(perfbuf_snapshot(pb, 0) == 0, "third read not empty");
+	perf_buffer__free(pb);
+
+	/* A forward ring has no snapshot. */
+	pb = perfbuf_new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
+	errno = 0;
+	EXPECT(perfbuf_snapshot(pb, 0) == -EINVAL && errno == EINVAL, "forward snapshot");
+	perf_buffer__free(pb);
+}
+
+static void test_pause(void)
+{
+	struct counts c = {0};
+	struct perf_buffer *pb = perfbuf_new(prod.map_fd, 2, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "new");
+	EXPECT(perfbuf_pause(pb) == 0, "pause");
+	int ret = 0;
+	emit(0, 16, 1, 5, &ret);
+	EXPECT(ret == -ENOSPC, "write while paused: %d", ret);
+	EXPECT(perfbuf_resume(pb) == 0, "resume");
+	emit(0, 16, 2, 1, &ret);
+	EXPECT(ret == 0, "write after resume: %d", ret);
+	perf_buffer__consume(pb);
+	printf("  pause: %llu lost while paused, %u delivered after resume\n", c.lost, c.samples);
+	EXPECT(c.lost == 5 && c.samples == 1, "lost %llu samples %u", c.lost, c.samples);
+	perf_buffer__free(pb);
+}
+
+struct waker_arg {
+	struct perf_buffer *pb;
+	double woke_at;
+};
+
+static void *waker(void *p)
+{
+	struct waker_arg *a = p;
+	usleep(50 * 1000);
+	a->woke_at = now_ms();
+	perfbuf_wake(a->pb);
+	return NULL;
+}
+
+static void test_wake(void)
+{
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
+	EXPECT(pb, "new");
+	struct waker_arg a = {.pb = pb};
+	pthread_t t;
+	pthread_create(&t, NULL, waker, &a);
+	errno = 0;
+	int r = perf_buffer__poll(pb, 10000);
+	double latency = now_ms() - a.woke_at;
+	pthread_join(t, NULL);
+	printf("  wake: poll returned %d %.3f ms after perfbuf_wake from another thread\n", r, latency);
+	EXPECT(r == -ECANCELED && errno == ECANCELED, "poll %d errno %d", r, errno);
+	EXPECT(latency < 20, "latency %.3f ms", latency);
+	EXPECT(perf_buffer__poll(pb, 0) == 0, "wake is consumed once");
+	/* A wake before the poll is not lost; free right after a wake is fine. */
+	EXPECT(perfbuf_wake(pb) == 0, "wake");
+	EXPECT(perf_buffer__poll(pb, 10000) == -ECANCELED, "early wake");
+	EXPECT(perfbuf_wake(pb) == 0, "wake");
+	perf_buffer__free(pb);
+	EXPECT(perfbuf_wake(NULL) == -EINVAL, "wake NULL");
+}
+
+static void test_stats_and_cpus(void)
+{
+	struct counts c = {0};
+	struct perf_buffer *pb = perfbuf_new(prod.map_fd, 4, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "new");
+	emit(0, 100, 1, 7, NULL); /* raw 100 -> 100 bytes + 12 header = 112-byte records */
+	emit(1, 20, 2, 3, NULL);  /* raw 20, 32-byte records */
+	struct perfbuf_ring_stats s0 = {.sz = sizeof(s0)}, s1 = {.sz = sizeof(s1)};
+	perfbuf_ring_stats(pb, 0, &s0);
+	perfbuf_ring_stats(pb, 1, &s1);
+	EXPECT(s0.pending_bytes == 7 * 112 && s1.pending_bytes == 3 * 32, "pending %llu %llu",
+	       (unsigned long long)s0.pending_bytes, (unsigned long long)s1.pending_bytes);
+	perf_buffer__consume(pb);
+	perfbuf_ring_stats(pb, 0, &s0);
+	perfbuf_ring_stats(pb, 1, &s1);
+	printf("  stats: cpu0 %llu samples %llu bytes, cpu1 %llu samples %llu bytes, pending %llu/%llu\n",
+	       (unsigned long long)s0.samples, (unsigned long long)s0.sample_bytes, (unsigned long long)s1.samples,
+	       (unsigned long long)s1.sample_bytes, (unsigned long long)s0.pending_bytes,
+	       (unsigned long long)s1.pending_bytes);
+	EXPECT(s0.cpu == 0 && s0.samples == 7 && s0.sample_bytes == 700 && s0.pending_bytes == 0, "cpu0");
+	EXPECT(s1.cpu == 1 && s1.samples == 3 && s1.sample_bytes == 60 && s1.pending_bytes == 0, "cpu1");
+	EXPECT(s0.data_size == 4 * 4096 && s0.lost == 0 && s0.resyncs == 0, "cpu0 figures");
+	struct perfbuf_ring_stats small = {.sz = 8};
+	EXPECT(perfbuf_ring_stats(pb, 0, &small) == -EINVAL, "sz too small");
+	EXPECT(perfbuf_ring_stats(pb, 9, &s0) == -EINVAL, "bad index");
+	perf_buffer__free(pb);
+
+	int cpus[2] = {1, 4000};
+	struct perfbuf_opts o = {.sz = sizeof(o), .cpus = cpus, .cpu_cnt = 2};
+	pb = perfbuf_new(prod.map_fd, 1, on_sample, on_lost, &c, &o);
+	EXPECT(pb && perf_buffer__buffer_cnt(pb) == 1 && perfbuf_buffer_cpu(pb, 0) == 1,
+	       "subset {1, 4000}: one ring on cpu 1");
+	int ret = 0;
+	emit(0, 8, 0, 1, &ret);
+	EXPECT(ret == -ENOENT, "cpu 0 not attached: %d", ret);
+	perf_buffer__free(pb);
+}
+
+static void test_env_opt_in(void)
+{
+	setenv("PERFBUF_WAKEUP_EVENTS", "lots", 1);
+	errno = 0;
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
+	EXPECT(!pb && errno == EINVAL, "invalid env accepted");
+	setenv("PERFBUF_WAKEUP_EVENTS", "32", 1);
+	setenv("PERFBUF_MAX_DELAY_MS", "20", 1);
+	struct counts c = {0};
+	pb = perf_buffer__new(prod.map_fd, 4, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "env batching");
+	unsigned ready = ready_count(pb, &c, 64);
+	double t0 = now_ms();
+	while (c.samples < 64 && now_ms() - t0 < 2000)
+		perf_buffer__poll(pb, 100);
+	printf("  env: PERFBUF_WAKEUP_EVENTS=32: ready %u times for 64 records, all %u delivered\n", ready,
+	       c.samples);
+	EXPECT(ready <= 6 && c.samples == 64, "ready %u samples %u", ready, c.samples);
+	perf_buffer__free(pb);
+	unsetenv("PERFBUF_WAKEUP_EVENTS");
+	unsetenv("PERFBUF_MAX_DELAY_MS");
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int err = producer_open(&prod, 0);
+	if (err) {
+		fprintf(stderr, "cannot create the BPF producer: %s\n", strerror(-err));
+		const char *ci = getenv("CI");
+		return ci && !strcmp(ci, "true") ? 1 : 77;
+	}
+	struct {
+		const char *name;
+		void (*fn)(void);
+	} tests[] = {{"batching", test_batching}, {"overwrite", test_overwrite},
+		     {"pause", test_pause},	  {"wake", test_wake},
+		     {"stats_and_cpus", test_stats_and_cpus}, {"env_opt_in", test_env_opt_in}};
+	int failed = 0, n = (int)(sizeof(tests) / sizeof(tests[0]));
+	for (int i = 0; i < n; i++) {
+		int before = failures;
+		tests[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
+		failed += failures != before;
+	}
+	producer_close(&prod);
+	printf("controls_test: %d passed, %d failed\n", n - failed, failed);
+	return failed ? 1 : 0;
+}
