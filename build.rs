@@ -13,6 +13,7 @@ const SOVERSION: &str = "0";
 fn main() {
     println!("cargo:rerun-if-changed=src/abi.rs");
     println!("cargo:rerun-if-changed=src/ffi.rs");
+    println!("cargo:rerun-if-changed=src/ffi_decode.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=PERFBUF_WRITE_HEADER");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libperfbuf.so.{SOVERSION}");
@@ -24,6 +25,7 @@ fn main() {
         .with_config(config)
         .with_src(crate_dir.join("src/abi.rs"))
         .with_src(crate_dir.join("src/ffi.rs"))
+        .with_src(crate_dir.join("src/ffi_decode.rs"))
         .generate()
         .expect("cbindgen could not generate perfbuf.h")
         .write_to_file(&out);

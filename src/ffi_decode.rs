@@ -1,0 +1,1 @@
+//! The C entry points of the record decoder.
