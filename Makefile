@@ -19,11 +19,11 @@ TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
 HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
 HARNESS_H := c-tests/harness.h c-tests/producer.h
 
-PHONY_EXTRA := producer-lib controls-test
+PHONY_EXTRA := producer-lib controls-test examples examples-test
 .PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
-all: lib
+all: lib examples
 
 lib:
 	$(CARGO) build --release
@@ -59,6 +59,30 @@ $(BUILD)/controls_test: c-tests/controls_test.c c-tests/producer.c c-tests/produ
 controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
 
+# ---- examples ----------------------------------------------------------------
+
+EXAMPLE_SRC := examples/stream.c c-tests/producer.c
+EXAMPLE_CFLAGS := $(TEST_CFLAGS) -Iexamples
+
+$(BUILD)/ordered_reader: examples/ordered_reader.c $(EXAMPLE_SRC) examples/stream.h | $(BUILD)
+	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/ordered_reader.c $(EXAMPLE_SRC) -lbpf -lpthread
+
+$(BUILD)/ordered_builtin: examples/ordered_builtin.c $(EXAMPLE_SRC) examples/stream.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/ordered_builtin.c $(EXAMPLE_SRC) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+
+examples: $(BUILD)/ordered_reader $(BUILD)/ordered_builtin
+
+# Both CPUs producing, then one idle; the raw-region merge on libbpf and on
+# libperfbuf (LD_PRELOAD), the built-in one with a 1-page and a large ring.
+examples-test: examples
+	$(BUILD)/ordered_reader 20000 20000
+	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/ordered_reader 20000 20000
+	$(BUILD)/ordered_reader 20000 0
+	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/ordered_reader 0 20000
+	$(BUILD)/ordered_builtin 20000 20000 1
+	$(BUILD)/ordered_builtin 0 20000 1
+	$(BUILD)/ordered_builtin 50000 50000 64
+
 linked-test: $(BUILD)/linked_test
 	$(BUILD)/linked_test
 
@@ -86,7 +110,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat linked-test difftest preload-test controls-test
+c-tests: check-exports check-header-compat linked-test difftest preload-test controls-test examples-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -97,14 +121,14 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test controls-test
+SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test controls-test examples-test
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"
 
 # ---- install -----------------------------------------------------------------
 
-install: lib
+install: lib examples
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(VERSION)
 	ln -sf libperfbuf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(SOMAJOR)

@@ -14,6 +14,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/abi.rs");
     println!("cargo:rerun-if-changed=src/ffi.rs");
     println!("cargo:rerun-if-changed=src/ffi_decode.rs");
+    println!("cargo:rerun-if-changed=src/ffi_records.rs");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=PERFBUF_WRITE_HEADER");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libperfbuf.so.{SOVERSION}");
@@ -26,6 +27,7 @@ fn main() {
         .with_src(crate_dir.join("src/abi.rs"))
         .with_src(crate_dir.join("src/ffi.rs"))
         .with_src(crate_dir.join("src/ffi_decode.rs"))
+        .with_src(crate_dir.join("src/ffi_records.rs"))
         .generate()
         .expect("cbindgen could not generate perfbuf.h")
         .write_to_file(&out);

@@ -9,6 +9,7 @@
 #include "producer.h"
 
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,58 @@ static void test_stats_and_cpus(void)
 	perf_buffer__free(pb);
 }
 
+/* peek shows the next record without consuming it, advance moves past it,
+ * and only publish moves data_tail; records that wrap come out whole. */
+static void test_record_api(void)
+{
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
+	EXPECT(pb, "new");
+	void *base;
+	size_t size;
+	perf_buffer__buffer(pb, 0, &base, &size);
+	struct perf_event_mmap_page *mp = base;
+	const struct perf_event_header *rec = NULL;
+	size_t len = 0;
+	EXPECT(perfbuf_ring_peek(pb, 0, &rec, &len) == 0, "empty ring");
+	EXPECT(perfbuf_ring_advance(pb, 0) == -ENODATA, "advance on empty");
+	/* Move the ring's position near its end so later records wrap. */
+	emit(0, 72, 0, 40, NULL);
+	perf_buffer__consume(pb);
+	unsigned wrapped = 0, checked = 0;
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < 5; i++)
+			emit(0, 72 + 8 * i, (uint8_t)(round * 5 + i), 1, NULL);
+		uint64_t tail0 = mp->data_tail;
+		for (int i = 0; i < 5; i++) {
+			EXPECT(perfbuf_ring_peek(pb, 0, &rec, &len) == 1, "peek %d", i);
+			const struct perf_event_header *again = NULL;
+			size_t len2 = 0;
+			perfbuf_ring_peek(pb, 0, &again, &len2);
+			EXPECT(again == rec && len2 == len, "peek is idempotent");
+			uint8_t want[128];
+			unsigned n = 72 + 8 * i;
+			producer_expected(n, (uint8_t)(round * 5 + i), want);
+			EXPECT(rec->type == PERF_RECORD_SAMPLE && len == rec->size &&
+				       memcmp((const uint8_t *)rec + 12, want, n) == 0,
+			       "record %d of round %d", i, round);
+			checked++;
+			wrapped += (const uint8_t *)rec < (const uint8_t *)base ||
+				   (const uint8_t *)rec >= (const uint8_t *)base + 4096 + size;
+			EXPECT(perfbuf_ring_advance(pb, 0) == 0, "advance");
+			EXPECT(mp->data_tail == tail0, "tail moved before publish");
+		}
+		EXPECT(perfbuf_ring_peek(pb, 0, &rec, &len) == 0, "drained");
+		EXPECT(perfbuf_ring_publish(pb, 0) == 0, "publish");
+		EXPECT(mp->data_tail == mp->data_head, "tail published");
+	}
+	printf("  record api: %u records peeked, advanced, published; %u wrapped and were copied whole\n", checked,
+	       wrapped);
+	EXPECT(wrapped > 0, "no record wrapped");
+	EXPECT(perfbuf_ring_peek(pb, 5, &rec, &len) == -EINVAL, "bad index");
+	EXPECT(perfbuf_ring_peek(pb, 0, NULL, &len) == -EINVAL, "NULL out");
+	perf_buffer__free(pb);
+}
+
 static void test_env_opt_in(void)
 {
 	setenv("PERFBUF_WAKEUP_EVENTS", "lots", 1);
@@ -317,7 +370,8 @@ int main(void)
 		void (*fn)(void);
 	} tests[] = {{"batching", test_batching}, {"overwrite", test_overwrite},
 		     {"pause", test_pause},	  {"wake", test_wake},
-		     {"stats_and_cpus", test_stats_and_cpus}, {"env_opt_in", test_env_opt_in}};
+		     {"stats_and_cpus", test_stats_and_cpus}, {"record_api", test_record_api},
+		     {"env_opt_in", test_env_opt_in}};
 	int failed = 0, n = (int)(sizeof(tests) / sizeof(tests[0]));
 	for (int i = 0; i < n; i++) {
 		int before = failures;

@@ -193,3 +193,17 @@ int producer_emit_stamped(struct producer *p, int cpu, unsigned n, unsigned repe
 	unsigned len = det_packet(n, 0, pkt);
 	return producer_emit(p, 1, cpu, pkt, len, repeat, helper_ret);
 }
+
+int producer_emit_stamped_seq(struct producer *p, int cpu, unsigned n, uint32_t seq, int *helper_ret)
+{
+	if (n < 16 || n > PRODUCER_MAX_N)
+		return -EINVAL;
+	uint8_t pkt[PRODUCER_MAX_N + 16];
+	unsigned cnt = n - 8, len = cnt < 14 ? 14 : cnt;
+	memset(pkt, 0, len);
+	pkt[0] = (uint8_t)cnt;
+	pkt[1] = (uint8_t)(cnt >> 8);
+	memcpy(pkt + 2, &seq, 4);
+	pkt[6] = (uint8_t)cpu;
+	return producer_emit(p, 1, cpu, pkt, len, 1, helper_ret);
+}

@@ -40,4 +40,9 @@ void producer_expected(unsigned n, uint8_t seed, uint8_t *out);
  * bpf_ktime_get_ns() of the write (CLOCK_MONOTONIC). */
 int producer_emit_stamped(struct producer *p, int cpu, unsigned n, unsigned repeat, int *helper_ret);
 
+/* Emits one sample of n bytes (16 <= n <= PRODUCER_MAX_N) on `cpu`:
+ * u64 bpf_ktime_get_ns(), u16 n-8, u32 seq, u8 cpu, then zeros. For
+ * ordering tests: (cpu, seq) identifies each record. */
+int producer_emit_stamped_seq(struct producer *p, int cpu, unsigned n, uint32_t seq, int *helper_ret);
+
 #endif

@@ -75,6 +75,12 @@ struct perf_buffer_raw_opts {
 #define PERFBUF_F_OVERWRITE 1
 
 /*
+ `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
+ (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
+ */
+#define PERFBUF_ORDER_SAMPLE_TIME 1
+
+/*
  Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
  */
 struct perfbuf_opts {
@@ -166,6 +172,68 @@ struct perfbuf_ring_stats {
    Overwritable rings: bytes overwritten before they were read.
    */
   uint64_t overwritten_bytes;
+};
+
+/*
+ Key function of the ordered reader: the timestamp (or any ordered key)
+ of a whole record. Called once per record, on the polling thread.
+ */
+typedef uint64_t (*perfbuf_key_fn)(void *ctx, int cpu, const struct perf_event_header *record);
+
+/*
+ Options of `perfbuf_set_order` (set `sz = sizeof(struct perfbuf_order_opts)`).
+ */
+struct perfbuf_order_opts {
+  /*
+   Size of the caller's struct.
+   */
+  size_t sz;
+  /*
+   The key of each record; NULL (and no flag): the first 8 bytes of the
+   sample's data, native endian (e.g. a `bpf_ktime_get_ns()` the BPF
+   program wrote first).
+   */
+  perfbuf_key_fn key_fn;
+  /*
+   Passed to `key_fn`.
+   */
+  void *key_ctx;
+  /*
+   `PERFBUF_ORDER_*` bits.
+   */
+  uint32_t flags;
+  /*
+   How long a ring that makes no progress may hold delivery back
+   (0: 10 ms). Records from it that arrive later than that are
+   delivered at once and counted as late.
+   */
+  uint32_t idle_wait_ms;
+};
+
+/*
+ Counters of the ordered reader (set `sz` before `perfbuf_order_stats`).
+ */
+struct perfbuf_order_stats {
+  /*
+   Size of the caller's struct; fields beyond it are not written.
+   */
+  size_t sz;
+  /*
+   Records delivered.
+   */
+  uint64_t delivered;
+  /*
+   Records delivered with a key older than one delivered before them.
+   */
+  uint64_t late;
+  /*
+   Records indexed but held back now.
+   */
+  uint64_t pending;
+  /*
+   Most records ever held back at once.
+   */
+  uint64_t max_pending;
 };
 
 #ifdef __cplusplus
@@ -363,6 +431,79 @@ int perfbuf_ring_stats(const struct perf_buffer *pb, size_t buf_idx, struct perf
  to check, with `dlsym`, that libperfbuf (not libbpf) is loaded.
  */
 const char *perfbuf_version(void);
+
+/*
+ Shows the next record of ring `buf_idx` without consuming it:
+ `*record` points at its `struct perf_event_header` and `*size` is its
+ size, contiguous even when it wraps the ring's end (then it is a copy).
+ Returns 1 with a record, 0 when the ring is empty, or -errno (EINVAL for
+ NULL or a bad index). The pointer stays valid until this ring's next
+ peek, advance-and-publish, or drain; in-ring records stay valid until
+ the tail is published past them.
+
+ An inconsistent control page (e.g. a tail published wrongly by another
+ reader) makes the ring skip to its head; `perfbuf_ring_stats` counts it.
+
+ # Safety
+ `pb` is a live handle; `record` and `size` are valid for writes.
+ */
+int perfbuf_ring_peek(struct perf_buffer *pb, size_t buf_idx, const struct perf_event_header **record, size_t *size);
+
+/*
+ Moves ring `buf_idx`'s read position past its next record (the space is
+ not freed until `perfbuf_ring_publish`). Returns 0, or -ENODATA when
+ there is no record, -EINVAL for a bad argument.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_ring_advance(struct perf_buffer *pb, size_t buf_idx);
+
+/*
+ Publishes ring `buf_idx`'s read position as `data_tail` (a release
+ store): the kernel may now reuse the space of every record advanced
+ past. Returns 0 or -EINVAL.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_ring_publish(struct perf_buffer *pb, size_t buf_idx);
+
+/*
+ Turns on ordered delivery for the whole buffer: from now on
+ `perf_buffer__poll` and `perf_buffer__consume` (and `consume_buffer`)
+ deliver the records of all CPUs in key order through the usual callbacks.
+ A record is delivered once no ring can still produce an earlier one:
+ every ring has shown a newer key, or has made no progress for
+ `idle_wait_ms`. Records stay in their rings until delivered (memory is
+ bounded by the rings). In this mode poll returns the number of records
+ delivered. `opts` may be NULL (key = first 8 bytes of each sample).
+ Returns 0 or -EINVAL.
+
+ # Safety
+ `pb` is a live handle; `opts` is NULL or readable for `opts->sz` bytes;
+ `key_fn` is callable with `key_ctx` for the buffer's lifetime.
+ */
+int perfbuf_set_order(struct perf_buffer *pb, const struct perfbuf_order_opts *opts);
+
+/*
+ In ordered mode, delivers every record already in the rings in key
+ order, ignoring the horizon (use at shutdown). Returns the number of
+ records delivered, or -EINVAL when ordering is off.
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_ordered_flush(struct perf_buffer *pb);
+
+/*
+ Fills `*stats` with the ordered reader's counters (set `stats->sz`
+ first). Returns 0, or -EINVAL when ordering is off or an argument is bad.
+
+ # Safety
+ `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
+ */
+int perfbuf_order_stats(const struct perf_buffer *pb, struct perfbuf_order_stats *stats);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -152,3 +152,50 @@ pub struct perfbuf_ring_stats {
     /// Overwritable rings: bytes overwritten before they were read.
     pub overwritten_bytes: u64,
 }
+
+/// Key function of the ordered reader: the timestamp (or any ordered key)
+/// of a whole record. Called once per record, on the polling thread.
+pub type perfbuf_key_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, record: *const perf_event_header) -> u64>;
+
+/// `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
+/// (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
+pub const PERFBUF_ORDER_SAMPLE_TIME: u32 = 1;
+
+/// Options of `perfbuf_set_order` (set `sz = sizeof(struct perfbuf_order_opts)`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfbuf_order_opts {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// The key of each record; NULL (and no flag): the first 8 bytes of the
+    /// sample's data, native endian (e.g. a `bpf_ktime_get_ns()` the BPF
+    /// program wrote first).
+    pub key_fn: perfbuf_key_fn,
+    /// Passed to `key_fn`.
+    pub key_ctx: *mut c_void,
+    /// `PERFBUF_ORDER_*` bits.
+    pub flags: u32,
+    /// How long a ring that makes no progress may hold delivery back
+    /// (0: 10 ms). Records from it that arrive later than that are
+    /// delivered at once and counted as late.
+    pub idle_wait_ms: u32,
+}
+
+const _: () = assert!(size_of::<perfbuf_order_opts>() == 32);
+
+/// Counters of the ordered reader (set `sz` before `perfbuf_order_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfbuf_order_stats {
+    /// Size of the caller's struct; fields beyond it are not written.
+    pub sz: usize,
+    /// Records delivered.
+    pub delivered: u64,
+    /// Records delivered with a key older than one delivered before them.
+    pub late: u64,
+    /// Records indexed but held back now.
+    pub pending: u64,
+    /// Most records ever held back at once.
+    pub max_pending: u64,
+}

@@ -9,7 +9,8 @@ use crate::cpu;
 use crate::error::{Errno, Result, libbpf_err};
 use crate::kernel::PERF_EVENT_IOC_PAUSE_OUTPUT;
 use crate::log;
-use crate::ring::PerfRing;
+use crate::order::{KeySource, Order, OrderStats};
+use crate::ring::{At, PerfRing};
 use crate::sys::{
     self, AttrSource, BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE,
 };
@@ -50,6 +51,8 @@ pub struct Config<'a> {
     pub overwrite: bool,
     /// Drain whatever is pending at least this often (batching).
     pub max_delay_ms: Option<u32>,
+    /// The attr's `sample_type` (decides where PERF_SAMPLE_TIME sits).
+    pub sample_type: u64,
 }
 
 /// One CPU's event and ring.
@@ -65,6 +68,8 @@ pub struct CpuBuf {
     overwrite_prev_head: Option<u64>,
     /// Overwritable rings: bytes overwritten before they could be read.
     overwritten_bytes: u64,
+    /// Record-level API: read position ahead of the published tail.
+    cursor: Option<u64>,
 }
 
 /// Per-ring figures for callers (a snapshot).
@@ -110,6 +115,79 @@ impl CpuBuf {
         &self.ring
     }
 
+    /// A buffer over a heap ring, for tests of code above the ring.
+    #[cfg(test)]
+    pub(crate) fn for_test(cpu: c_int, ring: PerfRing) -> CpuBuf {
+        let fd = std::fs::File::open("/dev/null").expect("/dev/null").into();
+        CpuBuf {
+            cpu,
+            map_key: cpu,
+            fd,
+            ring,
+            stats: DispatchStats::default(),
+            wakeups: 0,
+            overwrite_prev_head: None,
+            overwritten_bytes: 0,
+            cursor: None,
+        }
+    }
+
+    pub(crate) fn ring_mut(&mut self) -> &mut PerfRing {
+        &mut self.ring
+    }
+
+    /// Hands the `size`-byte record at `pos` to the callbacks.
+    pub(crate) fn dispatch_at(&mut self, callbacks: &Callbacks, cpu: c_int, pos: u64, size: usize) -> c_int {
+        match self.ring.record_at(pos, pos.wrapping_add(size as u64)) {
+            At::Record(rec) => callbacks.dispatch(cpu, rec, &mut self.stats),
+            _ => LIBBPF_PERF_EVENT_CONT,
+        }
+    }
+
+    /// The next record at the cursor, without consuming it (`None` when
+    /// the ring is empty). An inconsistent ring state skips to the head.
+    pub fn peek(&mut self) -> Result<Option<&[u8]>> {
+        let head = self.ring.load_head();
+        let pos = self.cursor.unwrap_or_else(|| self.ring.load_tail());
+        // Decide first, then borrow the record (the checks need &mut ring).
+        match self.ring.record_at(pos, head) {
+            At::Record(_) => {}
+            At::End => return Ok(None),
+            At::NoMemory => return Err(Errno::NOMEM),
+            At::Corrupt => {
+                self.ring.note_skipped(pos, head);
+                self.cursor = Some(head);
+                return Ok(None);
+            }
+        }
+        match self.ring.record_at(pos, head) {
+            At::Record(rec) => Ok(Some(rec)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Moves the cursor past the next record; ENODATA when there is none.
+    pub fn advance(&mut self) -> Result<()> {
+        let head = self.ring.load_head();
+        let pos = self.cursor.unwrap_or_else(|| self.ring.load_tail());
+        match self.ring.record_at(pos, head) {
+            At::Record(rec) => {
+                let size = rec.len() as u64;
+                self.cursor = Some(pos.wrapping_add(size));
+                Ok(())
+            }
+            _ => Err(Errno(libc::ENODATA)),
+        }
+    }
+
+    /// Publishes the cursor as the tail (release), freeing the space of
+    /// every record advanced past.
+    pub fn publish(&mut self) {
+        if let Some(pos) = self.cursor.take() {
+            self.ring.store_tail(pos);
+        }
+    }
+
     /// Current figures.
     pub fn figures(&self) -> RingFigures {
         let ring = self.ring.stats();
@@ -136,6 +214,19 @@ impl CpuBuf {
         let _ = sys::perf_ioctl(&fd, PERF_EVENT_IOC_DISABLE, 0);
         drop(fd);
     }
+}
+
+/// What an ordered reader sorts by.
+pub enum OrderKey {
+    /// The first 8 bytes of each sample's raw data.
+    RawPrefix,
+    /// The record's `PERF_SAMPLE_TIME` field (raw mode).
+    SampleTime,
+    /// The caller's key function and its ctx.
+    Callback(
+        unsafe extern "C" fn(*mut core::ffi::c_void, c_int, *const core::ffi::c_void) -> u64,
+        *mut core::ffi::c_void,
+    ),
 }
 
 /// The part of a buffer other threads may touch: waking a blocked `poll`.
@@ -173,6 +264,9 @@ pub struct PerfBuffer {
     events: Vec<libc::epoll_event>,
     timer: Option<OwnedFd>,
     waker: Arc<Waker>,
+    order: Option<Order>,
+    /// Raw mode: the caller's attr `sample_type` (for PERF_SAMPLE_TIME keys).
+    sample_type: u64,
     epoll: OwnedFd,
 }
 
@@ -181,7 +275,7 @@ impl PerfBuffer {
     /// already set up is torn down (as `perf_buffer__free` would) and the
     /// first error is returned.
     pub fn new(cfg: Config<'_>) -> Result<Box<PerfBuffer>> {
-        let Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite, max_delay_ms } = cfg;
+        let Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite, max_delay_ms, sample_type } = cfg;
         if page_cnt == 0 || !page_cnt.is_power_of_two() {
             log::warn(format_args!("page count should be power of two, but is {page_cnt}"));
             return Err(Errno::INVAL);
@@ -215,6 +309,8 @@ impl PerfBuffer {
             events: Vec::new(),
             timer: None,
             waker,
+            order: None,
+            sample_type,
             epoll,
         });
         pb.bufs.try_reserve_exact(slots.len()).map_err(|_| Errno::NOMEM)?;
@@ -277,6 +373,7 @@ impl PerfBuffer {
             wakeups: 0,
             overwrite_prev_head: overwrite.then_some(0),
             overwritten_bytes: 0,
+            cursor: None,
         });
         sys::map_update_u32(self.map_fd, map_key as u32, perf_fd as u32).inspect_err(|e| {
             log::warn(format_args!("failed to set cpu #{cpu}, key {map_key} -> perf FD {perf_fd}: {e}"));
@@ -316,6 +413,10 @@ impl PerfBuffer {
     /// value. Like libbpf, `errno` is left at ENOENT after a normal drain.
     /// An overwritable ring is read as a snapshot instead.
     fn process_records(&mut self, idx: usize) -> c_int {
+        if self.order.is_some() {
+            return self.order_round(false).map_or_else(|e| e, |_| 0);
+        }
+        self.bufs[idx].publish();
         if self.bufs[idx].overwrite_prev_head.is_some() {
             return self.snapshot(idx).map_or_else(|e| -e.0, |_| 0);
         }
@@ -332,6 +433,9 @@ impl PerfBuffer {
     /// After [`Waker::wake`], returns `-ECANCELED` (rings signalled in the
     /// same wait are drained first).
     pub fn poll(&mut self, timeout_ms: c_int) -> c_int {
+        if self.order.is_some() {
+            return self.poll_ordered(timeout_ms);
+        }
         // libbpf passes the ring count (so 0 rings gives EINVAL); our own
         // timer and wake fds, when registered, need room too.
         let max = self.bufs.len()
@@ -381,8 +485,111 @@ impl PerfBuffer {
         drained
     }
 
+    /// Turns on ordered delivery: from now on poll and consume deliver
+    /// records from all rings in key order (see [`crate::order`]).
+    /// `PERF_SAMPLE_TIME` keys need an attr that samples TIME.
+    pub fn set_order(&mut self, key: OrderKey, idle_wait: std::time::Duration) -> Result<()> {
+        let key = match key {
+            OrderKey::RawPrefix => KeySource::RawPrefix,
+            OrderKey::Callback(f, ctx) => KeySource::Callback(f, ctx),
+            OrderKey::SampleTime => {
+                const IP: u64 = 1 << 0;
+                const TID: u64 = 1 << 1;
+                const TIME: u64 = 1 << 2;
+                const IDENTIFIER: u64 = 1 << 16;
+                if self.sample_type & TIME == 0 {
+                    log::warn(format_args!("ordering by PERF_SAMPLE_TIME needs an attr that samples TIME"));
+                    return Err(Errno::INVAL);
+                }
+                let before = [IDENTIFIER, IP, TID].iter().filter(|&&b| self.sample_type & b != 0).count();
+                KeySource::SampleTime(8 + 8 * before)
+            }
+        };
+        for buf in &mut self.bufs {
+            buf.publish();
+        }
+        self.order = Some(Order::new(key, idle_wait, self.bufs.len()));
+        Ok(())
+    }
+
+    /// The ordered reader's counters, if ordering is on.
+    pub fn order_stats(&self) -> Option<OrderStats> {
+        self.order.as_ref().map(Order::stats)
+    }
+
+    /// Delivers every indexed record in key order regardless of the horizon
+    /// (at shutdown, or when the caller knows no earlier record can come).
+    pub fn flush_ordered(&mut self) -> Result<c_int> {
+        if self.order.is_none() {
+            return Err(Errno::INVAL);
+        }
+        self.order_round(true).map(|n| n as c_int).or_else(|e| Ok(libbpf_err(e)))
+    }
+
+    fn order_round(&mut self, flush: bool) -> std::result::Result<usize, c_int> {
+        let PerfBuffer { bufs, callbacks, order, .. } = self;
+        order.as_mut().expect("ordered mode").round(bufs, callbacks, flush)
+    }
+
+    /// Ordered poll: rounds until something is delivered or `timeout_ms`
+    /// passes, waiting on epoll in between; while records are held back by
+    /// the horizon, waits at most the idle bound so idle rings stop counting.
+    fn poll_ordered(&mut self, timeout_ms: c_int) -> c_int {
+        let start = std::time::Instant::now();
+        loop {
+            match self.order_round(false) {
+                Err(e) => return libbpf_err(e),
+                Ok(n) if n > 0 => return n as c_int,
+                Ok(_) => {}
+            }
+            let left = if timeout_ms < 0 {
+                None
+            } else {
+                let total = std::time::Duration::from_millis(timeout_ms as u64);
+                match total.checked_sub(start.elapsed()) {
+                    Some(d) if !d.is_zero() => Some(d),
+                    _ => return 0,
+                }
+            };
+            let order = self.order.as_ref().expect("ordered mode");
+            let wait = if order.has_pending() {
+                Some(left.map_or(order.idle_wait(), |l| l.min(order.idle_wait())))
+            } else {
+                left
+            };
+            let wait_ms = wait.map_or(-1, |d| d.as_millis().clamp(1, i32::MAX as u128) as c_int);
+            let max = self.events.len();
+            let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, wait_ms) {
+                Ok(cnt) => cnt,
+                Err(e) => return -e.0,
+            };
+            for i in 0..cnt {
+                match self.events[i].u64 {
+                    WAKE_TOKEN => {
+                        self.waker.clear();
+                        return libbpf_err(-libc::ECANCELED);
+                    }
+                    TIMER_TOKEN => {
+                        if let Some(timer) = &self.timer {
+                            sys::read_u64(timer.as_raw_fd());
+                        }
+                    }
+                    idx => self.bufs[idx as usize].wakeups += 1,
+                }
+            }
+        }
+    }
+
+    /// Mutable access to ring `idx` for the record-level API.
+    pub fn buf_mut(&mut self, idx: usize) -> Result<&mut CpuBuf> {
+        self.bufs.get_mut(idx).ok_or(Errno::INVAL)
+    }
+
     /// Drains every ring in index order (libbpf's `perf_buffer__consume`).
     pub fn consume(&mut self) -> c_int {
+        if self.order.is_some() {
+            return self.order_round(false).map_or_else(libbpf_err, |_| 0);
+        }
         for idx in 0..self.bufs.len() {
             let err = self.process_records(idx);
             if err != 0 {

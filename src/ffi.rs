@@ -14,7 +14,7 @@ use crate::abi::{
 use crate::buffer::{Config, CpuSelection, PerfBuffer, RingFigures, Waker};
 use crate::callbacks::Callbacks;
 use crate::error::{Errno, Result, ret_errno};
-use crate::kernel::PerfEventAttr;
+use crate::kernel::{PERF_SAMPLE_RAW, PerfEventAttr};
 use crate::opts;
 use crate::sys::{AttrSource, CallerAttr};
 use core::cell::UnsafeCell;
@@ -30,7 +30,7 @@ const MAX_OPTS_SIZE: usize = 4096;
 /// # Safety
 /// `ptr` is NULL or points to an opts struct whose first field is `sz` and
 /// which is readable for `sz` bytes.
-unsafe fn opts_bytes<'a>(ptr: *const c_void) -> Result<Option<&'a [u8]>> {
+pub(crate) unsafe fn opts_bytes<'a>(ptr: *const c_void) -> Result<Option<&'a [u8]>> {
     if ptr.is_null() {
         return Ok(None);
     }
@@ -73,14 +73,14 @@ unsafe fn handle<'a>(pb: *const perf_buffer) -> Result<&'a Handle> {
 /// # Safety
 /// `pb` is a live handle, and no other call except `perfbuf_wake` runs on it
 /// concurrently (libbpf's threading contract).
-unsafe fn handle_mut<'a>(pb: *mut perf_buffer) -> Result<&'a mut PerfBuffer> {
+pub(crate) unsafe fn handle_mut<'a>(pb: *mut perf_buffer) -> Result<&'a mut PerfBuffer> {
     // SAFETY: per the contract, this is the only reference to the core.
     unsafe { handle(pb).map(|h| &mut **h.core.get()) }
 }
 
 /// # Safety
 /// As for [`handle_mut`].
-unsafe fn handle_ref<'a>(pb: *const perf_buffer) -> Result<&'a PerfBuffer> {
+pub(crate) unsafe fn handle_ref<'a>(pb: *const perf_buffer) -> Result<&'a PerfBuffer> {
     // SAFETY: per the contract, nothing mutates the core meanwhile.
     unsafe { handle(pb).map(|h| &**h.core.get()) }
 }
@@ -122,7 +122,17 @@ pub unsafe extern "C" fn perf_buffer__new(
         let callbacks = unsafe { Callbacks::parsed(sample_cb, lost_cb, ctx) };
         let cpus = CpuSelection::AllOnline;
         let attr = AttrSource::Built(&attr);
-        PerfBuffer::new(Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite: false, max_delay_ms })
+        let sample_type = PERF_SAMPLE_RAW;
+        PerfBuffer::new(Config {
+            map_fd,
+            page_cnt,
+            attr,
+            cpus,
+            callbacks,
+            overwrite: false,
+            max_delay_ms,
+            sample_type,
+        })
     }))
 }
 
@@ -177,6 +187,9 @@ pub unsafe extern "C" fn perf_buffer__new_raw(
     let fields = unsafe { opts_bytes(opts.cast()) }.and_then(opts::raw_opts);
     // SAFETY: per this function's contract.
     let cpus = fields.and_then(|f| unsafe { raw_cpu_selection(f) });
+    // SAFETY: a perf_event_attr is at least 64 bytes (PERF_ATTR_SIZE_VER0)
+    // and `sample_type` sits at offset 24; the caller promised it readable.
+    let sample_type = unsafe { attr.cast::<u8>().add(24).cast::<u64>().read_unaligned() };
     into_handle(cpus.and_then(|cpus| {
         // SAFETY: `attr` is non-NULL and readable for this call.
         let attr = AttrSource::Caller(unsafe { CallerAttr::new(attr.cast_const().cast()) });
@@ -190,6 +203,7 @@ pub unsafe extern "C" fn perf_buffer__new_raw(
             callbacks,
             overwrite: false,
             max_delay_ms: None,
+            sample_type,
         })
     }))
 }
@@ -353,7 +367,17 @@ pub unsafe extern "C" fn perfbuf_new(
         let callbacks = unsafe { Callbacks::parsed(sample_cb, lost_cb, ctx) };
         let attr = AttrSource::Built(&attr);
         let max_delay_ms = b.max_delay_ms;
-        PerfBuffer::new(Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite, max_delay_ms })
+        let sample_type = PERF_SAMPLE_RAW;
+        PerfBuffer::new(Config {
+            map_fd,
+            page_cnt,
+            attr,
+            cpus,
+            callbacks,
+            overwrite,
+            max_delay_ms,
+            sample_type,
+        })
     }))
 }
 

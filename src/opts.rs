@@ -144,6 +144,45 @@ pub fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     })
 }
 
+/// `offsetofend(struct perfbuf_order_opts, idle_wait_ms)`.
+const PERFBUF_ORDER_OPTS_LAST_END: usize = 32;
+
+/// Default bound on how long an idle ring holds ordered delivery back.
+pub const DEFAULT_IDLE_WAIT_MS: u32 = 10;
+
+/// Options of `perfbuf_set_order`, after validation (pointers not yet used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderFields {
+    /// Address of the key function (0: none).
+    pub key_fn: usize,
+    /// Its ctx.
+    pub key_ctx: usize,
+    /// `PERFBUF_ORDER_*`.
+    pub flags: u32,
+    /// Idle bound in ms (defaulted).
+    pub idle_wait_ms: u32,
+}
+
+/// Parses `struct perfbuf_order_opts`; `None` means the caller passed NULL.
+pub fn order_opts(bytes: Option<&[u8]>) -> Result<OrderFields> {
+    let mut f = OrderFields { key_fn: 0, key_ctx: 0, flags: 0, idle_wait_ms: DEFAULT_IDLE_WAIT_MS };
+    let Some(bytes) = bytes else { return Ok(f) };
+    validate(bytes, PERFBUF_ORDER_OPTS_LAST_END, "perfbuf_order_opts")?;
+    f.key_fn = field::<8>(bytes, 8).map_or(0, usize::from_ne_bytes);
+    f.key_ctx = field::<8>(bytes, 16).map_or(0, usize::from_ne_bytes);
+    f.flags = field::<4>(bytes, 24).map_or(0, u32::from_ne_bytes);
+    if let Some(ms) = field::<4>(bytes, 28).map(u32::from_ne_bytes).filter(|&ms| ms != 0) {
+        f.idle_wait_ms = ms;
+    }
+    if f.flags & !crate::abi::PERFBUF_ORDER_SAMPLE_TIME != 0
+        || (f.key_fn != 0 && f.flags & crate::abi::PERFBUF_ORDER_SAMPLE_TIME != 0)
+    {
+        log::warn(format_args!("perfbuf_order_opts: bad flags {:#x}", f.flags));
+        return Err(Errno::INVAL);
+    }
+    Ok(f)
+}
+
 /// The LD_PRELOAD opt-in: `PERFBUF_WAKEUP_EVENTS` and `PERFBUF_MAX_DELAY_MS`
 /// (decimal). `None` when neither is set; a value that is not a number in
 /// range is an error, never silently ignored.

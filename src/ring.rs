@@ -34,6 +34,18 @@ pub struct RingStats {
     pub skipped_bytes: u64,
 }
 
+/// What [`PerfRing::record_at`] found.
+pub enum At<'a> {
+    /// A whole record, header included.
+    Record(&'a [u8]),
+    /// Nothing published at this position yet.
+    End,
+    /// The ring state is inconsistent from here on.
+    Corrupt,
+    /// A wrapped record could not be copied.
+    NoMemory,
+}
+
 enum Backing {
     /// Shared with the kernel through the perf fd.
     Kernel(#[allow(dead_code, reason = "owns the mapping; unmapped on drop")] MmapRaw),
@@ -242,6 +254,29 @@ impl PerfRing {
         }
         *prev_head = head;
         written - consumed
+    }
+
+    /// The record at free-running position `pos`, given a head snapshot:
+    /// [`At::Record`] (contiguous, copied when it wraps), [`At::End`] when
+    /// `pos == head`, or [`At::Corrupt`] when the ring state is inconsistent.
+    pub fn record_at(&mut self, pos: u64, head: u64) -> At<'_> {
+        if pos == head {
+            return At::End;
+        }
+        let offset = (pos & (self.data_size as u64 - 1)) as usize;
+        match self.record_size_at(offset, pos, head.wrapping_sub(pos)) {
+            Some(size) => match self.record_bytes(offset, size) {
+                Some(rec) => At::Record(rec),
+                None => At::NoMemory,
+            },
+            None => At::Corrupt,
+        }
+    }
+
+    /// Counts the bytes between `pos` and `head` as skipped after an
+    /// inconsistent ring state (the caller moves its read position).
+    pub fn note_skipped(&mut self, pos: u64, head: u64) {
+        self.resync(head.wrapping_sub(pos));
     }
 
     /// The `size` bytes at data `offset`, copied to scratch when they wrap;

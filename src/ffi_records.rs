@@ -1,0 +1,175 @@
+//! C entry points of the record-level ring API and the ordered reader.
+//!
+//! Record-level: `perfbuf_ring_peek` shows the next record of one ring
+//! without consuming it, `perfbuf_ring_advance` moves past it, and
+//! `perfbuf_ring_publish` frees the space of everything advanced past
+//! (a release store of `data_tail`), when the caller is done with it.
+//!
+//! Ordered: `perfbuf_set_order` makes `perf_buffer__poll` / `__consume`
+//! deliver records of all CPUs in timestamp order through the usual callbacks.
+
+use crate::abi::{
+    PERFBUF_ORDER_SAMPLE_TIME, perf_buffer, perf_event_header, perfbuf_order_opts, perfbuf_order_stats,
+};
+use crate::buffer::OrderKey;
+use crate::error::{Errno, ret_errno};
+use crate::ffi::{handle_mut, handle_ref, opts_bytes};
+use crate::opts;
+use core::ffi::c_int;
+use core::ffi::c_void;
+use std::time::Duration;
+
+/// Shows the next record of ring `buf_idx` without consuming it:
+/// `*record` points at its `struct perf_event_header` and `*size` is its
+/// size, contiguous even when it wraps the ring's end (then it is a copy).
+/// Returns 1 with a record, 0 when the ring is empty, or -errno (EINVAL for
+/// NULL or a bad index). The pointer stays valid until this ring's next
+/// peek, advance-and-publish, or drain; in-ring records stay valid until
+/// the tail is published past them.
+///
+/// An inconsistent control page (e.g. a tail published wrongly by another
+/// reader) makes the ring skip to its head; `perfbuf_ring_stats` counts it.
+///
+/// # Safety
+/// `pb` is a live handle; `record` and `size` are valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ring_peek(
+    pb: *mut perf_buffer,
+    buf_idx: usize,
+    record: *mut *const perf_event_header,
+    size: *mut usize,
+) -> c_int {
+    // SAFETY: valid for writes or NULL, per this function's contract.
+    let outs = unsafe { record.as_mut().zip(size.as_mut()) }.ok_or(Errno::INVAL);
+    // SAFETY: per this function's contract.
+    let buf = unsafe { handle_mut(pb) }.and_then(|pb| pb.buf_mut(buf_idx));
+    ret_errno(buf.and_then(|buf| {
+        let (record, size) = outs?;
+        Ok(match buf.peek()? {
+            Some(rec) => {
+                *record = rec.as_ptr().cast();
+                *size = rec.len();
+                1
+            }
+            None => 0,
+        })
+    }))
+}
+
+/// Moves ring `buf_idx`'s read position past its next record (the space is
+/// not freed until `perfbuf_ring_publish`). Returns 0, or -ENODATA when
+/// there is no record, -EINVAL for a bad argument.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ring_advance(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.buf_mut(buf_idx)?.advance()).map(|()| 0))
+}
+
+/// Publishes ring `buf_idx`'s read position as `data_tail` (a release
+/// store): the kernel may now reuse the space of every record advanced
+/// past. Returns 0 or -EINVAL.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ring_publish(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.buf_mut(buf_idx)).map(|buf| {
+        buf.publish();
+        0
+    }))
+}
+
+/// The ordered reader's key and idle bound from parsed options.
+fn order_key(f: opts::OrderFields) -> (OrderKey, Duration) {
+    let key = if f.key_fn != 0 {
+        // SAFETY: a non-zero key_fn is the caller's function pointer of type
+        // perfbuf_key_fn; the record argument's pointee type (header vs void)
+        // does not change the ABI.
+        let f_ptr = unsafe {
+            core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, c_int, *const c_void) -> u64>(
+                f.key_fn,
+            )
+        };
+        OrderKey::Callback(f_ptr, f.key_ctx as *mut c_void)
+    } else if f.flags & PERFBUF_ORDER_SAMPLE_TIME != 0 {
+        OrderKey::SampleTime
+    } else {
+        OrderKey::RawPrefix
+    };
+    (key, Duration::from_millis(f.idle_wait_ms.into()))
+}
+
+/// Turns on ordered delivery for the whole buffer: from now on
+/// `perf_buffer__poll` and `perf_buffer__consume` (and `consume_buffer`)
+/// deliver the records of all CPUs in key order through the usual callbacks.
+/// A record is delivered once no ring can still produce an earlier one:
+/// every ring has shown a newer key, or has made no progress for
+/// `idle_wait_ms`. Records stay in their rings until delivered (memory is
+/// bounded by the rings). In this mode poll returns the number of records
+/// delivered. `opts` may be NULL (key = first 8 bytes of each sample).
+/// Returns 0 or -EINVAL.
+///
+/// # Safety
+/// `pb` is a live handle; `opts` is NULL or readable for `opts->sz` bytes;
+/// `key_fn` is callable with `key_ctx` for the buffer's lifetime.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_set_order(pb: *mut perf_buffer, opts: *const perfbuf_order_opts) -> c_int {
+    // SAFETY: per this function's contract.
+    let key = unsafe { opts_bytes(opts.cast()) }.and_then(opts::order_opts).map(order_key);
+    // SAFETY: per this function's contract.
+    ret_errno(key.and_then(|(key, idle)| unsafe { handle_mut(pb) }?.set_order(key, idle)).map(|()| 0))
+}
+
+/// In ordered mode, delivers every record already in the rings in key
+/// order, ignoring the horizon (use at shutdown). Returns the number of
+/// records delivered, or -EINVAL when ordering is off.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ordered_flush(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.flush_ordered()))
+}
+
+/// Fills `*stats` with the ordered reader's counters (set `stats->sz`
+/// first). Returns 0, or -EINVAL when ordering is off or an argument is bad.
+///
+/// # Safety
+/// `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_order_stats(
+    pb: *const perf_buffer,
+    stats: *mut perfbuf_order_stats,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let s = unsafe { handle_ref(pb) }.and_then(|pb| pb.order_stats().ok_or(Errno::INVAL));
+    ret_errno(s.and_then(|s| {
+        // SAFETY: `stats` is NULL or starts with a readable size_t.
+        let sz = unsafe { stats.cast::<usize>().as_ref() }.copied().ok_or(Errno::INVAL)?;
+        if sz < 16 {
+            return Err(Errno::INVAL);
+        }
+        let full = perfbuf_order_stats {
+            sz,
+            delivered: s.delivered,
+            late: s.late,
+            pending: s.pending,
+            max_pending: s.max_pending,
+        };
+        let n = sz.min(size_of::<perfbuf_order_stats>());
+        // SAFETY: the caller's struct is writable for `sz` ≥ n bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                (&full as *const perfbuf_order_stats).cast::<u8>(),
+                stats.cast(),
+                n,
+            )
+        };
+        Ok(0)
+    }))
+}
