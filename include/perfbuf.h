@@ -236,6 +236,33 @@ struct perfbuf_order_stats {
   uint64_t max_pending;
 };
 
+/*
+ One record handed out by `perfbuf_consume_batch`.
+ */
+struct perfbuf_record {
+  /*
+   `PERF_RECORD_SAMPLE`: the raw sample data (what `sample_cb` gets).
+   `PERF_RECORD_LOST`: the u64 count of lost records. Other types: the
+   whole record, header included.
+   */
+  const void *data;
+  /*
+   Bytes at `data`.
+   */
+  uint32_t size;
+  /*
+   The record's `PERF_RECORD_*` type.
+   */
+  uint32_t type_;
+};
+
+/*
+ Receives up to a few hundred records of one CPU at a time; pointers are
+ valid during the call (zero-copy into the ring unless a record wraps).
+ Return 0 to go on, anything else to stop after this batch.
+ */
+typedef int (*perfbuf_batch_fn)(void *ctx, int cpu, const struct perfbuf_record *records, size_t cnt);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -504,6 +531,19 @@ int perfbuf_ordered_flush(struct perf_buffer *pb);
  `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
  */
 int perfbuf_order_stats(const struct perf_buffer *pb, struct perfbuf_order_stats *stats);
+
+/*
+ Drains every ring like `perf_buffer__consume`, but hands `batch_fn` up to 256
+ records of one CPU per call instead of one callback per record: samples
+ point straight into the ring (zero-copy) unless they wrap its end. Each
+ ring's tail is published once, after its last batch. `batch_fn` returns 0 to
+ go on; any other value stops after that batch and is returned. Returns
+ the number of records delivered, or -EINVAL for NULL arguments.
+
+ # Safety
+ `pb` is a live handle; `batch_fn` is callable with `ctx`.
+ */
+int perfbuf_consume_batch(struct perf_buffer *pb, perfbuf_batch_fn batch_fn, void *ctx);
 
 #ifdef __cplusplus
 }  // extern "C"

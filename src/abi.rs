@@ -199,3 +199,24 @@ pub struct perfbuf_order_stats {
     /// Most records ever held back at once.
     pub max_pending: u64,
 }
+
+/// One record handed out by `perfbuf_consume_batch`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfbuf_record {
+    /// `PERF_RECORD_SAMPLE`: the raw sample data (what `sample_cb` gets).
+    /// `PERF_RECORD_LOST`: the u64 count of lost records. Other types: the
+    /// whole record, header included.
+    pub data: *const c_void,
+    /// Bytes at `data`.
+    pub size: u32,
+    /// The record's `PERF_RECORD_*` type.
+    pub type_: u32,
+}
+
+/// Receives up to a few hundred records of one CPU at a time; pointers are
+/// valid during the call (zero-copy into the ring unless a record wraps).
+/// Return 0 to go on, anything else to stop after this batch.
+pub type perfbuf_batch_fn = Option<
+    unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, records: *const perfbuf_record, cnt: usize) -> c_int,
+>;

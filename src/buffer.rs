@@ -216,6 +216,32 @@ impl CpuBuf {
     }
 }
 
+/// Records per call of a batch sink.
+pub const BATCH: usize = 256;
+
+/// The C view of one record for `perfbuf_consume_batch`, counted in `stats`.
+fn batch_entry(rec: &[u8], stats: &mut DispatchStats) -> crate::abi::perfbuf_record {
+    use crate::record::{self, Record};
+    let (data, type_) = (rec, record::record_type(rec));
+    let (data, size): (&[u8], usize) = match record::parse(data) {
+        Record::Sample { data, .. } => {
+            stats.samples += 1;
+            stats.sample_bytes += data.len() as u64;
+            (data, data.len())
+        }
+        Record::Lost { lost } => {
+            stats.lost += lost;
+            (&rec[16..24], 8)
+        }
+        Record::Malformed => {
+            stats.malformed += 1;
+            (rec, rec.len())
+        }
+        Record::Other { .. } => (rec, rec.len()),
+    };
+    crate::abi::perfbuf_record { data: data.as_ptr().cast(), size: size as u32, type_ }
+}
+
 /// What an ordered reader sorts by.
 pub enum OrderKey {
     /// The first 8 bytes of each sample's raw data.
@@ -578,6 +604,58 @@ impl PerfBuffer {
                 }
             }
         }
+    }
+
+    /// Drains every ring, handing records to `sink` in batches of up to
+    /// [`BATCH`] per call: `sink(cpu, records)` returns 0 to go on. Each
+    /// ring's tail is published once, after its last batch. Returns the
+    /// number of records, or the sink's stop value.
+    pub fn consume_batch<F>(&mut self, mut sink: F) -> Result<c_int>
+    where
+        F: FnMut(c_int, &[crate::abi::perfbuf_record]) -> c_int,
+    {
+        let mut total: c_int = 0;
+        let mut batch: Vec<crate::abi::perfbuf_record> = Vec::with_capacity(BATCH);
+        for buf in &mut self.bufs {
+            if buf.overwrite_prev_head.is_some() {
+                continue;
+            }
+            buf.publish();
+            let cpu = buf.cpu;
+            let head = buf.ring.load_head();
+            let mut pos = buf.ring.load_tail();
+            let mut stop = 0;
+            while pos != head && stop == 0 {
+                batch.clear();
+                // Fill a batch; a wrapped record is copied into the ring's
+                // scratch, and only one record per pass can wrap.
+                while pos != head && batch.len() < BATCH {
+                    let rec = match buf.ring.record_at(pos, head) {
+                        At::Record(rec) => rec,
+                        At::End | At::NoMemory => break,
+                        At::Corrupt => {
+                            buf.ring.note_skipped(pos, head);
+                            pos = head;
+                            break;
+                        }
+                    };
+                    pos = pos.wrapping_add(rec.len() as u64);
+                    // The entry points into the ring (or the ring's scratch):
+                    // valid until the tail store below.
+                    batch.push(batch_entry(rec, &mut buf.stats));
+                }
+                if batch.is_empty() {
+                    break;
+                }
+                total = total.saturating_add(batch.len() as c_int);
+                stop = sink(cpu, &batch);
+            }
+            buf.ring.store_tail(pos);
+            if stop != 0 {
+                return Ok(stop);
+            }
+        }
+        Ok(total)
     }
 
     /// Mutable access to ring `idx` for the record-level API.

@@ -9,7 +9,8 @@
 //! deliver records of all CPUs in timestamp order through the usual callbacks.
 
 use crate::abi::{
-    PERFBUF_ORDER_SAMPLE_TIME, perf_buffer, perf_event_header, perfbuf_order_opts, perfbuf_order_stats,
+    PERFBUF_ORDER_SAMPLE_TIME, perf_buffer, perf_event_header, perfbuf_batch_fn, perfbuf_order_opts,
+    perfbuf_order_stats,
 };
 use crate::buffer::OrderKey;
 use crate::error::{Errno, ret_errno};
@@ -171,5 +172,28 @@ pub unsafe extern "C" fn perfbuf_order_stats(
             )
         };
         Ok(0)
+    }))
+}
+
+/// Drains every ring like `perf_buffer__consume`, but hands `batch_fn` up to 256
+/// records of one CPU per call instead of one callback per record: samples
+/// point straight into the ring (zero-copy) unless they wrap its end. Each
+/// ring's tail is published once, after its last batch. `batch_fn` returns 0 to
+/// go on; any other value stops after that batch and is returned. Returns
+/// the number of records delivered, or -EINVAL for NULL arguments.
+///
+/// # Safety
+/// `pb` is a live handle; `batch_fn` is callable with `ctx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_consume_batch(
+    pb: *mut perf_buffer,
+    batch_fn: perfbuf_batch_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    let Some(f) = batch_fn else { return ret_errno(Err(Errno::INVAL)) };
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| {
+        // SAFETY: `batch_fn` is callable with `ctx`; the records live until it returns.
+        pb.consume_batch(|cpu, recs| unsafe { f(ctx, cpu, recs.as_ptr(), recs.len()) })
     }))
 }

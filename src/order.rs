@@ -234,7 +234,10 @@ mod tests {
         }
     }
 
-    fn setup(idle_ms: u64) -> (Vec<CpuBuf>, Order, Box<Vec<(c_int, u64)>>, Callbacks) {
+    /// Two heap rings, an ordered reader, and where its callback writes.
+    type Fixture = (Vec<CpuBuf>, Order, Box<Vec<(c_int, u64)>>, Callbacks);
+
+    fn setup(idle_ms: u64) -> Fixture {
         let bufs: Vec<CpuBuf> =
             (0..2).map(|c| CpuBuf::for_test(c, PerfRing::heap(2048, 1).unwrap())).collect();
         let mut out = Box::new(Vec::new());
