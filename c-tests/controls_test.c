@@ -258,12 +258,12 @@ static void test_stats_and_cpus(void)
 	perf_buffer__consume(pb);
 	perfbuf_ring_stats(pb, 0, &s0);
 	perfbuf_ring_stats(pb, 1, &s1);
-	printf("  stats: cpu0 %llu samples %llu bytes, cpu1 %llu samples %llu bytes, pending %llu/%llu\n",
-	       (unsigned long long)s0.samples, (unsigned long long)s0.sample_bytes, (unsigned long long)s1.samples,
-	       (unsigned long long)s1.sample_bytes, (unsigned long long)s0.pending_bytes,
+	printf("  stats: cpu0 %llu records %llu bytes, cpu1 %llu records %llu bytes, pending %llu/%llu\n",
+	       (unsigned long long)s0.records, (unsigned long long)s0.bytes, (unsigned long long)s1.records,
+	       (unsigned long long)s1.bytes, (unsigned long long)s0.pending_bytes,
 	       (unsigned long long)s1.pending_bytes);
-	EXPECT(s0.cpu == 0 && s0.samples == 7 && s0.sample_bytes == 700 && s0.pending_bytes == 0, "cpu0");
-	EXPECT(s1.cpu == 1 && s1.samples == 3 && s1.sample_bytes == 60 && s1.pending_bytes == 0, "cpu1");
+	EXPECT(s0.cpu == 0 && s0.records == 7 && s0.bytes == 7 * 112 && s0.pending_bytes == 0, "cpu0");
+	EXPECT(s1.cpu == 1 && s1.records == 3 && s1.bytes == 3 * 32 && s1.pending_bytes == 0, "cpu1");
 	EXPECT(s0.data_size == 4 * 4096 && s0.lost == 0 && s0.resyncs == 0, "cpu0 figures");
 	struct perfbuf_ring_stats small = {.sz = 8};
 	EXPECT(perfbuf_ring_stats(pb, 0, &small) == -EINVAL, "sz too small");

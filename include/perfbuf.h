@@ -81,6 +81,22 @@ struct perf_buffer_raw_opts {
 #define PERFBUF_ORDER_SAMPLE_TIME 1
 
 /*
+ `perfbuf_sample.flags`: `branch_hw_idx` is valid.
+ */
+#define PERFBUF_DECODE_F_BRANCH_HW_IDX 1
+
+/*
+ `perfbuf_sample.flags`: `branch_counters` is valid (the attr has
+ `PERF_SAMPLE_BRANCH_COUNTERS`, 1 << 19 in `branch_sample_type`).
+ */
+#define PERFBUF_DECODE_F_BRANCH_COUNTERS 2
+
+/*
+ `perfbuf_sample.flags`: the READ values are a group (`read_group`).
+ */
+#define PERFBUF_DECODE_F_READ_GROUP 4
+
+/*
  Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
  */
 struct perfbuf_opts {
@@ -133,13 +149,13 @@ struct perfbuf_ring_stats {
    */
   int reserved;
   /*
-   Samples delivered (or dropped for want of a callback).
+   Records read from the ring (samples, lost reports and any other type).
    */
-  uint64_t samples;
+  uint64_t records;
   /*
-   Raw bytes of those samples.
+   Bytes of those records, headers included.
    */
-  uint64_t sample_bytes;
+  uint64_t bytes;
   /*
    Records the kernel reported lost.
    */
@@ -172,6 +188,308 @@ struct perfbuf_ring_stats {
    Overwritable rings: bytes overwritten before they were read.
    */
   uint64_t overwritten_bytes;
+};
+
+/*
+ The layout of an event's records: the `perf_event_attr` fields that
+ determine it. Set `sz = sizeof(struct perfbuf_decode_attr)`; a smaller
+ `sz` (an older header) leaves the fields it lacks at 0, a larger one is
+ accepted if the bytes beyond `sample_id_all` are 0. Fill it by hand or
+ with `perfbuf_decode_attr_from`.
+ */
+struct perfbuf_decode_attr {
+  /*
+   Size of the caller's struct (at least 8).
+   */
+  size_t sz;
+  /*
+   `attr.sample_type`: the `PERF_SAMPLE_*` fields of each sample.
+   */
+  uint64_t sample_type;
+  /*
+   `attr.read_format`: the layout of `PERF_SAMPLE_READ`.
+   */
+  uint64_t read_format;
+  /*
+   `attr.sample_regs_user`: one register per bit with `PERF_SAMPLE_REGS_USER`.
+   */
+  uint64_t sample_regs_user;
+  /*
+   `attr.sample_regs_intr`: one register per bit with `PERF_SAMPLE_REGS_INTR`.
+   */
+  uint64_t sample_regs_intr;
+  /*
+   `attr.branch_sample_type` (`PERF_SAMPLE_BRANCH_HW_INDEX` and
+   `PERF_SAMPLE_BRANCH_COUNTERS` change the layout).
+   */
+  uint64_t branch_sample_type;
+  /*
+   `attr.sample_id_all`: non-zero if records other than samples end
+   with a `sample_id` trailer.
+   */
+  uint32_t sample_id_all;
+};
+
+/*
+ One decoded record. Set `sz = sizeof(struct perfbuf_sample)` before
+ calling `perfbuf_decode`; only that many bytes are written.
+
+ A field is meaningful only if its `PERF_SAMPLE_*` bit is in `present`;
+ the others are 0 / NULL. Pointers point into the record passed to
+ `perfbuf_decode` and are valid as long as it is (for `perf_buffer`
+ callbacks: until the callback returns). The kernel lays every array out
+ on an 8-byte boundary of the record, so `uint64_t` pointers are aligned.
+ */
+struct perfbuf_sample {
+  /*
+   Size of the caller's struct (at least 24).
+   */
+  size_t sz;
+  /*
+   `header.type`: `PERF_RECORD_SAMPLE`, `_LOST`, `_THROTTLE`,
+   `_UNTHROTTLE` or `_LOST_SAMPLES`.
+   */
+  uint32_t record_type;
+  /*
+   `header.misc` (`PERF_RECORD_MISC_*`).
+   */
+  uint16_t misc;
+  /*
+   `header.size`: bytes of the record, header included.
+   */
+  uint16_t size;
+  /*
+   `PERF_SAMPLE_*` bits of the fields decoded: a sample's `sample_type`,
+   or the `sample_id` fields of another record (0 without `sample_id_all`).
+   */
+  uint64_t present;
+  /*
+   `PERFBUF_DECODE_F_*` bits.
+   */
+  uint32_t flags;
+  /*
+   Reserved, 0.
+   */
+  uint32_t reserved;
+  /*
+   `PERF_SAMPLE_IDENTIFIER`: the event id.
+   */
+  uint64_t identifier;
+  /*
+   `PERF_SAMPLE_IP`.
+   */
+  uint64_t ip;
+  /*
+   `PERF_SAMPLE_TID`: process id.
+   */
+  uint32_t pid;
+  /*
+   `PERF_SAMPLE_TID`: thread id.
+   */
+  uint32_t tid;
+  /*
+   `PERF_SAMPLE_TIME` (the attr's clock).
+   */
+  uint64_t time;
+  /*
+   `PERF_SAMPLE_ADDR`.
+   */
+  uint64_t addr;
+  /*
+   `PERF_SAMPLE_ID`: the event id (of the group leader for inherited events).
+   */
+  uint64_t id;
+  /*
+   `PERF_SAMPLE_STREAM_ID`: the event id.
+   */
+  uint64_t stream_id;
+  /*
+   `PERF_SAMPLE_CPU`: CPU the record was written on.
+   */
+  uint32_t cpu;
+  /*
+   `PERF_SAMPLE_CPU`: reserved word after it.
+   */
+  uint32_t cpu_res;
+  /*
+   `PERF_SAMPLE_PERIOD`.
+   */
+  uint64_t period;
+  /*
+   `PERF_SAMPLE_READ` with `PERF_FORMAT_TOTAL_TIME_ENABLED`.
+   */
+  uint64_t read_time_enabled;
+  /*
+   `PERF_SAMPLE_READ` with `PERF_FORMAT_TOTAL_TIME_RUNNING`.
+   */
+  uint64_t read_time_running;
+  /*
+   `PERF_SAMPLE_READ`: the counter's value (the first counter of a group).
+   */
+  uint64_t read_value;
+  /*
+   `PERF_SAMPLE_READ` with `PERF_FORMAT_ID`: its id.
+   */
+  uint64_t read_id;
+  /*
+   `PERF_SAMPLE_READ` with `PERF_FORMAT_LOST`: its lost count.
+   */
+  uint64_t read_lost;
+  /*
+   `PERF_SAMPLE_READ`: number of counters (1 without `PERF_FORMAT_GROUP`).
+   */
+  uint64_t read_nr;
+  /*
+   `PERF_FORMAT_GROUP`: `read_nr` entries of `read_stride` words each:
+   value, then id with `PERF_FORMAT_ID`, then lost with `PERF_FORMAT_LOST`.
+   NULL without `PERF_FORMAT_GROUP`.
+   */
+  const uint64_t *read_group;
+  /*
+   Words per `read_group` entry (1 to 3).
+   */
+  uint64_t read_stride;
+  /*
+   `PERF_SAMPLE_CALLCHAIN`: `callchain_nr` addresses, with the kernel's
+   `PERF_CONTEXT_*` markers.
+   */
+  const uint64_t *callchain;
+  /*
+   `PERF_SAMPLE_CALLCHAIN`: `nr`.
+   */
+  uint64_t callchain_nr;
+  /*
+   `PERF_SAMPLE_RAW`: the data.
+   */
+  const void *raw;
+  /*
+   `PERF_SAMPLE_RAW`: its size as the kernel wrote it (padded so that
+   the size word and the data end on 8 bytes).
+   */
+  uint64_t raw_size;
+  /*
+   `PERF_SAMPLE_BRANCH_STACK`: number of entries.
+   */
+  uint64_t branch_nr;
+  /*
+   With `PERF_SAMPLE_BRANCH_HW_INDEX` (see `PERFBUF_DECODE_F_BRANCH_HW_IDX`:
+   absent when the kernel had no stack and wrote only `nr = 0`).
+   */
+  uint64_t branch_hw_idx;
+  /*
+   `branch_nr` `struct perf_branch_entry` as three words each: from, to,
+   flags.
+   */
+  const uint64_t *branch_entries;
+  /*
+   With `PERF_SAMPLE_BRANCH_COUNTERS`: `branch_nr` words, else NULL.
+   */
+  const uint64_t *branch_counters;
+  /*
+   `PERF_SAMPLE_REGS_USER`: `enum perf_sample_regs_abi` (NONE: no registers).
+   */
+  uint64_t regs_user_abi;
+  /*
+   `PERF_SAMPLE_REGS_USER`: one value per bit of `sample_regs_user`,
+   lowest bit first.
+   */
+  const uint64_t *regs_user;
+  /*
+   Number of `regs_user` values (0 with ABI NONE).
+   */
+  uint64_t regs_user_nr;
+  /*
+   `PERF_SAMPLE_STACK_USER`: the dump.
+   */
+  const void *stack_user;
+  /*
+   `PERF_SAMPLE_STACK_USER`: size of the dump (0 when there was no user stack).
+   */
+  uint64_t stack_user_size;
+  /*
+   `PERF_SAMPLE_STACK_USER`: bytes of the dump actually copied.
+   */
+  uint64_t stack_user_dyn_size;
+  /*
+   `PERF_SAMPLE_WEIGHT` / `PERF_SAMPLE_WEIGHT_STRUCT`: the whole word.
+   */
+  uint64_t weight;
+  /*
+   `PERF_SAMPLE_WEIGHT_STRUCT`: `var1_dw` (low 32 bits of `weight`).
+   */
+  uint32_t weight_var1_dw;
+  /*
+   `PERF_SAMPLE_WEIGHT_STRUCT`: `var2_w` (bits 32..48).
+   */
+  uint16_t weight_var2_w;
+  /*
+   `PERF_SAMPLE_WEIGHT_STRUCT`: `var3_w` (bits 48..64).
+   */
+  uint16_t weight_var3_w;
+  /*
+   `PERF_SAMPLE_DATA_SRC`.
+   */
+  uint64_t data_src;
+  /*
+   `PERF_SAMPLE_TRANSACTION`.
+   */
+  uint64_t transaction;
+  /*
+   `PERF_SAMPLE_REGS_INTR`: `enum perf_sample_regs_abi`.
+   */
+  uint64_t regs_intr_abi;
+  /*
+   `PERF_SAMPLE_REGS_INTR`: one value per bit of `sample_regs_intr`.
+   */
+  const uint64_t *regs_intr;
+  /*
+   Number of `regs_intr` values.
+   */
+  uint64_t regs_intr_nr;
+  /*
+   `PERF_SAMPLE_PHYS_ADDR`.
+   */
+  uint64_t phys_addr;
+  /*
+   `PERF_SAMPLE_CGROUP`: cgroup id.
+   */
+  uint64_t cgroup;
+  /*
+   `PERF_SAMPLE_DATA_PAGE_SIZE`.
+   */
+  uint64_t data_page_size;
+  /*
+   `PERF_SAMPLE_CODE_PAGE_SIZE`.
+   */
+  uint64_t code_page_size;
+  /*
+   `PERF_SAMPLE_AUX`: the data.
+   */
+  const void *aux;
+  /*
+   `PERF_SAMPLE_AUX`: its size.
+   */
+  uint64_t aux_size;
+  /*
+   `PERF_RECORD_LOST`: id of the event that lost records.
+   */
+  uint64_t lost_id;
+  /*
+   `PERF_RECORD_LOST` / `PERF_RECORD_LOST_SAMPLES`: number lost.
+   */
+  uint64_t lost;
+  /*
+   `PERF_RECORD_THROTTLE` / `_UNTHROTTLE`: time.
+   */
+  uint64_t throttle_time;
+  /*
+   `PERF_RECORD_THROTTLE` / `_UNTHROTTLE`: event id.
+   */
+  uint64_t throttle_id;
+  /*
+   `PERF_RECORD_THROTTLE` / `_UNTHROTTLE`: event stream id.
+   */
+  uint64_t throttle_stream_id;
 };
 
 /*
@@ -458,6 +776,52 @@ int perfbuf_ring_stats(const struct perf_buffer *pb, size_t buf_idx, struct perf
  to check, with `dlsym`, that libperfbuf (not libbpf) is loaded.
  */
 const char *perfbuf_version(void);
+
+/*
+ Decodes one perf record.
+
+ `rec` points to the record (header included), `rec_len` says how many
+ bytes are readable there: only `header.size` bytes are decoded, and a
+ `header.size` above `rec_len` is an error. `attr` gives the layout of
+ the event's records. `rec` must be 8-byte aligned, as the records
+ `perf_buffer` hands out are.
+
+ On success `*out` describes the record (its pointers point into `rec`).
+ Set `out->sz = sizeof(*out)` first; only `out->sz` bytes are written. On
+ error `*out` is zeroed (but `sz`), with `record_type`, `misc` and `size`
+ filled if the header was readable.
+
+ Returns 0, or -EINVAL (NULL argument, misaligned `rec`, `out->sz` below
+ 24, bad `attr->sz` or non-zero bytes beyond the known fields of `attr`),
+ -EBADMSG (a record too short for its fields, with trailing bytes, with
+ counts that overflow, or `header.size` above `rec_len`) or -EOPNOTSUPP (a
+ record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE and
+ LOST_SAMPLES, or `sample_type` / `read_format` bits unknown here), with
+ `errno` set.
+
+ # Safety
+ `rec` is NULL or readable for `rec_len` bytes; `attr` is NULL or readable
+ for `attr->sz` bytes; `out` is NULL or writable for `out->sz` bytes.
+ */
+int perfbuf_decode(const struct perf_event_header *rec, size_t rec_len, const struct perfbuf_decode_attr *attr, struct perfbuf_sample *out);
+
+/*
+ Fills `*out` with the layout fields of the kernel attr `*attr`:
+ `sample_type`, `read_format`, `sample_id_all`, `branch_sample_type`,
+ `sample_regs_user`, `sample_regs_intr`. `attr->size` says which fields
+ the caller's attr has (0 means `PERF_ATTR_SIZE_VER0`, 64; fields beyond
+ it read as 0). Set `out->sz = sizeof(*out)` first; `sz` is kept and
+ only `out->sz` bytes are written.
+
+ Returns 0, or -EINVAL (NULL argument, `attr->size` between 1 and 63,
+ `out->sz` below 8) with `errno` set.
+
+ # Safety
+ `attr` is NULL or a `struct perf_event_attr` readable for
+ `min(attr->size, 104)` bytes (64 if `size` is 0); `out` is NULL or
+ writable for `out->sz` bytes.
+ */
+int perfbuf_decode_attr_from(const struct perf_event_attr *attr, struct perfbuf_decode_attr *out);
 
 /*
  Shows the next record of ring `buf_idx` without consuming it:

@@ -131,10 +131,10 @@ pub struct perfbuf_ring_stats {
     pub cpu: c_int,
     /// Reserved, 0.
     pub reserved: c_int,
-    /// Samples delivered (or dropped for want of a callback).
-    pub samples: u64,
-    /// Raw bytes of those samples.
-    pub sample_bytes: u64,
+    /// Records read from the ring (samples, lost reports and any other type).
+    pub records: u64,
+    /// Bytes of those records, headers included.
+    pub bytes: u64,
     /// Records the kernel reported lost.
     pub lost: u64,
     /// Times epoll reported the ring ready.

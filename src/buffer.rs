@@ -77,10 +77,10 @@ pub struct CpuBuf {
 pub struct RingFigures {
     /// The CPU.
     pub cpu: c_int,
-    /// Samples delivered (or dropped for want of a callback).
-    pub samples: u64,
-    /// Their raw bytes.
-    pub sample_bytes: u64,
+    /// Records read (all types).
+    pub records: u64,
+    /// Their bytes, headers included.
+    pub bytes: u64,
     /// Records the kernel reported lost.
     pub lost: u64,
     /// Times the ring was signalled.
@@ -138,10 +138,12 @@ impl CpuBuf {
 
     /// Hands the `size`-byte record at `pos` to the callbacks.
     pub(crate) fn dispatch_at(&mut self, callbacks: &Callbacks, cpu: c_int, pos: u64, size: usize) -> c_int {
-        match self.ring.record_at(pos, pos.wrapping_add(size as u64)) {
+        let ret = match self.ring.record_at(pos, pos.wrapping_add(size as u64)) {
             At::Record(rec) => callbacks.dispatch(cpu, rec, &mut self.stats),
-            _ => LIBBPF_PERF_EVENT_CONT,
-        }
+            _ => return LIBBPF_PERF_EVENT_CONT,
+        };
+        self.ring.count_read(1, size as u64);
+        ret
     }
 
     /// The next record at the cursor, without consuming it (`None` when
@@ -193,8 +195,8 @@ impl CpuBuf {
         let ring = self.ring.stats();
         RingFigures {
             cpu: self.cpu,
-            samples: self.stats.samples,
-            sample_bytes: self.stats.sample_bytes,
+            records: ring.records,
+            bytes: ring.bytes,
             lost: self.stats.lost,
             wakeups: self.wakeups,
             pending_bytes: self.ring.pending_bytes(),
@@ -224,11 +226,7 @@ fn batch_entry(rec: &[u8], stats: &mut DispatchStats) -> crate::abi::perfbuf_rec
     use crate::record::{self, Record};
     let (data, type_) = (rec, record::record_type(rec));
     let (data, size): (&[u8], usize) = match record::parse(data) {
-        Record::Sample { data, .. } => {
-            stats.samples += 1;
-            stats.sample_bytes += data.len() as u64;
-            (data, data.len())
-        }
+        Record::Sample { data, .. } => (data, data.len()),
         Record::Lost { lost } => {
             stats.lost += lost;
             (&rec[16..24], 8)
@@ -448,8 +446,11 @@ impl PerfBuffer {
         }
         let PerfBuffer { bufs, callbacks, .. } = self;
         let buf = &mut bufs[idx];
-        let (cpu, stats) = (buf.cpu, &mut buf.stats);
-        let ret = libbpf_err(buf.ring.drain(|rec| callbacks.dispatch(cpu, rec, stats)));
+        // Count in a local the callbacks cannot see, so the counters stay in
+        // registers across the indirect calls; store them once per drain.
+        let (cpu, mut stats) = (buf.cpu, buf.stats);
+        let ret = libbpf_err(buf.ring.drain(|rec| callbacks.dispatch(cpu, rec, &mut stats)));
+        buf.stats = stats;
         if ret == LIBBPF_PERF_EVENT_CONT { 0 } else { ret }
     }
 
@@ -624,7 +625,7 @@ impl PerfBuffer {
             let cpu = buf.cpu;
             let head = buf.ring.load_head();
             let mut pos = buf.ring.load_tail();
-            let mut stop = 0;
+            let (mut stop, mut bytes) = (0, 0u64);
             while pos != head && stop == 0 {
                 batch.clear();
                 // Fill a batch; a wrapped record is copied into the ring's
@@ -640,6 +641,7 @@ impl PerfBuffer {
                         }
                     };
                     pos = pos.wrapping_add(rec.len() as u64);
+                    bytes += rec.len() as u64;
                     // The entry points into the ring (or the ring's scratch):
                     // valid until the tail store below.
                     batch.push(batch_entry(rec, &mut buf.stats));
@@ -647,6 +649,7 @@ impl PerfBuffer {
                 if batch.is_empty() {
                     break;
                 }
+                buf.ring.count_read(batch.len() as u64, std::mem::take(&mut bytes));
                 total = total.saturating_add(batch.len() as c_int);
                 stop = sink(cpu, &batch);
             }
@@ -703,10 +706,13 @@ impl PerfBuffer {
         sys::perf_ioctl(&buf.fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, 1)?;
         let (cpu, stats) = (buf.cpu, &mut buf.stats);
         let mut delivered = 0;
+        let mut bytes = 0u64;
         let overwritten = buf.ring.snapshot_backward(&mut prev, |rec| {
             callbacks.dispatch(cpu, rec, stats);
             delivered += 1;
+            bytes += rec.len() as u64;
         });
+        buf.ring.count_read(delivered as u64, bytes);
         buf.overwrite_prev_head = Some(prev);
         buf.overwritten_bytes += overwritten;
         sys::perf_ioctl(&buf.fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, 0)?;

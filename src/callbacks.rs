@@ -5,6 +5,7 @@ use crate::abi::{
     LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_ERROR, perf_buffer_event_fn, perf_buffer_lost_fn,
     perf_buffer_sample_fn, perf_event_header,
 };
+use crate::kernel::PERF_RECORD_SAMPLE;
 use crate::log;
 use crate::record::{self, Record};
 use core::ffi::{c_int, c_void};
@@ -29,13 +30,9 @@ pub struct Callbacks {
 // them concurrently ourselves.
 unsafe impl Send for Callbacks {}
 
-/// Counts kept while dispatching.
+/// Counts kept while dispatching (rare record types only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DispatchStats {
-    /// Samples handed to the sample callback (or dropped without one).
-    pub samples: u64,
-    /// Raw bytes of those samples.
-    pub sample_bytes: u64,
     /// Records the kernel reported lost.
     pub lost: u64,
     /// SAMPLE/LOST records too short for their fields, skipped.
@@ -66,7 +63,7 @@ impl Callbacks {
     }
 
     /// Hands one whole record to the caller; returns `bpf_perf_event_ret`.
-    #[inline]
+    #[inline(always)]
     pub fn dispatch(&self, cpu: c_int, rec: &[u8], stats: &mut DispatchStats) -> c_int {
         match self.handler {
             Handler::Raw { event } => {
@@ -75,34 +72,62 @@ impl Callbacks {
                 // only because libbpf's typedef says so: records are read-only.
                 unsafe { event(self.ctx, cpu, rec.as_ptr().cast_mut().cast()) }
             }
-            Handler::Parsed { sample, lost } => match record::parse(rec) {
-                Record::Sample { data, .. } => {
-                    stats.samples += 1;
-                    stats.sample_bytes += data.len() as u64;
-                    if let Some(cb) = sample {
+            Handler::Parsed { sample, lost } => {
+                // The common case first, with the fewest checks: a sample
+                // whose raw size fits its record (records are ≥ 8 bytes).
+                if let Some((head, rest)) = rec.split_first_chunk::<12>()
+                    && u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) == PERF_RECORD_SAMPLE
+                {
+                    let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
+                    if let (Some(data), Some(cb)) = (rest.get(..size as usize), sample) {
                         // SAFETY: per the constructor's contract; `data` lies in
                         // `rec`, valid until the drain returns.
-                        unsafe { cb(self.ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) };
+                        unsafe { cb(self.ctx, cpu, data.as_ptr().cast_mut().cast(), size) };
+                        return LIBBPF_PERF_EVENT_CONT;
                     }
-                    LIBBPF_PERF_EVENT_CONT
                 }
-                Record::Lost { lost: cnt } => {
-                    stats.lost += cnt;
-                    if let Some(cb) = lost {
-                        // SAFETY: per the constructor's contract.
-                        unsafe { cb(self.ctx, cpu, cnt) };
-                    }
-                    LIBBPF_PERF_EVENT_CONT
+                self.dispatch_parsed(cpu, rec, sample, lost, stats)
+            }
+        }
+    }
+
+    /// Everything but a well-formed sample with a callback.
+    #[cold]
+    fn dispatch_parsed(
+        &self,
+        cpu: c_int,
+        rec: &[u8],
+        sample: perf_buffer_sample_fn,
+        lost: perf_buffer_lost_fn,
+        stats: &mut DispatchStats,
+    ) -> c_int {
+        match record::parse(rec) {
+            Record::Sample { data, .. } => {
+                // Not counted here: the ring counts records and bytes
+                // once per drain, keeping this path free of stores.
+                if let Some(cb) = sample {
+                    // SAFETY: per the constructor's contract; `data` lies in
+                    // `rec`, valid until the drain returns.
+                    unsafe { cb(self.ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) };
                 }
-                Record::Other { type_ } => {
-                    log::warn(format_args!("unknown perf sample type {type_}"));
-                    LIBBPF_PERF_EVENT_ERROR
+                LIBBPF_PERF_EVENT_CONT
+            }
+            Record::Lost { lost: cnt } => {
+                stats.lost += cnt;
+                if let Some(cb) = lost {
+                    // SAFETY: per the constructor's contract.
+                    unsafe { cb(self.ctx, cpu, cnt) };
                 }
-                Record::Malformed => {
-                    stats.malformed += 1;
-                    LIBBPF_PERF_EVENT_CONT
-                }
-            },
+                LIBBPF_PERF_EVENT_CONT
+            }
+            Record::Other { type_ } => {
+                log::warn(format_args!("unknown perf sample type {type_}"));
+                LIBBPF_PERF_EVENT_ERROR
+            }
+            Record::Malformed => {
+                stats.malformed += 1;
+                LIBBPF_PERF_EVENT_CONT
+            }
         }
     }
 }

@@ -46,16 +46,22 @@ pub fn record_type(rec: &[u8]) -> u32 {
 }
 
 /// Classifies a whole record (header included).
+#[inline(always)]
 pub fn parse(rec: &[u8]) -> Record<'_> {
-    match record_type(rec) {
+    let Some(header) = rec.first_chunk::<8>() else { return Record::Malformed };
+    match u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) {
         PERF_RECORD_SAMPLE => {
             let Some(size) = u32_at(rec, 8) else { return Record::Malformed };
-            match SAMPLE_DATA_OFFSET
-                .checked_add(size as usize)
-                .and_then(|end| rec.get(SAMPLE_DATA_OFFSET..end))
+            // Both bounds in one comparison: 12 + size within the record.
+            if (size as usize) <= rec.len().saturating_sub(SAMPLE_DATA_OFFSET)
+                && rec.len() >= SAMPLE_DATA_OFFSET
             {
-                Some(data) => Record::Sample { offset: SAMPLE_DATA_OFFSET, data },
-                None => Record::Malformed,
+                Record::Sample {
+                    offset: SAMPLE_DATA_OFFSET,
+                    data: &rec[SAMPLE_DATA_OFFSET..SAMPLE_DATA_OFFSET + size as usize],
+                }
+            } else {
+                Record::Malformed
             }
         }
         PERF_RECORD_LOST => match u64_at(rec, 16) {

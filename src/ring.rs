@@ -25,9 +25,14 @@ use std::os::fd::RawFd;
 /// Size of `struct perf_event_header`.
 pub const HEADER_SIZE: usize = 8;
 
-/// What the reader had to skip because the ring state was inconsistent.
+/// What the reader read, and what it had to skip because the ring state
+/// was inconsistent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingStats {
+    /// Records handed out.
+    pub records: u64,
+    /// Their bytes, headers included.
+    pub bytes: u64,
     /// Times the reader jumped its tail to the head to recover.
     pub resyncs: u64,
     /// Bytes skipped by those jumps.
@@ -192,29 +197,59 @@ impl PerfRing {
         let mask = self.data_size as u64 - 1;
         let mut ret = LIBBPF_PERF_EVENT_CONT;
 
+        // Checked once: an aligned tail within one ring of an aligned head.
+        // Records are multiples of 8, so these hold for every record below.
+        let avail = head.wrapping_sub(tail);
+        if tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64 {
+            self.resync(avail);
+            self.store_tail(head);
+            return ret;
+        }
+        // Local counters (kept in registers across the handler calls).
+        let (mut records, mut bytes) = (0u64, 0u64);
         while tail != head {
             let avail = head.wrapping_sub(tail);
             let offset = (tail & mask) as usize;
-            let size = match self.record_size_at(offset, tail, avail) {
-                Some(size) => size,
-                None => {
-                    self.resync(avail);
-                    tail = head;
-                    break;
-                }
-            };
-            let Some(record) = self.record_bytes(offset, size) else {
-                ret = LIBBPF_PERF_EVENT_ERROR;
+            // SAFETY: offset is 8-aligned and below data_size (a multiple of
+            // 8), so the 8-byte header lies inside the data area.
+            let header = unsafe { self.data_ptr().add(offset).cast::<[u8; 8]>().read() };
+            let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
+            // Zero, misaligned, or beyond what the head covers: resync.
+            if size < HEADER_SIZE || size % 8 != 0 || size as u64 > avail {
+                self.resync(avail);
+                tail = head;
                 break;
+            }
+            let record = if offset + size <= self.data_size {
+                // SAFETY: in bounds; the kernel does not write below `head`
+                // until we move the tail past it, after the handler returned.
+                unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) }
+            } else {
+                match self.record_bytes(offset, size) {
+                    Some(record) => record,
+                    None => {
+                        ret = LIBBPF_PERF_EVENT_ERROR;
+                        break;
+                    }
+                }
             };
             ret = handler(record);
             tail = tail.wrapping_add(size as u64);
+            records += 1;
+            bytes += size as u64;
             if ret != LIBBPF_PERF_EVENT_CONT {
                 break;
             }
         }
         self.store_tail(tail);
+        self.count_read(records, bytes);
         ret
+    }
+
+    /// Counts records handed out by paths other than [`Self::drain`].
+    pub fn count_read(&mut self, records: u64, bytes: u64) {
+        self.stats.records += records;
+        self.stats.bytes += bytes;
     }
 
     /// Reads an overwritable (`write_backward`) ring whose output the caller
