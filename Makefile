@@ -19,7 +19,7 @@ TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
 HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
 HARNESS_H := c-tests/harness.h c-tests/producer.h
 
-PHONY_EXTRA := producer-lib controls-test examples examples-test
+PHONY_EXTRA := producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -59,6 +59,78 @@ $(BUILD)/controls_test: c-tests/controls_test.c c-tests/producer.c c-tests/produ
 controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
 
+# ---- reliability ---------------------------------------------------------------
+
+FAULT_REL := target/fault/release
+
+# A separate build with the fault-injection feature (perfbuf_fault_arm).
+fault-lib:
+	$(CARGO) build --release --features fault-injection --target-dir target/fault
+
+$(BUILD)/fault_test: c-tests/fault_test.c c-tests/producer.c include/perfbuf.h fault-lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/fault_test.c c-tests/producer.c -L$(FAULT_REL) -lperfbuf \
+		-Wl,-rpath,$(CURDIR)/$(FAULT_REL)
+
+fault-test: $(BUILD)/fault_test
+	ln -sf libperfbuf.so $(FAULT_REL)/libperfbuf.so.$(SOMAJOR)
+	$(BUILD)/fault_test
+
+$(BUILD)/soak: c-tests/soak.c c-tests/producer.c include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/soak.c c-tests/producer.c -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+
+SOAK_SECONDS ?= 60
+
+# Full soak: both CPUs at full speed, a 1-page and a 64-page ring.
+soak: $(BUILD)/soak
+	$(BUILD)/soak $(SOAK_SECONDS) 1
+	$(BUILD)/soak $(SOAK_SECONDS) 64
+
+soak-short: $(BUILD)/soak
+	$(BUILD)/soak 3 1
+	$(BUILD)/soak 3 64
+
+# The C harness under AddressSanitizer + UBSan (the C side instrumented,
+# libperfbuf loaded as built), and a check that the runtime is linked in.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+$(BUILD)/linked_test_asan: c-tests/linked_test.c $(HARNESS) $(HARNESS_H) include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) -o $@ c-tests/linked_test.c $(HARNESS) -L$(REL) -lperfbuf \
+		-Wl,-rpath,$(CURDIR)/$(REL) -ldl
+
+$(BUILD)/controls_test_asan: c-tests/controls_test.c c-tests/producer.c include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) -o $@ c-tests/controls_test.c c-tests/producer.c -L$(REL) -lperfbuf \
+		-Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+
+asan: $(BUILD)/linked_test_asan $(BUILD)/controls_test_asan
+	nm $(BUILD)/linked_test_asan | grep -q __asan_init && nm $(BUILD)/linked_test_asan | grep -q __ubsan_handle
+	@echo "asan: AddressSanitizer and UBSan runtimes are linked in"
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(BUILD)/linked_test_asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(BUILD)/controls_test_asan
+
+# The harness under valgrind memcheck: no errors, no definite leaks.
+VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	--show-leak-kinds=definite --suppressions=c-tests/valgrind.supp -q
+
+valgrind: $(BUILD)/linked_test $(BUILD)/controls_test
+	$(VALGRIND) $(BUILD)/linked_test
+	$(VALGRIND) $(BUILD)/controls_test
+
+reliability: fault-test soak-short asan valgrind
+
+# ---- benchmark ---------------------------------------------------------------
+
+$(BUILD)/perfbench: bench/perfbench.c c-tests/producer.c c-tests/producer.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ bench/perfbench.c c-tests/producer.c -lbpf -lpthread -ldl
+
+BENCH_REPS ?= 5
+
+# The same binary on libbpf and on libperfbuf (LD_PRELOAD), alternating;
+# medians with spread, ratios, JSON in build/bench.json, plot in docs/.
+bench: $(BUILD)/perfbench lib
+	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) $(BUILD)/bench.json --reps $(BENCH_REPS)
+	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
+	python3 bench/plot.py $(BUILD)/bench.json docs/bench.png
+
 # ---- examples ----------------------------------------------------------------
 
 EXAMPLE_SRC := examples/stream.c c-tests/producer.c
@@ -82,6 +154,12 @@ examples-test: examples
 	$(BUILD)/ordered_builtin 20000 20000 1
 	$(BUILD)/ordered_builtin 0 20000 1
 	$(BUILD)/ordered_builtin 50000 50000 64
+
+$(BUILD)/decode_test: c-tests/decode_test.c c-tests/producer.c include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/decode_test.c c-tests/producer.c -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+decode-test: $(BUILD)/decode_test
+	$(BUILD)/decode_test
 
 linked-test: $(BUILD)/linked_test
 	$(BUILD)/linked_test
@@ -110,7 +188,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat linked-test difftest preload-test controls-test examples-test
+c-tests: check-exports check-header-compat linked-test difftest preload-test controls-test decode-test examples-test reliability
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -121,7 +199,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test controls-test examples-test
+SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"

@@ -163,7 +163,7 @@ static void test_overwrite(void)
 	EXPECT(got >= 40 && got <= 46, "snapshot %d", got);
 	EXPECT(got == (int)c.samples, "callbacks %u", c.samples);
 	/* The newest records, oldest first: seeds 200-got .. 199. */
-	uint8_t want[8];
+	uint8_t want[72];
 	int ordered = 1;
 	for (int i = 0; i < got && i < 512; i++) {
 		producer_expected(72, (uint8_t)(200 - got + i), want);

@@ -146,6 +146,10 @@ int producer_emit(struct producer *p, int use_stamp, int cpu, const void *pkt, u
 	attr.test.data_in = (uintptr_t)pkt;
 	attr.test.data_size_in = pkt_len;
 	attr.test.repeat = repeat;
+	/* Take the packet back too: valgrind insists data_out be addressable. */
+	static __thread uint8_t out[PRODUCER_MAX_N + 4096];
+	attr.test.data_out = (uintptr_t)out;
+	attr.test.data_size_out = sizeof(out);
 	int err = sys_bpf(BPF_PROG_TEST_RUN, &attr) ? -errno : 0;
 	sched_setaffinity(0, sizeof(old), &old);
 	if (!err && helper_ret)

@@ -194,7 +194,7 @@ struct perfbuf_ring_stats {
  The layout of an event's records: the `perf_event_attr` fields that
  determine it. Set `sz = sizeof(struct perfbuf_decode_attr)`; a smaller
  `sz` (an older header) leaves the fields it lacks at 0, a larger one is
- accepted if the bytes beyond `sample_id_all` are 0. Fill it by hand or
+ accepted if the bytes beyond `sample_id_all` (`reserved` included) are 0. Fill it by hand or
  with `perfbuf_decode_attr_from`.
  */
 struct perfbuf_decode_attr {
@@ -228,6 +228,11 @@ struct perfbuf_decode_attr {
    with a `sample_id` trailer.
    */
   uint32_t sample_id_all;
+  /*
+   Reserved, must be 0 (makes the tail padding a field, so that an
+   initializer zeroes it).
+   */
+  uint32_t reserved;
 };
 
 /*

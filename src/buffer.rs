@@ -218,12 +218,47 @@ impl CpuBuf {
     }
 }
 
+fn head_type(head: &[u8; 12]) -> u32 {
+    u32::from_ne_bytes([head[0], head[1], head[2], head[3]])
+}
+
+/// Collects records into batches for a sink (see `consume_batch`).
+struct Batcher<F> {
+    batch: Vec<crate::abi::perfbuf_record>,
+    sink: F,
+    cpu: c_int,
+    stop: c_int,
+    total: c_int,
+}
+
+impl<F: FnMut(c_int, &[crate::abi::perfbuf_record]) -> c_int> Batcher<F> {
+    /// Hands the batch to the sink; returns (and remembers) its verdict.
+    fn flush(&mut self) -> c_int {
+        if !self.batch.is_empty() {
+            self.total = self.total.saturating_add(self.batch.len() as c_int);
+            self.stop = (self.sink)(self.cpu, &self.batch);
+            self.batch.clear();
+        }
+        self.stop
+    }
+}
+
 /// Records per call of a batch sink.
 pub const BATCH: usize = 256;
 
 /// The C view of one record for `perfbuf_consume_batch`, counted in `stats`.
+#[inline(always)]
 fn batch_entry(rec: &[u8], stats: &mut DispatchStats) -> crate::abi::perfbuf_record {
     use crate::record::{self, Record};
+    // A well-formed sample, the common case, with the fewest checks.
+    if let Some((head, rest)) = rec.split_first_chunk::<12>()
+        && u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) == crate::kernel::PERF_RECORD_SAMPLE
+    {
+        let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
+        if let Some(data) = rest.get(..size as usize) {
+            return crate::abi::perfbuf_record { data: data.as_ptr().cast(), size, type_: head_type(head) };
+        }
+    }
     let (data, type_) = (rec, record::record_type(rec));
     let (data, size): (&[u8], usize) = match record::parse(data) {
         Record::Sample { data, .. } => (data, data.len()),
@@ -611,54 +646,38 @@ impl PerfBuffer {
     /// [`BATCH`] per call: `sink(cpu, records)` returns 0 to go on. Each
     /// ring's tail is published once, after its last batch. Returns the
     /// number of records, or the sink's stop value.
-    pub fn consume_batch<F>(&mut self, mut sink: F) -> Result<c_int>
+    pub fn consume_batch<F>(&mut self, sink: F) -> Result<c_int>
     where
         F: FnMut(c_int, &[crate::abi::perfbuf_record]) -> c_int,
     {
-        let mut total: c_int = 0;
-        let mut batch: Vec<crate::abi::perfbuf_record> = Vec::with_capacity(BATCH);
+        let mut b = Batcher { batch: Vec::with_capacity(BATCH), sink, cpu: 0, stop: 0, total: 0 };
         for buf in &mut self.bufs {
             if buf.overwrite_prev_head.is_some() {
                 continue;
             }
             buf.publish();
-            let cpu = buf.cpu;
-            let head = buf.ring.load_head();
-            let mut pos = buf.ring.load_tail();
-            let (mut stop, mut bytes) = (0, 0u64);
-            while pos != head && stop == 0 {
-                batch.clear();
-                // Fill a batch; a wrapped record is copied into the ring's
-                // scratch, and only one record per pass can wrap.
-                while pos != head && batch.len() < BATCH {
-                    let rec = match buf.ring.record_at(pos, head) {
-                        At::Record(rec) => rec,
-                        At::End | At::NoMemory => break,
-                        At::Corrupt => {
-                            buf.ring.note_skipped(pos, head);
-                            pos = head;
-                            break;
-                        }
-                    };
-                    pos = pos.wrapping_add(rec.len() as u64);
-                    bytes += rec.len() as u64;
-                    // The entry points into the ring (or the ring's scratch):
-                    // valid until the tail store below.
-                    batch.push(batch_entry(rec, &mut buf.stats));
-                }
-                if batch.is_empty() {
-                    break;
-                }
-                buf.ring.count_read(batch.len() as u64, std::mem::take(&mut bytes));
-                total = total.saturating_add(batch.len() as c_int);
-                stop = sink(cpu, &batch);
-            }
-            buf.ring.store_tail(pos);
-            if stop != 0 {
-                return Ok(stop);
+            b.cpu = buf.cpu;
+            let stats = &mut buf.stats;
+            buf.ring.drain_with(
+                &mut b,
+                |b, rec| {
+                    b.batch.push(batch_entry(rec, stats));
+                    if b.batch.len() == BATCH && b.flush() != 0 {
+                        return crate::abi::LIBBPF_PERF_EVENT_DONE;
+                    }
+                    LIBBPF_PERF_EVENT_CONT
+                },
+                |b| {
+                    if b.stop == 0 {
+                        b.flush();
+                    }
+                },
+            );
+            if b.stop != 0 {
+                return Ok(b.stop);
             }
         }
-        Ok(total)
+        Ok(b.total)
     }
 
     /// Mutable access to ring `idx` for the record-level API.

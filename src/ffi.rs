@@ -495,3 +495,19 @@ fn ring_stats(f: RingFigures, sz: usize) -> perfbuf_ring_stats {
 pub extern "C" fn perfbuf_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
+
+/// Test builds only (feature `fault-injection`): makes the `nth` next call
+/// of failure point `point` (`"perf_event_open"`, `"mmap"`, `"ioctl"`,
+/// `"epoll_create"`, `"epoll_ctl"`, `"map_update"`, `"eventfd"`,
+/// `"timerfd"`) fail with `err`. `nth = 0` disarms. Returns 0 or -EINVAL.
+///
+/// # Safety
+/// `point` is NULL or a NUL-terminated string.
+#[cfg(feature = "fault-injection")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_fault_arm(point: *const c_char, nth: u32, err: c_int) -> c_int {
+    // SAFETY: NULL or a C string, per this function's contract.
+    let point = unsafe { point.as_ref().map(|p| core::ffi::CStr::from_ptr(p)) };
+    let point = point.and_then(|p| p.to_str().ok()).ok_or(Errno::INVAL);
+    ret_errno(point.and_then(|p| crate::fault::arm(p, nth, err)).map(|()| 0))
+}

@@ -28,6 +28,8 @@ pub mod callbacks;
 pub mod cpu;
 pub mod decode;
 pub mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod ffi;
 pub mod ffi_decode;
 pub mod ffi_records;

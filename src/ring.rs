@@ -19,7 +19,7 @@ use crate::kernel::{MMAP_PAGE_DATA_HEAD, MMAP_PAGE_DATA_TAIL};
 use core::ffi::c_int;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::MmapRaw;
 use std::os::fd::RawFd;
 
 /// Size of `struct perf_event_header`.
@@ -79,10 +79,7 @@ impl PerfRing {
     /// must never be stored).
     pub fn map(fd: RawFd, page_size: usize, data_pages: usize, writable: bool) -> Result<Self> {
         let data_size = checked_data_size(page_size, data_pages)?;
-        let mut opts = MmapOptions::new();
-        opts.len(page_size + data_size);
-        let map = if writable { opts.map_raw(fd) } else { opts.map_raw_read_only(fd) }
-            .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        let map = crate::sys::mmap_perf(fd, page_size + data_size, !writable)?;
         let base = NonNull::new(map.as_mut_ptr()).ok_or(Errno::NOMEM)?;
         Ok(Self::with_backing(Backing::Kernel(map), base, page_size, data_size))
     }
@@ -192,6 +189,18 @@ impl PerfRing {
     /// is returned. An empty ring returns `CONT`. A record that cannot be
     /// copied for lack of memory returns `ERROR` and stays in the ring.
     pub fn drain<F: FnMut(&[u8]) -> c_int>(&mut self, mut handler: F) -> c_int {
+        self.drain_with(&mut (), |(), rec| handler(rec), |()| ())
+    }
+
+    /// [`Self::drain`] with a state shared by `handler` and `finish`, which
+    /// runs after the last record and before the tail is published (so the
+    /// records handed out are still valid there).
+    #[inline(always)]
+    pub fn drain_with<S, F, G>(&mut self, state: &mut S, mut handler: F, finish: G) -> c_int
+    where
+        F: FnMut(&mut S, &[u8]) -> c_int,
+        G: FnOnce(&mut S),
+    {
         let head = self.load_head();
         let mut tail = self.load_tail();
         let mask = self.data_size as u64 - 1;
@@ -202,6 +211,7 @@ impl PerfRing {
         let avail = head.wrapping_sub(tail);
         if tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64 {
             self.resync(avail);
+            finish(state);
             self.store_tail(head);
             return ret;
         }
@@ -233,7 +243,7 @@ impl PerfRing {
                     }
                 }
             };
-            ret = handler(record);
+            ret = handler(state, record);
             tail = tail.wrapping_add(size as u64);
             records += 1;
             bytes += size as u64;
@@ -241,6 +251,7 @@ impl PerfRing {
                 break;
             }
         }
+        finish(state);
         self.store_tail(tail);
         self.count_read(records, bytes);
         ret
@@ -446,7 +457,7 @@ mod tests {
                     assert!(matches!(record::parse(rec), Record::Sample { .. }));
                 }
                 assert_eq!(ring.load_tail(), ring.load_head());
-                assert_eq!(ring.stats(), RingStats::default());
+                assert_eq!((ring.stats().resyncs, ring.stats().skipped_bytes), (0, 0));
             }
         }
     }

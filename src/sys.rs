@@ -21,6 +21,15 @@ pub const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
+/// Fails here when a test armed this point (feature `fault-injection`).
+#[inline(always)]
+fn fault(point: &str) -> Result<()> {
+    #[cfg(feature = "fault-injection")]
+    crate::fault::check(point)?;
+    let _ = point;
+    Ok(())
+}
+
 fn check(ret: libc::c_long) -> Result<libc::c_long> {
     if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
 }
@@ -43,6 +52,7 @@ struct MapElemAttr {
 
 /// `bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)` for 4-byte keys/values.
 pub fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
+    fault("map_update")?;
     let mut attr = MapElemAttr {
         map_fd: map_fd as u32,
         _pad: 0,
@@ -134,6 +144,7 @@ impl CallerAttr {
 
 /// `perf_event_open(attr, pid = -1, cpu, group_fd = -1, PERF_FLAG_FD_CLOEXEC)`.
 pub fn perf_event_open(attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
+    fault("perf_event_open")?;
     let ptr = match attr {
         AttrSource::Built(a) => a as *const PerfEventAttr as *const c_void,
         AttrSource::Caller(CallerAttr(p)) => p,
@@ -156,12 +167,14 @@ pub fn perf_event_open(attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
 
 /// `ioctl(fd, request, arg)` for the perf ioctls that take an integer.
 pub fn perf_ioctl(fd: &OwnedFd, request: libc::c_ulong, arg: libc::c_ulong) -> Result<()> {
+    fault("ioctl")?;
     // SAFETY: the perf ioctls we issue take an integer argument, not a pointer.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), request, arg) } as libc::c_long).map(drop)
 }
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 pub fn epoll_create() -> Result<OwnedFd> {
+    fault("epoll_create")?;
     // SAFETY: no pointers involved.
     let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as libc::c_long)?;
     // SAFETY: a new fd that nothing else owns.
@@ -175,6 +188,7 @@ pub fn epoll_add(epfd: &OwnedFd, fd: RawFd, data: u64) -> Result<()> {
 
 /// [`epoll_add`] on an epoll fd known by number (from another thread).
 pub fn epoll_add_raw(epfd: RawFd, fd: RawFd, data: u64) -> Result<()> {
+    fault("epoll_ctl")?;
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
     // SAFETY: `ev` is a valid epoll_event the kernel reads.
     check(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } as libc::c_long).map(drop)
@@ -196,6 +210,7 @@ pub fn epoll_wait(
 
 /// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
 pub fn eventfd() -> Result<OwnedFd> {
+    fault("eventfd")?;
     // SAFETY: no pointers involved.
     let fd = check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long)?;
     // SAFETY: a new fd that nothing else owns.
@@ -204,6 +219,7 @@ pub fn eventfd() -> Result<OwnedFd> {
 
 /// A periodic, non-blocking `CLOCK_MONOTONIC` timerfd firing every `period_ms`.
 pub fn periodic_timer(period_ms: u32) -> Result<OwnedFd> {
+    fault("timerfd")?;
     // SAFETY: no pointers involved.
     let fd =
         check(
@@ -234,4 +250,13 @@ pub fn read_u64(fd: RawFd) -> u64 {
     // SAFETY: reads at most 8 bytes into a live u64.
     let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
     if n == 8 { value } else { 0 }
+}
+
+/// Maps `len` bytes of a perf fd, shared; read-write unless `read_only`.
+pub fn mmap_perf(fd: RawFd, len: usize, read_only: bool) -> Result<memmap2::MmapRaw> {
+    fault("mmap")?;
+    let mut opts = memmap2::MmapOptions::new();
+    opts.len(len);
+    if read_only { opts.map_raw_read_only(fd) } else { opts.map_raw(fd) }
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))
 }
