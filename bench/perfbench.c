@@ -1,0 +1,420 @@
+/* perfbench: one benchmark binary, written against libbpf's perf buffer
+ * API, run once on libbpf.so.1 and once on libperfbuf.so (LD_PRELOAD), so
+ * both libraries execute the very same caller code. Rows that use
+ * libperfbuf's extensions run only where those symbols resolve.
+ *
+ * Events come from a real BPF program (c-tests/producer.c) on the running
+ * kernel. Prints one JSON object per row on stdout:
+ *   {"row": "...", "lib": "...", <figures>}
+ * bench/run.py runs both libraries several times, takes medians and prints
+ * the side-by-side table.
+ *
+ * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "latency") */
+#define _GNU_SOURCE
+#include <bpf/libbpf.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "producer.h"
+
+/* libperfbuf extensions, looked up at run time (absent under libbpf). */
+struct perfbuf_opts_v1 {
+	size_t sz;
+	uint32_t wakeup_events, wakeup_bytes, max_delay_ms, flags;
+	const int *cpus;
+	int cpu_cnt;
+};
+struct perfbuf_record_v1 {
+	const void *data;
+	uint32_t size, type;
+};
+typedef int (*batch_fn)(void *, int, const struct perfbuf_record_v1 *, size_t);
+static struct perf_buffer *(*ext_new)(int, size_t, perf_buffer_sample_fn, perf_buffer_lost_fn, void *,
+				      const struct perfbuf_opts_v1 *);
+static int (*ext_consume_batch)(struct perf_buffer *, batch_fn, void *);
+
+static const char *lib_name = "libbpf";
+static struct producer prod;
+static volatile uint64_t sink;
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* ---- callbacks ---- */
+
+struct tally {
+	uint64_t records, lost, bytes;
+	double *lat;
+	size_t lat_n, lat_cap;
+};
+
+static void count_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	(void)cpu;
+	(void)data;
+	(void)size;
+	((struct tally *)ctx)->records++;
+}
+
+static void count_lost(void *ctx, int cpu, __u64 n)
+{
+	(void)cpu;
+	((struct tally *)ctx)->lost += n;
+}
+
+static void latency_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	struct tally *t = ctx;
+	(void)cpu;
+	(void)size;
+	uint64_t stamp;
+	memcpy(&stamp, data, 8);
+	if (t->lat_n < t->lat_cap)
+		t->lat[t->lat_n++] = now_ns() - (double)stamp;
+	t->records++;
+}
+
+static int count_batch(void *ctx, int cpu, const struct perfbuf_record_v1 *recs, size_t n)
+{
+	(void)cpu;
+	struct tally *t = ctx;
+	for (size_t i = 0; i < n; i++)
+		t->lost += recs[i].type == PERF_RECORD_LOST ? *(const uint64_t *)recs[i].data : 0;
+	t->records += n;
+	return 0;
+}
+
+/* ---- drain rows: a ring pre-filled by the BPF producer ---- */
+
+#define DRAIN_PAGES 256 /* 1 MiB per CPU */
+#define DRAIN_REPS 15
+
+static unsigned fill(unsigned n)
+{
+	unsigned rec = 8 + ((n + 4 + 7) & ~7u);
+	unsigned count = (unsigned)((DRAIN_PAGES * 4096.0 * 0.9) / rec);
+	int ret = 0;
+	producer_emit_det(&prod, 0, n, 1, count, &ret);
+	return ret == 0 ? count : 0;
+}
+
+/* The raw region, for the hand-written reader and the memory floor. */
+struct region {
+	struct perf_event_mmap_page *mp;
+	const uint8_t *data;
+	size_t size;
+};
+
+typedef void (*record_fn)(void *ctx, const void *rec, uint32_t size);
+static void count_record(void *ctx, const void *rec, uint32_t size)
+{
+	(void)rec;
+	(void)size;
+	(*(uint64_t *)ctx)++;
+}
+static record_fn volatile hand_cb = count_record;
+
+/* A minimal reader over the raw region: one indirect call per record. */
+static uint64_t hand_drain(struct region *r)
+{
+	static uint8_t copy[65536];
+	uint64_t head = __atomic_load_n(&r->mp->data_head, __ATOMIC_ACQUIRE), tail = r->mp->data_tail, n = 0;
+	record_fn cb = hand_cb;
+	while (tail != head) {
+		size_t off = tail & (r->size - 1);
+		const struct perf_event_header *h = (const void *)(r->data + off);
+		const void *rec = h;
+		if (off + h->size > r->size) {
+			size_t first = r->size - off;
+			memcpy(copy, h, first);
+			memcpy(copy + first, r->data, h->size - first);
+			rec = copy;
+		}
+		cb(&n, rec, h->size);
+		tail += h->size;
+	}
+	__atomic_store_n(&r->mp->data_tail, tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+/* Reads every byte once: the floor for anything that looks at the data. */
+static uint64_t read_floor(struct region *r)
+{
+	uint64_t head = __atomic_load_n(&r->mp->data_head, __ATOMIC_ACQUIRE), tail = r->mp->data_tail, acc = 0;
+	for (uint64_t p = tail; p < head; p += 8)
+		acc += *(const uint64_t *)(r->data + (p & (r->size - 1)));
+	sink += acc;
+	__atomic_store_n(&r->mp->data_tail, head, __ATOMIC_RELEASE);
+	return head - tail;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void drain_rows(unsigned n)
+{
+	struct tally t = {0};
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, DRAIN_PAGES, count_sample, count_lost, &t, NULL);
+	if (!pb) {
+		perror("perf_buffer__new");
+		exit(1);
+	}
+	struct region r;
+	void *base;
+	perf_buffer__buffer(pb, 0, &base, &r.size);
+	r.mp = base;
+	r.data = (const uint8_t *)base + 4096;
+	const char *modes[] = {"consume", "hand", "floor", "batch"};
+	for (int m = 0; m < 4; m++) {
+		if (m == 3 && !ext_consume_batch)
+			continue;
+		double per[DRAIN_REPS];
+		for (int rep = 0; rep < DRAIN_REPS; rep++) {
+			unsigned count = fill(n);
+			t.records = 0;
+			uint64_t got = 0;
+			double t0 = now_ns();
+			if (m == 0) {
+				perf_buffer__consume(pb);
+				got = t.records;
+			} else if (m == 1) {
+				got = hand_drain(&r);
+			} else if (m == 2) {
+				read_floor(&r);
+				got = count;
+			} else {
+				ext_consume_batch(pb, count_batch, &t);
+				got = t.records;
+			}
+			double dt = now_ns() - t0;
+			if (got != count) {
+				fprintf(stderr, "drain %s: got %llu of %u\n", modes[m], (unsigned long long)got, count);
+				exit(1);
+			}
+			per[rep] = dt / count;
+		}
+		double med = median(per, DRAIN_REPS);
+		printf("{\"row\": \"drain_%s_%u\", \"lib\": \"%s\", \"ns_per_record\": %.3f, \"min\": %.3f, \"max\": %.3f}\n",
+		       modes[m], n, lib_name, med, per[0], per[DRAIN_REPS - 1]);
+	}
+	perf_buffer__free(pb);
+}
+
+/* ---- stream rows: producer on CPU 0, reader in poll on CPU 1 ---- */
+
+struct producer_arg {
+	double seconds;
+	unsigned rate;	 /* records/s; 0 = as fast as possible */
+	unsigned size;
+	int stamped;
+	uint64_t produced;
+	volatile int done;
+};
+
+static void *produce(void *p)
+{
+	struct producer_arg *a = p;
+	pin(0);
+	double end = now_ns() + a->seconds * 1e9;
+	int ret;
+	if (a->rate == 0) {
+		while (now_ns() < end) {
+			unsigned burst = 2000;
+			if (a->stamped)
+				producer_emit_stamped(&prod, 0, a->size, burst, &ret);
+			else
+				producer_emit_det(&prod, 0, a->size, 7, burst, &ret);
+			a->produced += burst;
+		}
+	} else {
+		double period = 1e9 / a->rate, next = now_ns();
+		while (next < end) {
+			while (now_ns() < next)
+				;
+			if (a->stamped)
+				producer_emit_stamped(&prod, 0, a->size, 1, &ret);
+			else
+				producer_emit_det(&prod, 0, a->size, 7, 1, &ret);
+			a->produced++;
+			next += period;
+			double slack = next - now_ns();
+			if (slack > 60e3)
+				usleep((useconds_t)((slack - 50e3) / 1e3));
+		}
+	}
+	a->done = 1;
+	return NULL;
+}
+
+enum attr_mode { ATTR_DEFAULT, ATTR_RAW64, ATTR_PERFBUF64 };
+
+static struct tally *raw_tally;
+static enum bpf_perf_event_ret raw_event(void *ctx, int cpu, struct perf_event_header *h)
+{
+	struct tally *t = ctx;
+	(void)cpu;
+	if (h->type == PERF_RECORD_SAMPLE) {
+		if (t->lat_cap)
+			latency_sample(ctx, cpu, (uint8_t *)h + 12, 0);
+		else
+			t->records++;
+	} else if (h->type == PERF_RECORD_LOST) {
+		t->lost += *(uint64_t *)((uint8_t *)h + 16);
+	}
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+static struct perf_buffer *open_mode(enum attr_mode mode, struct tally *t, perf_buffer_sample_fn cb)
+{
+	if (mode == ATTR_DEFAULT)
+		return perf_buffer__new(prod.map_fd, 64, cb, count_lost, t, NULL);
+	if (mode == ATTR_RAW64) {
+		struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof(attr),
+					       .config = PERF_COUNT_SW_BPF_OUTPUT, .sample_type = PERF_SAMPLE_RAW,
+					       .sample_period = 1, .wakeup_events = 64};
+		raw_tally = t;
+		return perf_buffer__new_raw(prod.map_fd, 64, &attr, raw_event, t, NULL);
+	}
+	struct perfbuf_opts_v1 o = {.sz = sizeof(o), .wakeup_events = 64, .max_delay_ms = 1};
+	return ext_new ? ext_new(prod.map_fd, 64, cb, count_lost, t, &o) : NULL;
+}
+
+static const char *mode_name[] = {"default", "raw_wakeup64", "perfbuf_wakeup64_delay1ms"};
+
+static void stream_row(const char *row, enum attr_mode mode, double seconds, unsigned rate, int latency)
+{
+	struct tally t = {0};
+	if (latency) {
+		t.lat_cap = 2000000;
+		t.lat = malloc(t.lat_cap * sizeof(double));
+	}
+	struct perf_buffer *pb = open_mode(mode, &t, latency ? latency_sample : count_sample);
+	if (!pb)
+		return;
+	pin(1);
+	struct producer_arg a = {.seconds = seconds, .rate = rate, .size = latency ? 16 : 64, .stamped = latency};
+	pthread_t th;
+	double cpu0 = thread_cpu_ns(), t0 = now_ns();
+	if (rate != (unsigned)-1)
+		pthread_create(&th, NULL, produce, &a);
+	double end = t0 + seconds * 1e9;
+	while (rate == (unsigned)-1 ? now_ns() < end : !a.done)
+		perf_buffer__poll(pb, 100);
+	double wall = now_ns() - t0;
+	if (rate != (unsigned)-1)
+		pthread_join(th, NULL);
+	perf_buffer__consume(pb); /* what a batched reader still holds */
+	double cpu = thread_cpu_ns() - cpu0;
+	printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"%s\", \"produced\": %llu, \"delivered\": %llu, "
+	       "\"lost\": %llu, \"records_per_s\": %.0f, \"reader_cpu_ns_per_record\": %.1f, \"reader_cpu_ms\": %.2f",
+	       row, lib_name, mode_name[mode], (unsigned long long)a.produced, (unsigned long long)t.records,
+	       (unsigned long long)t.lost, t.records / (wall / 1e9), t.records ? cpu / t.records : 0.0, cpu / 1e6);
+	if (latency && t.lat_n) {
+		qsort(t.lat, t.lat_n, sizeof(double), cmp_double);
+		printf(", \"lat_p50_us\": %.1f, \"lat_p99_us\": %.1f, \"lat_max_us\": %.1f", t.lat[t.lat_n / 2] / 1e3,
+		       t.lat[(size_t)(t.lat_n * 0.99)] / 1e3, t.lat[t.lat_n - 1] / 1e3);
+	}
+	printf("}\n");
+	free(t.lat);
+	perf_buffer__free(pb);
+	pin(0);
+}
+
+/* For callgrind: fill a ring with `records` 8-byte samples (the kernel's
+ * work, invisible to valgrind) and drain it once through `how`. Run with 0
+ * and with N records, the difference / N is instructions per record. */
+static void icount(const char *how, unsigned records)
+{
+	struct tally t = {0};
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, DRAIN_PAGES, count_sample, count_lost, &t, NULL);
+	int ret = 0;
+	if (records)
+		producer_emit_det(&prod, 0, 8, 1, records, &ret);
+	if (!strcmp(how, "batch") && ext_consume_batch)
+		ext_consume_batch(pb, count_batch, &t);
+	else
+		perf_buffer__consume(pb);
+	fprintf(stderr, "icount %s: %llu records\n", how, (unsigned long long)t.records);
+	perf_buffer__free(pb);
+}
+
+int main(int argc, char **argv)
+{
+	const char *only = argc > 1 ? argv[1] : "";
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	void *fn = dlsym(RTLD_DEFAULT, "perfbuf_new");
+	if (fn) {
+		lib_name = "libperfbuf";
+		memcpy(&ext_new, &fn, sizeof(fn));
+		fn = dlsym(RTLD_DEFAULT, "perfbuf_consume_batch");
+		memcpy(&ext_consume_batch, &fn, sizeof(fn));
+	}
+	Dl_info info;
+	void *pbnew = (void *)perf_buffer__new;
+	if (dladdr(pbnew, &info) && !strstr(info.dli_fname, lib_name)) {
+		fprintf(stderr, "perf_buffer__new comes from %s, not %s\n", info.dli_fname, lib_name);
+		return 1;
+	}
+	int err = producer_open(&prod, 0);
+	if (err) {
+		fprintf(stderr, "cannot create the BPF producer: %s\n", strerror(-err));
+		return 1;
+	}
+	pin(0);
+	if (!strcmp(only, "icount")) {
+		icount(argc > 2 ? argv[2] : "consume", argc > 3 ? (unsigned)atoi(argv[3]) : 0);
+		producer_close(&prod);
+		return 0;
+	}
+	if (!strncmp("drain", only, strlen(only)))
+		for (unsigned i = 0, sizes[] = {8, 64, 512}; i < 3; i++)
+			drain_rows(sizes[i]);
+	if (!strncmp("stream", only, strlen(only))) {
+		for (int m = 0; m < 3; m++)
+			stream_row("stream_full", m, 1.0, 0, 0);
+		stream_row("stream_1k", ATTR_DEFAULT, 1.0, 1000, 0);
+		stream_row("idle", ATTR_DEFAULT, 1.0, (unsigned)-1, 0);
+	}
+	if (!strncmp("latency", only, strlen(only)))
+		for (int m = 0; m < 3; m++)
+			stream_row("latency_10k", m, 0.5, 10000, 1);
+	producer_close(&prod);
+	return 0;
+}
