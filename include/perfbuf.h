@@ -66,6 +66,24 @@ struct perf_buffer_raw_opts {
 #endif /* __LIBBPF_LIBBPF_H */
 
 
+/* Walks a run from perfbuf_consume_batch: returns the record at *pos and
+ * moves *pos past it, or NULL at `end`. Sizes were checked by libperfbuf. */
+static inline const struct perf_event_header *perfbuf_batch_next(const unsigned char **pos,
+                                                                 const unsigned char *end) {
+  const struct perf_event_header *rec = (const struct perf_event_header *)(const void *)*pos;
+  if (*pos >= end) return 0;
+  *pos += rec->size;
+  return rec;
+}
+
+/* The data and size of a PERF_RECORD_SAMPLE of a perf_buffer__new buffer
+ * (sample_type PERF_SAMPLE_RAW), as sample_cb would get them. */
+static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec, uint32_t *size) {
+  *size = *(const uint32_t *)(const void *)((const unsigned char *)rec + 8);
+  return (const unsigned char *)rec + 12;
+}
+
+
 /*
  `perfbuf_opts.flags`: overwritable rings. The kernel writes backward
  into read-only rings and overwrites the oldest records; read them with
@@ -560,31 +578,14 @@ struct perfbuf_order_stats {
 };
 
 /*
- One record handed out by `perfbuf_consume_batch`.
+ Receives a run of whole records of one CPU, contiguous in memory
+ (`len` bytes at `records`, each starting with a `struct perf_event_header`
+ whose `size` libperfbuf checked: walk it with `perfbuf_batch_next`).
+ Zero-copy into the ring, except a record that wraps the ring's end, which
+ comes alone in a copy. Valid during the call. Return 0 to go on, anything
+ else to stop after this run.
  */
-struct perfbuf_record {
-  /*
-   `PERF_RECORD_SAMPLE`: the raw sample data (what `sample_cb` gets).
-   `PERF_RECORD_LOST`: the u64 count of lost records. Other types: the
-   whole record, header included.
-   */
-  const void *data;
-  /*
-   Bytes at `data`.
-   */
-  uint32_t size;
-  /*
-   The record's `PERF_RECORD_*` type.
-   */
-  uint32_t type_;
-};
-
-/*
- Receives up to a few hundred records of one CPU at a time; pointers are
- valid during the call (zero-copy into the ring unless a record wraps).
- Return 0 to go on, anything else to stop after this batch.
- */
-typedef int (*perfbuf_batch_fn)(void *ctx, int cpu, const struct perfbuf_record *records, size_t cnt);
+typedef int (*perfbuf_batch_fn)(void *ctx, int cpu, const void *records, size_t len);
 
 #ifdef __cplusplus
 extern "C" {
@@ -902,12 +903,13 @@ int perfbuf_ordered_flush(struct perf_buffer *pb);
 int perfbuf_order_stats(const struct perf_buffer *pb, struct perfbuf_order_stats *stats);
 
 /*
- Drains every ring like `perf_buffer__consume`, but hands `batch_fn` up to 256
- records of one CPU per call instead of one callback per record: samples
- point straight into the ring (zero-copy) unless they wrap its end. Each
- ring's tail is published once, after its last batch. `batch_fn` returns 0 to
- go on; any other value stops after that batch and is returned. Returns
- the number of records delivered, or -EINVAL for NULL arguments.
+ Drains every ring like `perf_buffer__consume`, but hands `batch_fn`
+ runs of whole records, contiguous in memory and zero-copy (except a
+ record that wraps the ring's end), instead of one callback per record.
+ Walk a run with `perfbuf_batch_next`; `perfbuf_sample_raw` gives a
+ sample's data. Each ring's tail is published once, after its last run.
+ `batch_fn` returns 0 to go on; any other value stops after that run and
+ is returned. Returns the number of records, or -EINVAL for NULL.
 
  # Safety
  `pb` is a live handle; `batch_fn` is callable with `ctx`.

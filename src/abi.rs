@@ -200,23 +200,11 @@ pub struct perfbuf_order_stats {
     pub max_pending: u64,
 }
 
-/// One record handed out by `perfbuf_consume_batch`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct perfbuf_record {
-    /// `PERF_RECORD_SAMPLE`: the raw sample data (what `sample_cb` gets).
-    /// `PERF_RECORD_LOST`: the u64 count of lost records. Other types: the
-    /// whole record, header included.
-    pub data: *const c_void,
-    /// Bytes at `data`.
-    pub size: u32,
-    /// The record's `PERF_RECORD_*` type.
-    pub type_: u32,
-}
-
-/// Receives up to a few hundred records of one CPU at a time; pointers are
-/// valid during the call (zero-copy into the ring unless a record wraps).
-/// Return 0 to go on, anything else to stop after this batch.
-pub type perfbuf_batch_fn = Option<
-    unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, records: *const perfbuf_record, cnt: usize) -> c_int,
->;
+/// Receives a run of whole records of one CPU, contiguous in memory
+/// (`len` bytes at `records`, each starting with a `struct perf_event_header`
+/// whose `size` libperfbuf checked: walk it with `perfbuf_batch_next`).
+/// Zero-copy into the ring, except a record that wraps the ring's end, which
+/// comes alone in a copy. Valid during the call. Return 0 to go on, anything
+/// else to stop after this run.
+pub type perfbuf_batch_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, records: *const c_void, len: usize) -> c_int>;

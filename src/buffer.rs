@@ -10,6 +10,7 @@ use crate::error::{Errno, Result, libbpf_err};
 use crate::kernel::PERF_EVENT_IOC_PAUSE_OUTPUT;
 use crate::log;
 use crate::order::{KeySource, Order, OrderStats};
+use crate::record::{self, Record};
 use crate::ring::{At, PerfRing};
 use crate::sys::{
     self, AttrSource, BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE,
@@ -216,63 +217,6 @@ impl CpuBuf {
         let _ = sys::perf_ioctl(&fd, PERF_EVENT_IOC_DISABLE, 0);
         drop(fd);
     }
-}
-
-fn head_type(head: &[u8; 12]) -> u32 {
-    u32::from_ne_bytes([head[0], head[1], head[2], head[3]])
-}
-
-/// Collects records into batches for a sink (see `consume_batch`).
-struct Batcher<F> {
-    batch: Vec<crate::abi::perfbuf_record>,
-    sink: F,
-    cpu: c_int,
-    stop: c_int,
-    total: c_int,
-}
-
-impl<F: FnMut(c_int, &[crate::abi::perfbuf_record]) -> c_int> Batcher<F> {
-    /// Hands the batch to the sink; returns (and remembers) its verdict.
-    fn flush(&mut self) -> c_int {
-        if !self.batch.is_empty() {
-            self.total = self.total.saturating_add(self.batch.len() as c_int);
-            self.stop = (self.sink)(self.cpu, &self.batch);
-            self.batch.clear();
-        }
-        self.stop
-    }
-}
-
-/// Records per call of a batch sink.
-pub const BATCH: usize = 256;
-
-/// The C view of one record for `perfbuf_consume_batch`, counted in `stats`.
-#[inline(always)]
-fn batch_entry(rec: &[u8], stats: &mut DispatchStats) -> crate::abi::perfbuf_record {
-    use crate::record::{self, Record};
-    // A well-formed sample, the common case, with the fewest checks.
-    if let Some((head, rest)) = rec.split_first_chunk::<12>()
-        && u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) == crate::kernel::PERF_RECORD_SAMPLE
-    {
-        let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
-        if let Some(data) = rest.get(..size as usize) {
-            return crate::abi::perfbuf_record { data: data.as_ptr().cast(), size, type_: head_type(head) };
-        }
-    }
-    let (data, type_) = (rec, record::record_type(rec));
-    let (data, size): (&[u8], usize) = match record::parse(data) {
-        Record::Sample { data, .. } => (data, data.len()),
-        Record::Lost { lost } => {
-            stats.lost += lost;
-            (&rec[16..24], 8)
-        }
-        Record::Malformed => {
-            stats.malformed += 1;
-            (rec, rec.len())
-        }
-        Record::Other { .. } => (rec, rec.len()),
-    };
-    crate::abi::perfbuf_record { data: data.as_ptr().cast(), size: size as u32, type_ }
 }
 
 /// What an ordered reader sorts by.
@@ -484,7 +428,7 @@ impl PerfBuffer {
         // Count in a local the callbacks cannot see, so the counters stay in
         // registers across the indirect calls; store them once per drain.
         let (cpu, mut stats) = (buf.cpu, buf.stats);
-        let ret = libbpf_err(buf.ring.drain(|rec| callbacks.dispatch(cpu, rec, &mut stats)));
+        let ret = libbpf_err(callbacks.drain_ring(&mut buf.ring, cpu, &mut stats));
         buf.stats = stats;
         if ret == LIBBPF_PERF_EVENT_CONT { 0 } else { ret }
     }
@@ -642,42 +586,33 @@ impl PerfBuffer {
         }
     }
 
-    /// Drains every ring, handing records to `sink` in batches of up to
-    /// [`BATCH`] per call: `sink(cpu, records)` returns 0 to go on. Each
-    /// ring's tail is published once, after its last batch. Returns the
-    /// number of records, or the sink's stop value.
-    pub fn consume_batch<F>(&mut self, sink: F) -> Result<c_int>
-    where
-        F: FnMut(c_int, &[crate::abi::perfbuf_record]) -> c_int,
-    {
-        let mut b = Batcher { batch: Vec::with_capacity(BATCH), sink, cpu: 0, stop: 0, total: 0 };
+    /// Drains every ring, handing `sink(cpu, records)` runs of whole
+    /// records contiguous in memory (see [`PerfRing::drain_spans`]): zero-copy
+    /// except a record that wraps the ring's end. `sink` returns 0 to go on.
+    /// Returns the number of records, or the sink's stop value.
+    pub fn consume_batch<F: FnMut(c_int, &[u8]) -> c_int>(&mut self, mut sink: F) -> c_int {
+        let mut total: u64 = 0;
         for buf in &mut self.bufs {
             if buf.overwrite_prev_head.is_some() {
                 continue;
             }
             buf.publish();
-            b.cpu = buf.cpu;
-            let stats = &mut buf.stats;
-            buf.ring.drain_with(
-                &mut b,
-                |b, rec| {
-                    b.batch.push(batch_entry(rec, stats));
-                    if b.batch.len() == BATCH && b.flush() != 0 {
-                        return crate::abi::LIBBPF_PERF_EVENT_DONE;
-                    }
-                    LIBBPF_PERF_EVENT_CONT
-                },
-                |b| {
-                    if b.stop == 0 {
-                        b.flush();
+            let (cpu, stats) = (buf.cpu, &mut buf.stats);
+            let before = buf.ring.stats().records;
+            let ret = buf.ring.drain_spans(
+                |rec| {
+                    if let Record::Lost { lost } = record::parse(rec) {
+                        stats.lost += lost;
                     }
                 },
+                |run| sink(cpu, run),
             );
-            if b.stop != 0 {
-                return Ok(b.stop);
+            total += buf.ring.stats().records - before;
+            if ret != 0 {
+                return ret;
             }
         }
-        Ok(b.total)
+        total.min(c_int::MAX as u64) as c_int
     }
 
     /// Mutable access to ring `idx` for the record-level API.

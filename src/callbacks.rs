@@ -8,6 +8,7 @@ use crate::abi::{
 use crate::kernel::PERF_RECORD_SAMPLE;
 use crate::log;
 use crate::record::{self, Record};
+use crate::ring::PerfRing;
 use core::ffi::{c_int, c_void};
 
 /// Which callbacks a buffer delivers to.
@@ -29,6 +30,18 @@ pub struct Callbacks {
 // between threads only as libbpf allows (one thread at a time); we never call
 // them concurrently ourselves.
 unsafe impl Send for Callbacks {}
+
+/// The common case with the fewest checks: a `PERF_RECORD_SAMPLE` whose raw
+/// size fits its record. Returns the data pointer and size.
+#[inline(always)]
+fn raw_sample(rec: &[u8]) -> Option<(*const u8, u32)> {
+    let (head, rest) = rec.split_first_chunk::<12>()?;
+    if u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) != PERF_RECORD_SAMPLE {
+        return None;
+    }
+    let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
+    (size as usize <= rest.len()).then_some((rest.as_ptr(), size))
+}
 
 /// Counts kept while dispatching (rare record types only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,21 +86,35 @@ impl Callbacks {
                 unsafe { event(self.ctx, cpu, rec.as_ptr().cast_mut().cast()) }
             }
             Handler::Parsed { sample, lost } => {
-                // The common case first, with the fewest checks: a sample
-                // whose raw size fits its record (records are ≥ 8 bytes).
-                if let Some((head, rest)) = rec.split_first_chunk::<12>()
-                    && u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) == PERF_RECORD_SAMPLE
-                {
-                    let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
-                    if let (Some(data), Some(cb)) = (rest.get(..size as usize), sample) {
-                        // SAFETY: per the constructor's contract; `data` lies in
-                        // `rec`, valid until the drain returns.
-                        unsafe { cb(self.ctx, cpu, data.as_ptr().cast_mut().cast(), size) };
-                        return LIBBPF_PERF_EVENT_CONT;
-                    }
+                if let (Some((data, size)), Some(cb)) = (raw_sample(rec), sample) {
+                    // SAFETY: per the constructor's contract; `data` lies in
+                    // `rec`, valid until the drain returns.
+                    unsafe { cb(self.ctx, cpu, data.cast_mut().cast(), size) };
+                    return LIBBPF_PERF_EVENT_CONT;
                 }
                 self.dispatch_parsed(cpu, rec, sample, lost, stats)
             }
+        }
+    }
+
+    /// Drains `ring` into the callbacks (see [`PerfRing::drain`]). The handler
+    /// is matched once, outside the loop, so the common case (a sample
+    /// callback) runs with the callback and ctx held in registers.
+    pub fn drain_ring(&self, ring: &mut PerfRing, cpu: c_int, stats: &mut DispatchStats) -> c_int {
+        match self.handler {
+            Handler::Parsed { sample: Some(cb), lost } => {
+                let ctx = self.ctx;
+                ring.drain(|rec| {
+                    if let Some((data, size)) = raw_sample(rec) {
+                        // SAFETY: per the constructor's contract; `data` lies in
+                        // `rec`, valid until the drain returns.
+                        unsafe { cb(ctx, cpu, data.cast_mut().cast(), size) };
+                        return LIBBPF_PERF_EVENT_CONT;
+                    }
+                    self.dispatch_parsed(cpu, rec, Some(cb), lost, stats)
+                })
+            }
+            _ => ring.drain(|rec| self.dispatch(cpu, rec, stats)),
         }
     }
 

@@ -175,12 +175,13 @@ pub unsafe extern "C" fn perfbuf_order_stats(
     }))
 }
 
-/// Drains every ring like `perf_buffer__consume`, but hands `batch_fn` up to 256
-/// records of one CPU per call instead of one callback per record: samples
-/// point straight into the ring (zero-copy) unless they wrap its end. Each
-/// ring's tail is published once, after its last batch. `batch_fn` returns 0 to
-/// go on; any other value stops after that batch and is returned. Returns
-/// the number of records delivered, or -EINVAL for NULL arguments.
+/// Drains every ring like `perf_buffer__consume`, but hands `batch_fn`
+/// runs of whole records, contiguous in memory and zero-copy (except a
+/// record that wraps the ring's end), instead of one callback per record.
+/// Walk a run with `perfbuf_batch_next`; `perfbuf_sample_raw` gives a
+/// sample's data. Each ring's tail is published once, after its last run.
+/// `batch_fn` returns 0 to go on; any other value stops after that run and
+/// is returned. Returns the number of records, or -EINVAL for NULL.
 ///
 /// # Safety
 /// `pb` is a live handle; `batch_fn` is callable with `ctx`.
@@ -192,8 +193,8 @@ pub unsafe extern "C" fn perfbuf_consume_batch(
 ) -> c_int {
     let Some(f) = batch_fn else { return ret_errno(Err(Errno::INVAL)) };
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| {
-        // SAFETY: `batch_fn` is callable with `ctx`; the records live until it returns.
-        pb.consume_batch(|cpu, recs| unsafe { f(ctx, cpu, recs.as_ptr(), recs.len()) })
+    ret_errno(unsafe { handle_mut(pb) }.map(|pb| {
+        // SAFETY: `batch_fn` is callable with `ctx`; the run lives until it returns.
+        pb.consume_batch(|cpu, run| unsafe { f(ctx, cpu, run.as_ptr().cast(), run.len()) })
     }))
 }

@@ -15,7 +15,7 @@
 
 use crate::abi::{LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_ERROR};
 use crate::error::{Errno, Result};
-use crate::kernel::{MMAP_PAGE_DATA_HEAD, MMAP_PAGE_DATA_TAIL};
+use crate::kernel::{MMAP_PAGE_DATA_HEAD, MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
 use core::ffi::c_int;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -215,8 +215,8 @@ impl PerfRing {
             self.store_tail(head);
             return ret;
         }
-        // Local counters (kept in registers across the handler calls).
-        let (mut records, mut bytes) = (0u64, 0u64);
+        // Counted in a local; bytes follow from the tail at the end.
+        let (start, mut records) = (tail, 0u64);
         while tail != head {
             let avail = head.wrapping_sub(tail);
             let offset = (tail & mask) as usize;
@@ -226,9 +226,11 @@ impl PerfRing {
             let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
             // Zero, misaligned, or beyond what the head covers: resync.
             if size < HEADER_SIZE || size % 8 != 0 || size as u64 > avail {
+                self.count_read(records, tail.wrapping_sub(start));
                 self.resync(avail);
-                tail = head;
-                break;
+                finish(state);
+                self.store_tail(head);
+                return ret;
             }
             let record = if offset + size <= self.data_size {
                 // SAFETY: in bounds; the kernel does not write below `head`
@@ -246,15 +248,102 @@ impl PerfRing {
             ret = handler(state, record);
             tail = tail.wrapping_add(size as u64);
             records += 1;
-            bytes += size as u64;
             if ret != LIBBPF_PERF_EVENT_CONT {
                 break;
             }
         }
         finish(state);
         self.store_tail(tail);
-        self.count_read(records, bytes);
+        self.count_read(records, tail.wrapping_sub(start));
         ret
+    }
+
+    /// Drains like [`Self::drain`] but hands `sink` runs of whole records
+    /// that are contiguous in memory (the ring itself, except a record that
+    /// wraps the end, which comes alone from scratch). Every record's size
+    /// was checked, so the sink may walk the run by `header.size`.
+    /// `on_record(record)` sees each record other than a sample first (for
+    /// counting lost ones).
+    /// A non-zero sink result stops after that run and is returned.
+    pub fn drain_spans<F, R>(&mut self, mut on_record: R, mut sink: F) -> c_int
+    where
+        F: FnMut(&[u8]) -> c_int,
+        R: FnMut(&[u8]),
+    {
+        let head = self.load_head();
+        let tail = self.load_tail();
+        let mask = self.data_size as u64 - 1;
+        let avail = head.wrapping_sub(tail);
+        if tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64 {
+            self.resync(avail);
+            self.store_tail(head);
+            return 0;
+        }
+        let (mut pos, mut span, mut records, mut ret) = (tail, tail, 0u64, 0);
+        while pos != head && ret == 0 {
+            let offset = (pos & mask) as usize;
+            // SAFETY: offset is 8-aligned and below data_size, a multiple of 8.
+            let header = unsafe { self.data_ptr().add(offset).cast::<[u8; 8]>().read() };
+            let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
+            if size < HEADER_SIZE || size % 8 != 0 || size as u64 > head.wrapping_sub(pos) {
+                ret = self.emit_span(span, pos, &mut sink);
+                self.resync(head.wrapping_sub(pos));
+                span = head;
+                pos = head;
+                break;
+            }
+            if offset + size > self.data_size {
+                // The one record that wraps: end the run, send it alone.
+                ret = self.emit_span(span, pos, &mut sink);
+                span = pos;
+                if ret != 0 {
+                    break;
+                }
+                let Some(rec) = self.record_bytes(offset, size) else {
+                    ret = LIBBPF_PERF_EVENT_ERROR;
+                    break;
+                };
+                on_record(rec);
+                ret = sink(rec);
+                records += 1;
+                pos = pos.wrapping_add(size as u64);
+                span = pos;
+                continue;
+            }
+            if u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) != PERF_RECORD_SAMPLE {
+                // SAFETY: [offset, offset+size) is inside the data area.
+                on_record(unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) });
+            }
+            records += 1;
+            pos = pos.wrapping_add(size as u64);
+            if offset + size == self.data_size {
+                // The run cannot continue past the ring's end.
+                ret = self.emit_span(span, pos, &mut sink);
+                span = pos;
+            }
+        }
+        if ret == 0 {
+            ret = self.emit_span(span, pos, &mut sink);
+            span = pos;
+        }
+        let consumed = if ret == 0 { pos } else { span };
+        self.store_tail(consumed);
+        self.count_read(records, consumed.wrapping_sub(tail));
+        ret
+    }
+
+    /// Sends the contiguous run `[from, to)` (no wrap inside) to `sink`.
+    fn emit_span<F: FnMut(&[u8]) -> c_int>(&self, from: u64, to: u64, sink: &mut F) -> c_int {
+        if from == to {
+            return 0;
+        }
+        let offset = (from & (self.data_size as u64 - 1)) as usize;
+        // SAFETY: the run was walked record by record without crossing the
+        // ring's end, so it lies inside the data area; the kernel does not
+        // write there until the tail moves past it.
+        sink(unsafe {
+            core::slice::from_raw_parts(self.data_ptr().add(offset), to.wrapping_sub(from) as usize)
+        })
     }
 
     /// Counts records handed out by paths other than [`Self::drain`].
