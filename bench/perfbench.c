@@ -316,7 +316,8 @@ static struct perf_buffer *open_mode(enum attr_mode mode, struct tally *t, perf_
 		raw_tally = t;
 		return perf_buffer__new_raw(prod.map_fd, 64, &attr, raw_event, t, NULL);
 	}
-	struct perfbuf_opts_v1 o = {.sz = sizeof(o), .wakeup_events = 64, .max_delay_ms = 1};
+	const char *delay = getenv("PERFBENCH_DELAY_MS");
+	struct perfbuf_opts_v1 o = {.sz = sizeof(o), .wakeup_events = 64, .max_delay_ms = delay ? (uint32_t)atoi(delay) : 1};
 	return ext_new ? ext_new(prod.map_fd, 64, cb, count_lost, t, &o) : NULL;
 }
 
