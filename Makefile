@@ -19,7 +19,7 @@ TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
 HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
 HARNESS_H := c-tests/harness.h c-tests/producer.h
 
-PHONY_EXTRA := producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
+PHONY_EXTRA := install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -188,7 +188,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat linked-test difftest preload-test controls-test decode-test examples-test reliability
+c-tests: check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test reliability
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind
+SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"
@@ -215,6 +215,17 @@ install: lib examples
 	install -m 644 include/perfbuf.h $(DESTDIR)$(INCDIR)/perfbuf.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' perfbuf.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc
+
+# make install into a scratch prefix, then build and run a program with
+# pkg-config against it (versioned .so, SONAME links, header, perfbuf.pc).
+install-test: lib | $(BUILD)
+	rm -rf $(BUILD)/inst
+	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/inst >/dev/null
+	test -L $(BUILD)/inst/lib/libperfbuf.so && test -L $(BUILD)/inst/lib/libperfbuf.so.$(SOMAJOR)
+	PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig $(CC) $(CFLAGS) $(WARN) -o $(BUILD)/install_check \
+		c-tests/install_check.c $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --cflags --libs perfbuf) \
+		-Wl,-rpath,$(CURDIR)/$(BUILD)/inst/lib
+	$(BUILD)/install_check
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libperfbuf.so* $(DESTDIR)$(LIBDIR)/libperfbuf.a \
