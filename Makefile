@@ -16,8 +16,9 @@ BUILD     := build
 CFLAGS    ?= -O2 -g
 WARN      := -Wall -Wextra -Werror
 TEST_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -Iinclude -Ic-tests
-HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c
-HARNESS_H := c-tests/harness.h c-tests/producer.h
+HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c c-tests/testutil.c
+HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
+TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
@@ -53,8 +54,8 @@ $(BUILD)/libperfbuf_producer.so: c-tests/producer.c c-tests/producer.h | $(BUILD
 
 producer-lib: $(BUILD)/libperfbuf_producer.so
 
-$(BUILD)/controls_test: c-tests/controls_test.c c-tests/producer.c c-tests/producer.h include/perfbuf.h lib | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ c-tests/controls_test.c c-tests/producer.c -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+$(BUILD)/controls_test: c-tests/controls_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/controls_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
 controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
@@ -67,16 +68,16 @@ FAULT_REL := target/fault/release
 fault-lib:
 	$(CARGO) build --release --features fault-injection --target-dir target/fault
 
-$(BUILD)/fault_test: c-tests/fault_test.c c-tests/producer.c include/perfbuf.h fault-lib | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ c-tests/fault_test.c c-tests/producer.c -L$(FAULT_REL) -lperfbuf \
+$(BUILD)/fault_test: c-tests/fault_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h fault-lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/fault_test.c $(TESTUTIL) -L$(FAULT_REL) -lperfbuf \
 		-Wl,-rpath,$(CURDIR)/$(FAULT_REL)
 
 fault-test: $(BUILD)/fault_test
 	ln -sf libperfbuf.so $(FAULT_REL)/libperfbuf.so.$(SOMAJOR)
 	$(BUILD)/fault_test
 
-$(BUILD)/soak: c-tests/soak.c c-tests/producer.c include/perfbuf.h lib | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ c-tests/soak.c c-tests/producer.c -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+$(BUILD)/soak: c-tests/soak.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/soak.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
 SOAK_SECONDS ?= 60
 
@@ -97,8 +98,8 @@ $(BUILD)/linked_test_asan: c-tests/linked_test.c $(HARNESS) $(HARNESS_H) include
 	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) -o $@ c-tests/linked_test.c $(HARNESS) -L$(REL) -lperfbuf \
 		-Wl,-rpath,$(CURDIR)/$(REL) -ldl
 
-$(BUILD)/controls_test_asan: c-tests/controls_test.c c-tests/producer.c include/perfbuf.h lib | $(BUILD)
-	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) -o $@ c-tests/controls_test.c c-tests/producer.c -L$(REL) -lperfbuf \
+$(BUILD)/controls_test_asan: c-tests/controls_test.c $(TESTUTIL) include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) -o $@ c-tests/controls_test.c $(TESTUTIL) -L$(REL) -lperfbuf \
 		-Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
 asan: $(BUILD)/linked_test_asan $(BUILD)/controls_test_asan
@@ -155,8 +156,8 @@ examples-test: examples
 	$(BUILD)/ordered_builtin 0 20000 1
 	$(BUILD)/ordered_builtin 50000 50000 64
 
-$(BUILD)/decode_test: c-tests/decode_test.c c-tests/producer.c include/perfbuf.h lib | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ c-tests/decode_test.c c-tests/producer.c -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+$(BUILD)/decode_test: c-tests/decode_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/decode_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
 
 decode-test: $(BUILD)/decode_test
 	$(BUILD)/decode_test

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "perfbuf.h"
 #include "producer.h"
+#include "testutil.h"
 
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -18,17 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int checks, failures;
-#define EXPECT(cond, ...)                                                          \
-	do {                                                                       \
-		checks++;                                                          \
-		if (!(cond)) {                                                     \
-			failures++;                                                \
-			fprintf(stderr, "%s:%d: failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fputc('\n', stderr);                                       \
-		}                                                                  \
-	} while (0)
 
 static struct producer prod;
 
@@ -426,12 +416,7 @@ static void test_env_opt_in(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	int err = producer_open(&prod, 0);
-	if (err) {
-		fprintf(stderr, "cannot create the BPF producer: %s\n", strerror(-err));
-		const char *ci = getenv("CI");
-		return ci && !strcmp(ci, "true") ? 1 : 77;
-	}
+	producer_open_or_exit(&prod, 0);
 	struct {
 		const char *name;
 		void (*fn)(void);

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "perfbuf.h"
 #include "producer.h"
+#include "testutil.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,18 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int checks, failures;
-#define EXPECT(cond, ...)                                                                      \
-	do {                                                                                   \
-		checks++;                                                                      \
-		if (!(cond)) {                                                                 \
-			if (failures++ < 40) {                                                 \
-				fprintf(stderr, "%s:%d: failed: %s: ", __FILE__, __LINE__, #cond); \
-				fprintf(stderr, __VA_ARGS__);                                  \
-				fputc('\n', stderr);                                           \
-			}                                                                      \
-		}                                                                              \
-	} while (0)
 
 static struct producer prod;
 
@@ -527,12 +516,7 @@ static void test_api(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	int err = producer_open(&prod, 0);
-	if (err) {
-		fprintf(stderr, "cannot create the BPF producer: %s\n", strerror(-err));
-		const char *ci = getenv("CI");
-		return ci && !strcmp(ci, "true") ? 1 : 77;
-	}
+	producer_open_or_exit(&prod, 0);
 	if (guard_init()) {
 		fprintf(stderr, "cannot map the guard area\n");
 		return 1;

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "perfbuf.h"
 #include "producer.h"
+#include "testutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,17 +17,6 @@
 
 int perfbuf_fault_arm(const char *point, unsigned nth, int err);
 
-static int checks, failures;
-#define EXPECT(cond, ...)                                                          \
-	do {                                                                       \
-		checks++;                                                          \
-		if (!(cond)) {                                                     \
-			failures++;                                                \
-			fprintf(stderr, "%s:%d: failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fputc('\n', stderr);                                       \
-		}                                                                  \
-	} while (0)
 
 static struct producer prod;
 
@@ -40,31 +30,6 @@ static int count_lines(const char *path, const char *prefix)
 	if (f)
 		fclose(f);
 	return n;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	struct dirent *e;
-	while (d && (e = readdir(d)))
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n - 1; /* the directory's own fd */
-}
-
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb = -1;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
 }
 
 struct point {
@@ -83,7 +48,7 @@ static void test_points(void)
 	};
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
 		const struct point *p = &points[i];
-		int fds = count_fds(), maps = count_lines("/proc/self/maps", NULL);
+		int fds = count_open_fds(), maps = count_lines("/proc/self/maps", NULL);
 		EXPECT(perfbuf_fault_arm(p->name, p->nth, p->err) == 0, "arm %s", p->name);
 		errno = 0;
 		struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
@@ -91,7 +56,7 @@ static void test_points(void)
 		perfbuf_fault_arm(p->name, 0, 0);
 		int ret = 0;
 		producer_emit_det(&prod, 0, 8, 0, 1, &ret);
-		int fds_after = count_fds(), maps_after = count_lines("/proc/self/maps", NULL);
+		int fds_after = count_open_fds(), maps_after = count_lines("/proc/self/maps", NULL);
 		printf("  %-16s call %u -> %s errno %d (want %d), fds %d->%d, maps %d->%d, cpu0 output %d\n", p->name,
 		       p->nth, pb ? "handle" : "NULL", err, p->err, fds, fds_after, maps, maps_after, ret);
 		EXPECT(!pb && err == p->err, "%s #%u", p->name, p->nth);
@@ -102,24 +67,24 @@ static void test_points(void)
 	}
 	/* The extensions' own descriptors. */
 	struct perfbuf_opts o = {.sz = sizeof(o), .wakeup_events = 8};
-	int fds = count_fds();
+	int fds = count_open_fds();
 	perfbuf_fault_arm("timerfd", 1, EMFILE);
 	errno = 0;
 	struct perf_buffer *pb = perfbuf_new(prod.map_fd, 1, NULL, NULL, NULL, &o);
-	EXPECT(!pb && errno == EMFILE && count_fds() == fds, "timerfd failure");
+	EXPECT(!pb && errno == EMFILE && count_open_fds() == fds, "timerfd failure");
 	pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
 	perfbuf_fault_arm("eventfd", 1, EMFILE);
 	EXPECT(perfbuf_wake(pb) == -EMFILE, "eventfd failure");
 	EXPECT(perfbuf_wake(pb) == 0 && perf_buffer__poll(pb, 1000) == -ECANCELED, "wake after a failed wake");
 	perf_buffer__free(pb);
-	EXPECT(count_fds() == fds, "wake leaked");
+	EXPECT(count_open_fds() == fds, "wake leaked");
 }
 
 static void test_fd_exhaustion(void)
 {
 	struct rlimit old, low;
 	getrlimit(RLIMIT_NOFILE, &old);
-	int fds = count_fds();
+	int fds = count_open_fds();
 	low = old;
 	int lowest_free = dup(0); /* at most two fds fit below the limit: epoll + one perf event */
 	close(lowest_free);
@@ -130,15 +95,15 @@ static void test_fd_exhaustion(void)
 	int err = errno;
 	setrlimit(RLIMIT_NOFILE, &old);
 	printf("  fd limit %d: %s errno %d, fds %d->%d\n", lowest_free + 2, pb ? "handle" : "NULL", err, fds,
-	       count_fds());
-	EXPECT(!pb && err == EMFILE && count_fds() == fds, "fd exhaustion");
+	       count_open_fds());
+	EXPECT(!pb && err == EMFILE && count_open_fds() == fds, "fd exhaustion");
 	if (pb)
 		perf_buffer__free(pb);
 }
 
 static void test_churn(void)
 {
-	int fds = count_fds(), maps = count_lines("/proc/self/maps", NULL);
+	int fds = count_open_fds(), maps = count_lines("/proc/self/maps", NULL);
 	long rss0 = 0;
 	for (int i = 0; i < 10000; i++) {
 		struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
@@ -154,20 +119,15 @@ static void test_churn(void)
 	}
 	long rss1 = rss_kb();
 	printf("  10000 create/free cycles: fds %d->%d, maps %d->%d, RSS after 1000 %ld kB, after 10000 %ld kB\n", fds,
-	       count_fds(), maps, count_lines("/proc/self/maps", NULL), rss0, rss1);
-	EXPECT(count_fds() == fds && count_lines("/proc/self/maps", NULL) == maps, "churn leaked");
+	       count_open_fds(), maps, count_lines("/proc/self/maps", NULL), rss0, rss1);
+	EXPECT(count_open_fds() == fds && count_lines("/proc/self/maps", NULL) == maps, "churn leaked");
 	EXPECT(rss1 - rss0 < 512, "RSS grew by %ld kB", rss1 - rss0);
 }
 
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	int err = producer_open(&prod, 0);
-	if (err) {
-		fprintf(stderr, "cannot create the BPF producer: %s\n", strerror(-err));
-		const char *ci = getenv("CI");
-		return ci && !strcmp(ci, "true") ? 1 : 77;
-	}
+	producer_open_or_exit(&prod, 0);
 	struct {
 		const char *name;
 		void (*fn)(void);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "producer.h"
+#include "testutil.h"
 
 /* The ten functions, however they were obtained (linked, dlsym, preload). */
 struct pb_api {
@@ -69,12 +70,9 @@ struct scenario {
 extern const struct scenario scenarios[];
 extern const size_t scenario_count;
 
-/* Opens the producer or exits; under CI=true a missing capability is fatal. */
+/* Opens the producer or exits (see producer_open_or_exit). */
 void harness_open(struct harness *h, const struct pb_api *api);
 void harness_close(struct harness *h);
-
-/* Number of open file descriptors of this process. */
-int count_open_fds(void);
 
 /* Compares two transcripts; prints the first difference; returns 0 if equal. */
 int transcript_compare(const char *scenario, const char *a_name, const char *a, const char *b_name,

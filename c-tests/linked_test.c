@@ -10,22 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static int checks, failures;
-#define EXPECT(cond)                                                              \
-	do {                                                                      \
-		checks++;                                                         \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                 \
-	} while (0)
-
 /* A negative errno return with errno set to match. */
-#define EXPECT_ERR(call, err)                          \
-	do {                                           \
-		errno = 0;                             \
-		int _r = (call);                       \
-		EXPECT(_r == -(err) && errno == (err)); \
+#define EXPECT_ERR(call, err)                                                      \
+	do {                                                                       \
+		errno = 0;                                                         \
+		int _r = (call);                                                   \
+		EXPECT(_r == -(err) && errno == (err), "%s: %d errno %d", #call, _r, errno); \
 	} while (0)
 
 static void null_and_range_checks(int map_fd)
@@ -39,12 +29,12 @@ static void null_and_range_checks(int map_fd)
 	size_t size;
 	EXPECT_ERR(perf_buffer__buffer(NULL, 0, &buf, &size), EINVAL);
 	errno = 0;
-	EXPECT(perf_buffer__buffer_cnt(NULL) == 0 && errno == EINVAL);
+	EXPECT(perf_buffer__buffer_cnt(NULL) == 0 && errno == EINVAL, "unexpected");
 	perf_buffer__free(NULL);
 	perf_buffer__free((struct perf_buffer *)(intptr_t)-22); /* libbpf's ERR_PTR(-EINVAL) */
 
 	struct perf_buffer *pb = perf_buffer__new(map_fd, 1, NULL, NULL, NULL, NULL);
-	EXPECT(pb != NULL);
+	EXPECT(pb != NULL, "unexpected");
 	if (!pb)
 		return;
 	EXPECT_ERR(perf_buffer__buffer(pb, -1, &buf, &size), EINVAL);
@@ -53,7 +43,7 @@ static void null_and_range_checks(int map_fd)
 	EXPECT_ERR(perf_buffer__buffer(pb, 0, &buf, NULL), EINVAL);
 	EXPECT_ERR(perf_buffer__buffer_fd(pb, (size_t)-1), EINVAL);
 	EXPECT_ERR(perf_buffer__consume_buffer(pb, (size_t)-1), EINVAL);
-	EXPECT(perf_buffer__buffer(pb, 0, &buf, &size) == 0 && size == 4096);
+	EXPECT(perf_buffer__buffer(pb, 0, &buf, &size) == 0 && size == 4096, "unexpected");
 	perf_buffer__free(pb);
 
 	/* Raw opts with cpu_cnt > 0 but NULL arrays: libbpf dereferences them. */
@@ -62,14 +52,14 @@ static void null_and_range_checks(int map_fd)
 				       .sample_period = 1, .wakeup_events = 1};
 	struct perf_buffer_raw_opts opts = {.sz = sizeof(opts), .cpu_cnt = 1};
 	errno = 0;
-	EXPECT(perf_buffer__new_raw(map_fd, 1, &attr, NULL, NULL, &opts) == NULL && errno == EINVAL);
+	EXPECT(perf_buffer__new_raw(map_fd, 1, &attr, NULL, NULL, &opts) == NULL && errno == EINVAL, "unexpected");
 	/* An absurd opts size is garbage, not a newer header. */
 	struct perf_buffer_opts big = {.sz = (size_t)1 << 40};
 	errno = 0;
-	EXPECT(perf_buffer__new(map_fd, 1, NULL, NULL, NULL, &big) == NULL && errno == EINVAL);
+	EXPECT(perf_buffer__new(map_fd, 1, NULL, NULL, NULL, &big) == NULL && errno == EINVAL, "unexpected");
 	/* A page count whose mapping size overflows. */
 	errno = 0;
-	EXPECT(perf_buffer__new(map_fd, (size_t)1 << 62, NULL, NULL, NULL, NULL) == NULL && errno == EINVAL);
+	EXPECT(perf_buffer__new(map_fd, (size_t)1 << 62, NULL, NULL, NULL, NULL) == NULL && errno == EINVAL, "unexpected");
 }
 
 int main(void)
@@ -90,7 +80,7 @@ int main(void)
 	Dl_info info;
 	void *fn;
 	memcpy(&fn, &api.new_, sizeof(fn));
-	EXPECT(dladdr(fn, &info) && strstr(info.dli_fname, "libperfbuf"));
+	EXPECT(dladdr(fn, &info) && strstr(info.dli_fname, "libperfbuf"), "served by %s", info.dli_fname);
 	printf("libperfbuf %s from %s\n", perfbuf_version(), info.dli_fname);
 
 	struct harness h;

@@ -1,13 +1,14 @@
 /* Soak: BPF producers at full speed on both CPUs for SECONDS, a reader in
  * perf_buffer__poll; then exact accounting. Every delivered record is
- * checked whole (the producer's byte pattern, recovered from its seed) and
- * in order (seeds advance per burst on each CPU); delivered + lost must
- * equal produced exactly, and RSS must stay flat.
+ * checked whole (the producer's byte pattern after its stamp) and in order
+ * (each CPU's bpf_ktime_get_ns() stamps never go back); delivered + lost
+ * must equal produced exactly, and RSS must stay flat.
  *
  * usage: soak SECONDS PAGE_CNT */
 #define _GNU_SOURCE
 #include "perfbuf.h"
 #include "producer.h"
+#include "testutil.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,29 +24,27 @@
 
 struct per_cpu {
 	uint64_t produced, delivered, lost, corrupt, reordered;
-	int last_seed;
+	uint64_t last_stamp;
 };
 
 static struct producer prod;
 static struct per_cpu stats[2];
 static volatile int stop;
+static uint8_t pattern[SIZE]; /* what follows the 8-byte stamp */
 
 static void on_sample(void *ctx, int cpu, void *data, __u32 size)
 {
 	(void)ctx;
 	struct per_cpu *s = &stats[cpu & 1];
 	const uint8_t *d = data;
-	uint8_t seed = (uint8_t)(d[0] - 14); /* producer_expected: byte 0 = seed + 2 * 7 */
-	uint8_t want[SIZE];
-	producer_expected(SIZE, seed, want);
-	if (size < SIZE || memcmp(d, want, SIZE) != 0)
+	uint64_t stamp;
+	memcpy(&stamp, d, 8);
+	if (size < SIZE || memcmp(d + 8, pattern + 8, SIZE - 8) != 0)
 		s->corrupt++;
-	/* Seeds advance by one per burst: a record may repeat the seed or move
-	 * forward (mod 256, bursts can be lost), never step back by a little. */
-	int step = (seed - s->last_seed) & 0xff;
-	if (s->last_seed >= 0 && step > 128)
+	/* Each CPU's bpf_ktime_get_ns() stamps never go back within its ring. */
+	if (stamp < s->last_stamp)
 		s->reordered++;
-	s->last_seed = seed;
+	s->last_stamp = stamp;
 	s->delivered++;
 }
 
@@ -64,23 +63,10 @@ static void *produce(void *arg)
 	sched_setaffinity(0, sizeof(set), &set);
 	for (unsigned burst = 0; !stop; burst++) {
 		int ret;
-		if (producer_emit_det(&prod, cpu, SIZE, (uint8_t)burst, BURST, &ret) == 0)
+		if (producer_emit_stamped(&prod, cpu, SIZE, BURST, &ret) == 0)
 			__atomic_add_fetch(&stats[cpu].produced, BURST, __ATOMIC_RELAXED);
 	}
 	return NULL;
-}
-
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb = -1;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb;
 }
 
 int main(int argc, char **argv)
@@ -88,13 +74,8 @@ int main(int argc, char **argv)
 	int seconds = argc > 1 ? atoi(argv[1]) : 60;
 	size_t page_cnt = argc > 2 ? (size_t)atoi(argv[2]) : 1;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	int err = producer_open(&prod, 0);
-	if (err) {
-		fprintf(stderr, "cannot create the BPF producer: %s\n", strerror(-err));
-		const char *ci = getenv("CI");
-		return ci && !strcmp(ci, "true") ? 1 : 77;
-	}
-	stats[0].last_seed = stats[1].last_seed = -1;
+	producer_open_or_exit(&prod, 0);
+	producer_expected(SIZE, 0, pattern);
 	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, page_cnt, on_sample, on_lost, NULL, NULL);
 	if (!pb) {
 		perror("perf_buffer__new");
@@ -122,10 +103,9 @@ int main(int argc, char **argv)
 	perf_buffer__consume(pb);
 	for (int c = 0; c < 2; c++) {
 		int ret = 0;
-		producer_emit_det(&prod, c, SIZE, 0, 1, &ret);
+		producer_emit_stamped(&prod, c, SIZE, 1, &ret);
 		if (ret == 0)
 			stats[c].produced++;
-		stats[c].last_seed = -1;
 	}
 	perf_buffer__consume(pb);
 	long rss_end = rss_kb();

@@ -73,33 +73,6 @@ pub struct CpuBuf {
     cursor: Option<u64>,
 }
 
-/// Per-ring figures for callers (a snapshot).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RingFigures {
-    /// The CPU.
-    pub cpu: c_int,
-    /// Records read (all types).
-    pub records: u64,
-    /// Their bytes, headers included.
-    pub bytes: u64,
-    /// Records the kernel reported lost.
-    pub lost: u64,
-    /// Times the ring was signalled.
-    pub wakeups: u64,
-    /// Bytes waiting in the ring now.
-    pub pending_bytes: u64,
-    /// Size of the data area.
-    pub data_size: u64,
-    /// Times the reader resynchronised after an inconsistent ring state.
-    pub resyncs: u64,
-    /// Bytes it skipped doing so.
-    pub skipped_bytes: u64,
-    /// SAMPLE/LOST records too short for their fields.
-    pub malformed: u64,
-    /// Overwritable rings: bytes overwritten before they were read.
-    pub overwritten_bytes: u64,
-}
-
 impl CpuBuf {
     /// The CPU this buffer reads.
     pub fn cpu(&self) -> c_int {
@@ -191,11 +164,13 @@ impl CpuBuf {
         }
     }
 
-    /// Current figures.
-    pub fn figures(&self) -> RingFigures {
+    /// Current figures, in the C layout (`sz` left for the caller).
+    pub fn figures(&self) -> crate::abi::perfbuf_ring_stats {
         let ring = self.ring.stats();
-        RingFigures {
+        crate::abi::perfbuf_ring_stats {
+            sz: 0,
             cpu: self.cpu,
+            reserved: 0,
             records: ring.records,
             bytes: ring.bytes,
             lost: self.stats.lost,

@@ -11,7 +11,7 @@ use crate::abi::{
     PERFBUF_F_OVERWRITE, perf_buffer, perf_buffer_event_fn, perf_buffer_lost_fn, perf_buffer_opts,
     perf_buffer_raw_opts, perf_buffer_sample_fn, perf_event_attr, perfbuf_opts, perfbuf_ring_stats,
 };
-use crate::buffer::{Config, CpuSelection, PerfBuffer, RingFigures, Waker};
+use crate::buffer::{Config, CpuSelection, PerfBuffer, Waker};
 use crate::callbacks::Callbacks;
 use crate::error::{Errno, Result, ret_errno};
 use crate::kernel::{PERF_SAMPLE_RAW, PerfEventAttr};
@@ -461,7 +461,7 @@ pub unsafe extern "C" fn perfbuf_ring_stats(
         if sz < 16 {
             return Err(Errno::INVAL);
         }
-        let full = ring_stats(f, sz);
+        let full = perfbuf_ring_stats { sz, ..f };
         let n = sz.min(size_of::<perfbuf_ring_stats>());
         // SAFETY: the caller's struct is writable for `sz` ≥ n bytes.
         unsafe {
@@ -469,24 +469,6 @@ pub unsafe extern "C" fn perfbuf_ring_stats(
         };
         Ok(0)
     }))
-}
-
-fn ring_stats(f: RingFigures, sz: usize) -> perfbuf_ring_stats {
-    perfbuf_ring_stats {
-        sz,
-        cpu: f.cpu,
-        reserved: 0,
-        records: f.records,
-        bytes: f.bytes,
-        lost: f.lost,
-        wakeups: f.wakeups,
-        pending_bytes: f.pending_bytes,
-        data_size: f.data_size,
-        resyncs: f.resyncs,
-        skipped_bytes: f.skipped_bytes,
-        malformed: f.malformed,
-        overwritten_bytes: f.overwritten_bytes,
-    }
 }
 
 /// The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way

@@ -1,0 +1,50 @@
+/* See testutil.h. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+int checks, failures;
+
+bool ci_mode(void)
+{
+	const char *ci = getenv("CI");
+	return ci && strcmp(ci, "true") == 0;
+}
+
+void producer_open_or_exit(struct producer *p, unsigned max_entries)
+{
+	int err = producer_open(p, max_entries);
+	if (err) {
+		fprintf(stderr, "cannot create the BPF producer: %s (need root with BPF)\n", strerror(-err));
+		exit(ci_mode() ? 1 : 77);
+	}
+}
+
+int count_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own fd */
+}
+
+long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}

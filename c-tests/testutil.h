@@ -1,0 +1,39 @@
+/* What every C test program shares: a checking macro that counts, the
+ * producer set-up that fails under CI instead of skipping, and process
+ * figures for leak checks. */
+#ifndef PERFBUF_TESTUTIL_H
+#define PERFBUF_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "producer.h"
+
+extern int checks, failures;
+
+/* Counts a check; prints the first 40 failures with a printf message. */
+#define EXPECT(cond, ...)                                                                      \
+	do {                                                                                   \
+		checks++;                                                                      \
+		if (!(cond)) {                                                                 \
+			if (failures++ < 40) {                                                 \
+				fprintf(stderr, "%s:%d: failed: %s: ", __FILE__, __LINE__, #cond); \
+				fprintf(stderr, __VA_ARGS__);                                  \
+				fputc('\n', stderr);                                           \
+			}                                                                      \
+		}                                                                              \
+	} while (0)
+
+/* CI=true: a missing capability is a failure, never a skip. */
+bool ci_mode(void);
+
+/* Opens the BPF producer, or exits: 1 under CI, else 77 (skipped). */
+void producer_open_or_exit(struct producer *p, unsigned max_entries);
+
+/* Open file descriptors of this process. */
+int count_open_fds(void);
+
+/* Resident set size of this process, in kB. */
+long rss_kb(void);
+
+#endif
