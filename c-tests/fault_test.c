@@ -80,6 +80,61 @@ static void test_points(void)
 	EXPECT(count_open_fds() == fds, "wake leaked");
 }
 
+static int hostile_samples;
+static void count_hostile(void *ctx, int cpu, void *data, __u32 size)
+{
+	(void)ctx;
+	(void)cpu;
+	uint8_t want[40];
+	producer_expected(40, 0x5a, want);
+	hostile_samples += size == 44 && memcmp(data, want, 40) == 0;
+}
+
+/* A custom reader on the raw region publishes a wrong data_tail (the control
+ * page is writable by anyone holding the mapping). For each inconsistent
+ * state the next drain must return, skip to the head and count it, and the
+ * records produced afterwards must be delivered intact. */
+static void test_hostile_control_page(void)
+{
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, count_hostile, NULL, NULL, NULL);
+	EXPECT(pb, "new");
+	void *base;
+	size_t size;
+	perf_buffer__buffer(pb, 0, &base, &size);
+	volatile uint64_t *head = (uint64_t *)((char *)base + 1024), *tail = (uint64_t *)((char *)base + 1032);
+	static const struct {
+		const char *name;
+		int64_t shift; /* applied to the tail after three records were written */
+		int from_head;  /* shift relative to the head instead */
+	} states[] = {
+		{"tail misaligned", 3, 0},	  {"tail inside a record", 8, 0},   {"tail inside a record", 16, 0},
+		{"head behind tail", 64, 1},	  {"tail far behind head", -8192, 1}, {"tail far beyond head", 1 << 20, 1},
+		{"tail wrapped below zero", -((int64_t)1 << 40), 1},
+	};
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+		int ret = 0;
+		producer_emit_det(&prod, 0, 40, 0x5a, 3, &ret);
+		uint64_t h = *head;
+		*tail = (states[i].from_head ? h : *tail) + (uint64_t)states[i].shift;
+		struct perfbuf_ring_stats before = {.sz = sizeof(before)}, after = {.sz = sizeof(after)};
+		perfbuf_ring_stats(pb, 0, &before);
+		hostile_samples = 0;
+		int r = perf_buffer__consume(pb);
+		perfbuf_ring_stats(pb, 0, &after);
+		/* Recovery: the next records arrive whole. */
+		producer_emit_det(&prod, 0, 40, 0x5a, 2, &ret);
+		int before_next = hostile_samples;
+		perf_buffer__consume(pb);
+		int next = hostile_samples - before_next;
+		printf("  %-24s consume %d, resyncs +%llu, skipped %llu bytes, then %d of 2 new records\n", states[i].name,
+		       r, (unsigned long long)(after.resyncs - before.resyncs),
+		       (unsigned long long)(after.skipped_bytes - before.skipped_bytes), next);
+		EXPECT(r == 0 && after.resyncs == before.resyncs + 1, "%s: not detected", states[i].name);
+		EXPECT(next == 2 && *tail == *head, "%s: not recovered", states[i].name);
+	}
+	perf_buffer__free(pb);
+}
+
 static void test_fd_exhaustion(void)
 {
 	struct rlimit old, low;
@@ -131,8 +186,11 @@ int main(void)
 	struct {
 		const char *name;
 		void (*fn)(void);
-	} tests[] = {{"failure_points", test_points}, {"fd_exhaustion", test_fd_exhaustion}, {"churn", test_churn}};
-	int failed = 0, n = 3;
+	} tests[] = {{"failure_points", test_points},
+		     {"hostile_control_page", test_hostile_control_page},
+		     {"fd_exhaustion", test_fd_exhaustion},
+		     {"churn", test_churn}};
+	int failed = 0, n = 4;
 	for (int i = 0; i < n; i++) {
 		int before = failures;
 		tests[i].fn();
