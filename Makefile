@@ -20,7 +20,7 @@ HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c c-tests/te
 HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
-PHONY_EXTRA := python-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
+PHONY_EXTRA := python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -167,6 +167,9 @@ decode-test: $(BUILD)/decode_test
 python-test: lib producer-lib
 	bindings/python/run-tests.sh
 
+go-test: lib
+	bindings/go/run-tests.sh
+
 linked-test: $(BUILD)/linked_test
 	$(BUILD)/linked_test
 
@@ -194,7 +197,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test reliability python-test
+c-tests: check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -205,7 +208,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind python-test
+SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind python-test go-test
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"

@@ -1,0 +1,3 @@
+module perfbuf.dev/perfbuf
+
+go 1.19

@@ -1,0 +1,215 @@
+package perfbuf
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"perfbuf.dev/perfbuf/internal/producer"
+)
+
+func openProducer(t *testing.T) *producer.Producer {
+	t.Helper()
+	p, err := producer.Open()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("need root with BPF: %v", err) // under CI, never a skip
+		}
+		t.Skipf("need root with BPF: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func padded(n int) int { return (n+4+7)/8*8 - 4 }
+
+func TestRecordsBytesSizesAndCPUs(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 8*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	sizes := []int{8, 15, 64, 100, 1000}
+	for cpu := 0; cpu < 2; cpu++ {
+		for i, n := range sizes {
+			if ret, err := p.Emit(cpu, n, byte(cpu*50+i), 1); err != nil || ret != 0 {
+				t.Fatalf("emit: %d %v", ret, err)
+			}
+		}
+	}
+	next := map[int]int{}
+	for got := 0; got < 2*len(sizes); got++ {
+		rd.SetDeadline(time.Now().Add(2 * time.Second))
+		rec, err := rd.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := next[rec.CPU]
+		next[rec.CPU]++
+		n := sizes[i]
+		if len(rec.RawSample) != padded(n) || !bytes.Equal(rec.RawSample[:n], producer.Expected(n, byte(rec.CPU*50+i))) {
+			t.Fatalf("cpu %d record %d: %d bytes, wrong content", rec.CPU, i, len(rec.RawSample))
+		}
+	}
+	if next[0] != len(sizes) || next[1] != len(sizes) {
+		t.Fatalf("per cpu: %v", next)
+	}
+}
+
+func TestLostSamplesAddUp(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if ret, _ := p.Emit(0, 72, 1, 300); ret != -28 {
+		t.Fatalf("ring did not fill: %d", ret)
+	}
+	var delivered, lost uint64
+	drain := func() {
+		for {
+			rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+			rec, err := rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if rec.LostSamples > 0 {
+				lost += rec.LostSamples
+			} else {
+				delivered++
+			}
+		}
+	}
+	drain()
+	p.Emit(0, 72, 2, 1)
+	drain()
+	if lost == 0 || delivered+lost != 301 {
+		t.Fatalf("delivered %d + lost %d != 301", delivered, lost)
+	}
+}
+
+func TestCloseUnblocksRead(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := rd.Read()
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Read returned %v", err)
+		}
+		if time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("Read took %v to return", time.Since(start))
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Read still blocked after Close")
+	}
+	if _, err := p.Emit(0, 8, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 2*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	// A Read blocked in another goroutine must not keep Pause waiting.
+	got := make(chan Record, 8)
+	go func() {
+		for {
+			rec, err := rd.Read()
+			if err != nil {
+				return
+			}
+			got <- rec
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := rd.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := p.Emit(0, 16, 1, 5); ret != -28 {
+		t.Fatalf("write while paused: %d", ret)
+	}
+	if err := rd.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	p.Emit(0, 16, 2, 1)
+	first, second := <-got, <-got
+	if first.LostSamples != 5 || second.LostSamples != 0 || !bytes.Equal(second.RawSample[:16], producer.Expected(16, 2)) {
+		t.Fatalf("after resume: %+v then %+v", first, second)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	start := time.Now()
+	rd.SetDeadline(start.Add(50 * time.Millisecond))
+	if _, err := rd.Read(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read: %v", err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond || d > time.Second {
+		t.Fatalf("deadline after %v", d)
+	}
+}
+
+func TestBatchedWakeupsDeliverWithinMaxDelay(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 4*os.Getpagesize(), ReaderOptions{WakeupEvents: 64, MaxDelay: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	p.Emit(1, 24, 9, 3)
+	start := time.Now()
+	rd.SetDeadline(start.Add(2 * time.Second))
+	for i := 0; i < 3; i++ {
+		rec, err := rd.Read()
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if rec.CPU != 1 || !bytes.Equal(rec.RawSample[:24], producer.Expected(24, 9)) {
+			t.Fatalf("record %d: %+v", i, rec)
+		}
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("a partial batch took %v", d)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	if _, err := NewReader(-1, os.Getpagesize(), ReaderOptions{}); err == nil {
+		t.Fatal("bad fd accepted")
+	}
+	if _, err := NewReader(0, 0, ReaderOptions{}); err == nil {
+		t.Fatal("zero size accepted")
+	}
+}
