@@ -417,22 +417,12 @@ int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	producer_open_or_exit(&prod, 0);
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {{"batching", test_batching}, {"overwrite", test_overwrite},
+	static const struct test_case tests[] = {{"batching", test_batching}, {"overwrite", test_overwrite},
 		     {"pause", test_pause},	  {"wake", test_wake},
 		     {"stats_and_cpus", test_stats_and_cpus}, {"record_api", test_record_api},
 		     {"batch", test_batch},
 		     {"env_opt_in", test_env_opt_in}};
-	int failed = 0, n = (int)(sizeof(tests) / sizeof(tests[0]));
-	for (int i = 0; i < n; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		failed += failures != before;
-	}
+	int failed = run_tests("controls_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
-	printf("controls_test: %d passed, %d failed\n", n - failed, failed);
 	return failed ? 1 : 0;
 }

@@ -183,21 +183,11 @@ int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	producer_open_or_exit(&prod, 0);
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {{"failure_points", test_points},
+	static const struct test_case tests[] = {{"failure_points", test_points},
 		     {"hostile_control_page", test_hostile_control_page},
 		     {"fd_exhaustion", test_fd_exhaustion},
 		     {"churn", test_churn}};
-	int failed = 0, n = 4;
-	for (int i = 0; i < n; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		failed += failures != before;
-	}
+	int failed = run_tests("fault_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
-	printf("fault_test: %d passed, %d failed\n", n - failed, failed);
 	return failed ? 1 : 0;
 }

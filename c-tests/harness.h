@@ -33,6 +33,18 @@ struct pb_api {
 	int (*buffer)(struct perf_buffer *, int, void **, size_t *);
 };
 
+/* The table of a program linked against the functions directly (with
+ * -lperfbuf, or -lbpf possibly under LD_PRELOAD). */
+#define PB_API_LINKED(label)                                                       \
+	{                                                                          \
+		.name = (label), .new_ = perf_buffer__new, .new_raw = perf_buffer__new_raw, \
+		.free_ = perf_buffer__free, .epoll_fd = perf_buffer__epoll_fd,        \
+		.poll = perf_buffer__poll, .consume = perf_buffer__consume,           \
+		.consume_buffer = perf_buffer__consume_buffer,                        \
+		.buffer_cnt = perf_buffer__buffer_cnt, .buffer_fd = perf_buffer__buffer_fd, \
+		.buffer = perf_buffer__buffer,                                        \
+	}
+
 /* A growing text transcript. */
 struct transcript {
 	char *text;

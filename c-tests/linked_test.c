@@ -64,19 +64,7 @@ static void null_and_range_checks(int map_fd)
 
 int main(void)
 {
-	static const struct pb_api api = {
-		.name = "libperfbuf",
-		.new_ = perf_buffer__new,
-		.new_raw = perf_buffer__new_raw,
-		.free_ = perf_buffer__free,
-		.epoll_fd = perf_buffer__epoll_fd,
-		.poll = perf_buffer__poll,
-		.consume = perf_buffer__consume,
-		.consume_buffer = perf_buffer__consume_buffer,
-		.buffer_cnt = perf_buffer__buffer_cnt,
-		.buffer_fd = perf_buffer__buffer_fd,
-		.buffer = perf_buffer__buffer,
-	};
+	static const struct pb_api api = PB_API_LINKED("libperfbuf");
 	Dl_info info;
 	void *fn;
 	memcpy(&fn, &api.new_, sizeof(fn));

@@ -19,19 +19,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *expect = argv[1];
-	static const struct pb_api api = {
-		.name = "linked",
-		.new_ = perf_buffer__new,
-		.new_raw = perf_buffer__new_raw,
-		.free_ = perf_buffer__free,
-		.epoll_fd = perf_buffer__epoll_fd,
-		.poll = perf_buffer__poll,
-		.consume = perf_buffer__consume,
-		.consume_buffer = perf_buffer__consume_buffer,
-		.buffer_cnt = perf_buffer__buffer_cnt,
-		.buffer_fd = perf_buffer__buffer_fd,
-		.buffer = perf_buffer__buffer,
-	};
+	static const struct pb_api api = PB_API_LINKED("linked");
 	/* Which object serves each call? Every one must come from `expect`. */
 	void *fns[10];
 	memcpy(fns, &api.new_, sizeof(fns));

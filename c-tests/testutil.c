@@ -48,3 +48,16 @@ long rss_kb(void)
 		fclose(f);
 	return kb;
 }
+
+int run_tests(const char *prog, const struct test_case *tests, int n)
+{
+	int failed = 0;
+	for (int i = 0; i < n; i++) {
+		int before = failures;
+		tests[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
+		failed += failures != before;
+	}
+	printf("%s: %d passed, %d failed\n", prog, n - failed, failed);
+	return failed;
+}

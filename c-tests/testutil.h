@@ -36,4 +36,13 @@ int count_open_fds(void);
 /* Resident set size of this process, in kB. */
 long rss_kb(void);
 
+struct test_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* Runs each test, prints ok/FAIL per test and "PROG: N passed, M failed";
+ * returns the number that failed. */
+int run_tests(const char *prog, const struct test_case *tests, int n);
+
 #endif
