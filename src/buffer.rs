@@ -376,11 +376,6 @@ impl PerfBuffer {
         self.bufs.get(idx).ok_or(Errno::INVAL)
     }
 
-    /// All rings, in index order.
-    pub fn bufs(&self) -> &[CpuBuf] {
-        &self.bufs
-    }
-
     /// The thread-safe waker of this buffer.
     pub fn waker(&self) -> Arc<Waker> {
         Arc::clone(&self.waker)

@@ -129,7 +129,7 @@ impl Callbacks {
         stats: &mut DispatchStats,
     ) -> c_int {
         match record::parse(rec) {
-            Record::Sample { data, .. } => {
+            Record::Sample { data } => {
                 // Not counted here: the ring counts records and bytes
                 // once per drain, keeping this path free of stores.
                 if let Some(cb) = sample {

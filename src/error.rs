@@ -13,8 +13,6 @@ pub type Result<T> = std::result::Result<T, Errno>;
 impl Errno {
     /// Invalid argument.
     pub const INVAL: Errno = Errno(libc::EINVAL);
-    /// No such entry.
-    pub const NOENT: Errno = Errno(libc::ENOENT);
     /// Out of memory.
     pub const NOMEM: Errno = Errno(libc::ENOMEM);
 

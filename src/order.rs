@@ -103,7 +103,7 @@ impl Order {
         }
         match self.key {
             KeySource::RawPrefix => match record::parse(rec) {
-                Record::Sample { data, .. } if data.len() >= 8 => {
+                Record::Sample { data } if data.len() >= 8 => {
                     u64::from_ne_bytes(data[..8].try_into().expect("8 bytes"))
                 }
                 _ => fallback,

@@ -8,10 +8,8 @@ use crate::kernel::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE};
 #[derive(Debug, PartialEq, Eq)]
 pub enum Record<'a> {
     /// A sample: the raw data as the kernel sized it (padded, see the header
-    /// docs), starting 12 bytes into the record.
+    /// docs), starting [`SAMPLE_DATA_OFFSET`] bytes into the record.
     Sample {
-        /// Offset of the data within the record (always 12).
-        offset: usize,
         /// The raw data.
         data: &'a [u8],
     },
@@ -56,10 +54,7 @@ pub fn parse(rec: &[u8]) -> Record<'_> {
             if (size as usize) <= rec.len().saturating_sub(SAMPLE_DATA_OFFSET)
                 && rec.len() >= SAMPLE_DATA_OFFSET
             {
-                Record::Sample {
-                    offset: SAMPLE_DATA_OFFSET,
-                    data: &rec[SAMPLE_DATA_OFFSET..SAMPLE_DATA_OFFSET + size as usize],
-                }
+                Record::Sample { data: &rec[SAMPLE_DATA_OFFSET..SAMPLE_DATA_OFFSET + size as usize] }
             } else {
                 Record::Malformed
             }
@@ -90,7 +85,7 @@ mod tests {
         let mut body = 4u32.to_ne_bytes().to_vec();
         body.extend_from_slice(b"abcd");
         let r = rec(PERF_RECORD_SAMPLE, &body);
-        assert_eq!(parse(&r), Record::Sample { offset: 12, data: b"abcd" });
+        assert_eq!(parse(&r), Record::Sample { data: b"abcd" });
     }
 
     #[test]
