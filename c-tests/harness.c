@@ -68,6 +68,21 @@ void harness_close(struct harness *h)
 	tx_free(&h->tx);
 }
 
+int run_scenarios(struct harness *h, FILE *transcript)
+{
+	int failed = 0;
+	for (size_t i = 0; i < scenario_count; i++) {
+		int before = h->failures;
+		tx_reset(&h->tx);
+		scenarios[i].run(h);
+		printf("%s %s\n", h->failures == before ? "ok  " : "FAIL", scenarios[i].name);
+		if (transcript)
+			fprintf(transcript, "== %s ==\n%s", scenarios[i].name, h->tx.text ? h->tx.text : "");
+		failed += h->failures != before;
+	}
+	return failed;
+}
+
 int transcript_compare(const char *scenario, const char *a_name, const char *a, const char *b_name,
 		       const char *b)
 {

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "producer.h"
 #include "testutil.h"
@@ -85,6 +86,11 @@ extern const size_t scenario_count;
 /* Opens the producer or exits (see producer_open_or_exit). */
 void harness_open(struct harness *h, const struct pb_api *api);
 void harness_close(struct harness *h);
+
+/* Runs every scenario once through h->api, printing ok/FAIL per scenario
+ * and, if `transcript` is not NULL, writing each one's transcript to it.
+ * Returns how many scenarios failed an absolute check. */
+int run_scenarios(struct harness *h, FILE *transcript);
 
 /* Compares two transcripts; prints the first difference; returns 0 if equal. */
 int transcript_compare(const char *scenario, const char *a_name, const char *a, const char *b_name,

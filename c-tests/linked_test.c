@@ -73,15 +73,7 @@ int main(void)
 
 	struct harness h;
 	harness_open(&h, &api);
-	int failed = 0;
-	for (size_t i = 0; i < scenario_count; i++) {
-		int before = h.failures;
-		tx_reset(&h.tx);
-		scenarios[i].run(&h);
-		printf("%s %s\n", h.failures == before ? "ok  " : "FAIL", scenarios[i].name);
-		if (h.failures != before)
-			failed++;
-	}
+	int failed = run_scenarios(&h, NULL);
 	null_and_range_checks(h.prod.map_fd);
 	printf("%s null_and_range (%d checks)\n", failures ? "FAIL" : "ok  ", checks);
 	if (failures)

@@ -41,15 +41,7 @@ int main(int argc, char **argv)
 	}
 	struct harness h;
 	harness_open(&h, &api);
-	int failed = 0;
-	for (size_t i = 0; i < scenario_count; i++) {
-		int before = h.failures;
-		tx_reset(&h.tx);
-		scenarios[i].run(&h);
-		fprintf(out, "== %s ==\n%s", scenarios[i].name, h.tx.text ? h.tx.text : "");
-		if (h.failures != before)
-			failed++;
-	}
+	int failed = run_scenarios(&h, out);
 	fclose(out);
 	printf("preload_test (%s): %zu passed, %d failed\n", expect, scenario_count - (size_t)failed, failed);
 	harness_close(&h);
