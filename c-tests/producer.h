@@ -1,5 +1,5 @@
 /* A real BPF producer for tests and benchmarks: a PERF_EVENT_ARRAY map and
- * two hand-assembled XDP programs that call bpf_perf_event_output, run with
+ * two hand-assembled tc programs that call bpf_perf_event_output, run with
  * BPF_PROG_TEST_RUN on a chosen CPU. Uses only the bpf(2) syscall, never
  * libbpf, so it links beside libbpf or libperfbuf alike. */
 #ifndef PERFBUF_PRODUCER_H
