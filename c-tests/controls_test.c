@@ -3,7 +3,8 @@
  * delay bound, overwrite must keep the newest records, pause must lose what
  * was produced meanwhile, wake must unblock a poll from another thread,
  * stats must equal what was produced, CPU subsets and the env opt-in must
- * take effect. */
+ * take effect, and a high rate must switch libbpf's default attr to batched
+ * wake-ups and back. */
 #define _GNU_SOURCE
 #include "perfbuf.h"
 #include "producer.h"
@@ -413,6 +414,89 @@ static void test_env_opt_in(void)
 	unsetenv("PERFBUF_MAX_DELAY_MS");
 }
 
+static struct perfbuf_ring_stats ring_figures(struct perf_buffer *pb, size_t idx)
+{
+	struct perfbuf_ring_stats s = {.sz = sizeof(s)};
+	EXPECT(perfbuf_ring_stats(pb, idx, &s) == 0, "ring_stats");
+	return s;
+}
+
+/* Emits bursts on CPU 0 for `ms`, polling without waiting in between. */
+static unsigned long long emit_fast(struct perf_buffer *pb, double ms)
+{
+	unsigned long long produced = 0;
+	double t0 = now_ms();
+	while (now_ms() - t0 < ms) {
+		emit(0, 16, 1, 1000, NULL);
+		produced += 1000;
+		perf_buffer__poll(pb, 0);
+	}
+	return produced;
+}
+
+/* Adaptive wake-ups under libbpf's default attr: a sustained high rate
+ * switches the ring to batched wake-ups; every record still arrives, below
+ * the batch within the delay bound; when the rate falls the ring wakes per
+ * record again and the timer stops, so an idle poll sleeps its timeout. */
+static void test_adaptive(void)
+{
+	struct counts c = {0};
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "new");
+	double t0 = now_ms();
+	unsigned long long produced = emit_fast(pb, 200);
+	double rate = produced / ((now_ms() - t0) / 1e3);
+	while (c.samples + c.lost < produced && now_ms() - t0 < 3000)
+		perf_buffer__poll(pb, 100);
+	struct perfbuf_ring_stats s = ring_figures(pb, 0);
+	printf("  adaptive: %llu records at %.0f k/s: delivered %u, lost %llu, batched %llu, switches %llu\n",
+	       produced, rate / 1e3, c.samples, c.lost, (unsigned long long)s.batched,
+	       (unsigned long long)s.batch_switches);
+	EXPECT(c.samples == produced && c.lost == 0, "delivered %u lost %llu of %llu", c.samples, c.lost, produced);
+	EXPECT(s.batched == 1 && s.batch_switches >= 1, "ring not batched at %.0f records/s", rate);
+
+	unsigned before = c.samples;
+	emit(0, 16, 2, 10, NULL);
+	t0 = now_ms();
+	while (c.samples < before + 10 && now_ms() - t0 < 2000)
+		perf_buffer__poll(pb, 100);
+	double waited = now_ms() - t0;
+	printf("  adaptive: 10 records below the batch delivered after %.2f ms\n", waited);
+	EXPECT(c.samples == before + 10 && waited < 50, "delivered %u after %.1f ms", c.samples - before, waited);
+
+	t0 = now_ms();
+	while (now_ms() - t0 < 150)
+		perf_buffer__poll(pb, 20);
+	s = ring_figures(pb, 0);
+	EXPECT(s.batched == 0, "still batched with no records");
+	t0 = now_ms();
+	int r = perf_buffer__poll(pb, 200);
+	waited = now_ms() - t0;
+	printf("  adaptive: rate fell: batched %llu, an idle poll(200) returned %d after %.1f ms\n",
+	       (unsigned long long)s.batched, r, waited);
+	EXPECT(r == 0 && waited >= 150, "idle poll returned %d after %.1f ms: the timer still ticks", r, waited);
+	/* Per-record wake-ups again: one record makes the ring ready at once. */
+	emit(0, 16, 3, 1, NULL);
+	usleep(200);
+	r = perf_buffer__poll(pb, 0);
+	EXPECT(r == 1 && c.samples == before + 11, "one record: poll %d, delivered %u", r, c.samples - before);
+	perf_buffer__free(pb);
+
+	setenv("PERFBUF_ADAPTIVE", "0", 1);
+	struct counts off = {0};
+	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &off, NULL);
+	EXPECT(pb, "new with PERFBUF_ADAPTIVE=0");
+	emit_fast(pb, 120);
+	s = ring_figures(pb, 0);
+	EXPECT(s.batched == 0 && s.batch_switches == 0, "PERFBUF_ADAPTIVE=0 batched anyway");
+	perf_buffer__free(pb);
+	setenv("PERFBUF_ADAPTIVE", "maybe", 1);
+	errno = 0;
+	pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
+	EXPECT(!pb && errno == EINVAL, "PERFBUF_ADAPTIVE=maybe accepted");
+	unsetenv("PERFBUF_ADAPTIVE");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -421,7 +505,7 @@ int main(void)
 		     {"pause", test_pause},	  {"wake", test_wake},
 		     {"stats_and_cpus", test_stats_and_cpus}, {"record_api", test_record_api},
 		     {"batch", test_batch},
-		     {"env_opt_in", test_env_opt_in}};
+		     {"env_opt_in", test_env_opt_in}, {"adaptive", test_adaptive}};
 	int failed = run_tests("controls_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
 	return failed ? 1 : 0;

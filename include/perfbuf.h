@@ -206,6 +206,15 @@ struct perfbuf_ring_stats {
    Overwritable rings: bytes overwritten before they were read.
    */
   uint64_t overwritten_bytes;
+  /*
+   1 while the ring has batched wake-ups (adaptive mode under libbpf's
+   default attr, see README), else 0.
+   */
+  uint64_t batched;
+  /*
+   Times the ring switched to batched wake-ups.
+   */
+  uint64_t batch_switches;
 };
 
 /*

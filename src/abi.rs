@@ -151,6 +151,11 @@ pub struct perfbuf_ring_stats {
     pub malformed: u64,
     /// Overwritable rings: bytes overwritten before they were read.
     pub overwritten_bytes: u64,
+    /// 1 while the ring has batched wake-ups (adaptive mode under libbpf's
+    /// default attr, see README), else 0.
+    pub batched: u64,
+    /// Times the ring switched to batched wake-ups.
+    pub batch_switches: u64,
 }
 
 /// Key function of the ordered reader: the timestamp (or any ordered key)

@@ -1,9 +1,11 @@
 //! `PerfBuffer`: the safe core behind the C handle. One perf event and ring
 //! per CPU, an epoll set over them, and libbpf's poll/consume semantics,
 //! plus the extensions: bounded-delay batching (a timerfd in the epoll set),
-//! overwritable rings, pause/resume, and wake-ups from other threads.
+//! overwritable rings, pause/resume, wake-ups from other threads, and
+//! adaptive wake-ups under libbpf's default attr (see [`crate::adaptive`]).
 
 use crate::abi::LIBBPF_PERF_EVENT_CONT;
+use crate::adaptive::{self, Adaptive, Timer};
 use crate::callbacks::{Callbacks, DispatchStats};
 use crate::cpu;
 use crate::error::{Errno, Result, libbpf_err};
@@ -19,6 +21,7 @@ use core::ffi::c_int;
 use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// epoll token of the wake-up eventfd (ring tokens are their indexes).
 const WAKE_TOKEN: u64 = u64::MAX;
@@ -54,6 +57,8 @@ pub struct Config<'a> {
     pub max_delay_ms: Option<u32>,
     /// The attr's `sample_type` (decides where PERF_SAMPLE_TIME sits).
     pub sample_type: u64,
+    /// The attr is libbpf's default: batch wake-ups while rates are high.
+    pub adaptive: bool,
 }
 
 /// One CPU's event and ring.
@@ -77,6 +82,11 @@ impl CpuBuf {
     /// The CPU this buffer reads.
     pub fn cpu(&self) -> c_int {
         self.cpu
+    }
+
+    /// The key of this ring's slot in the map.
+    pub fn map_key(&self) -> c_int {
+        self.map_key
     }
 
     /// The perf event fd.
@@ -181,6 +191,8 @@ impl CpuBuf {
             skipped_bytes: ring.skipped_bytes,
             malformed: self.stats.malformed,
             overwritten_bytes: self.overwritten_bytes,
+            batched: 0,
+            batch_switches: 0,
         }
     }
 
@@ -243,6 +255,7 @@ pub struct PerfBuffer {
     timer: Option<OwnedFd>,
     waker: Arc<Waker>,
     order: Option<Order>,
+    adaptive: Option<Adaptive>,
     /// Raw mode: the caller's attr `sample_type` (for PERF_SAMPLE_TIME keys).
     sample_type: u64,
     epoll: OwnedFd,
@@ -253,7 +266,17 @@ impl PerfBuffer {
     /// already set up is torn down (as `perf_buffer__free` would) and the
     /// first error is returned.
     pub fn new(cfg: Config<'_>) -> Result<Box<PerfBuffer>> {
-        let Config { map_fd, page_cnt, attr, cpus, callbacks, overwrite, max_delay_ms, sample_type } = cfg;
+        let Config {
+            map_fd,
+            page_cnt,
+            attr,
+            cpus,
+            callbacks,
+            overwrite,
+            max_delay_ms,
+            sample_type,
+            adaptive,
+        } = cfg;
         if page_cnt == 0 || !page_cnt.is_power_of_two() {
             log::warn(format_args!("page count should be power of two, but is {page_cnt}"));
             return Err(Errno::INVAL);
@@ -288,6 +311,7 @@ impl PerfBuffer {
             timer: None,
             waker,
             order: None,
+            adaptive: None,
             sample_type,
             epoll,
         });
@@ -310,6 +334,9 @@ impl PerfBuffer {
             let timer = sys::periodic_timer(ms.max(1))?;
             sys::epoll_add(&pb.epoll, timer.as_raw_fd(), TIMER_TOKEN)?;
             pb.timer = Some(timer);
+        }
+        if adaptive && !overwrite && max_delay_ms.is_none() {
+            pb.adaptive = Some(Adaptive::new(pb.bufs.len()));
         }
         Ok(pb)
     }
@@ -454,11 +481,48 @@ impl PerfBuffer {
                 drained += 1;
             }
         }
+        self.adapt();
         if woken {
             self.waker.clear();
             return libbpf_err(-libc::ECANCELED);
         }
         drained
+    }
+
+    /// Lets the adaptive state move rings between per-record and batched
+    /// wake-ups, and starts or stops the timer that bounds the delay.
+    fn adapt(&mut self) {
+        let Some(adaptive) = &mut self.adaptive else { return };
+        let result = match adaptive.observe(&self.bufs, self.map_fd) {
+            Timer::Keep => Ok(()),
+            Timer::Arm => match &self.timer {
+                Some(timer) => sys::arm_timer(timer, adaptive::TICK),
+                None => sys::timerfd().and_then(|timer| {
+                    sys::epoll_add(&self.epoll, timer.as_raw_fd(), TIMER_TOKEN)?;
+                    sys::arm_timer(&timer, adaptive::TICK)?;
+                    self.timer = Some(timer);
+                    Ok(())
+                }),
+            },
+            Timer::Disarm => self.timer.as_ref().map_or(Ok(()), |t| sys::arm_timer(t, Duration::ZERO)),
+        };
+        if let Err(e) = result {
+            // Without a timer nothing bounds the delay: wake per record again.
+            log::debug(format_args!("adaptive wake-ups off: no timer: {e}"));
+            adaptive.abandon(&self.bufs, self.map_fd);
+            self.adaptive = None;
+        }
+    }
+
+    /// Ring `idx`'s figures in the C layout (`sz` left for the caller).
+    pub fn figures(&self, idx: usize) -> Result<crate::abi::perfbuf_ring_stats> {
+        let mut figures = self.buf(idx)?.figures();
+        if let Some(adaptive) = &self.adaptive {
+            let (batched, switches) = adaptive.state(idx);
+            figures.batched = batched.into();
+            figures.batch_switches = switches;
+        }
+        Ok(figures)
     }
 
     /// Turns on ordered delivery: from now on poll and consume deliver
@@ -601,6 +665,13 @@ impl PerfBuffer {
                 log::warn(format_args!("perf_buffer: failed to process records in buffer #{idx}: {err}"));
                 return libbpf_err(err);
             }
+        }
+        if self.adaptive.is_some() {
+            // A caller waiting on the epoll fd is here after a tick: clear it.
+            if let Some(timer) = &self.timer {
+                sys::read_u64(timer.as_raw_fd());
+            }
+            self.adapt();
         }
         0
     }

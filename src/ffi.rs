@@ -112,11 +112,18 @@ pub unsafe extern "C" fn perf_buffer__new(
         std::env::var("PERFBUF_WAKEUP_EVENTS").ok().as_deref(),
         std::env::var("PERFBUF_MAX_DELAY_MS").ok().as_deref(),
     );
+    let env_adaptive = opts::env_adaptive(std::env::var("PERFBUF_ADAPTIVE").ok().as_deref());
     into_handle(opts.and_then(|opts| {
-        let (attr, max_delay_ms) = match env? {
+        let (attr, max_delay_ms, adaptive) = match env? {
             // The opt-in for programs that cannot be rebuilt (LD_PRELOAD).
-            Some(b) => (PerfEventAttr::bpf_output(b.wakeup_events), b.max_delay_ms),
-            None => (PerfEventAttr::bpf_output(opts.sample_period), None),
+            Some(b) => (PerfEventAttr::bpf_output(b.wakeup_events), b.max_delay_ms, false),
+            // A caller that chose its wake-up period (libbpf 1.2's
+            // sample_period) gets exactly that.
+            None => (
+                PerfEventAttr::bpf_output(opts.sample_period),
+                None,
+                opts.sample_period <= 1 && env_adaptive?,
+            ),
         };
         // SAFETY: the callbacks' contract is this function's.
         let callbacks = unsafe { Callbacks::parsed(sample_cb, lost_cb, ctx) };
@@ -132,6 +139,7 @@ pub unsafe extern "C" fn perf_buffer__new(
             overwrite: false,
             max_delay_ms,
             sample_type,
+            adaptive,
         })
     }))
 }
@@ -204,6 +212,7 @@ pub unsafe extern "C" fn perf_buffer__new_raw(
             overwrite: false,
             max_delay_ms: None,
             sample_type,
+            adaptive: false,
         })
     }))
 }
@@ -377,6 +386,7 @@ pub unsafe extern "C" fn perfbuf_new(
             overwrite,
             max_delay_ms,
             sample_type,
+            adaptive: false,
         })
     }))
 }
@@ -454,7 +464,7 @@ pub unsafe extern "C" fn perfbuf_ring_stats(
     stats: *mut perfbuf_ring_stats,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    let figures = unsafe { handle_ref(pb) }.and_then(|pb| pb.buf(buf_idx)).map(|b| b.figures());
+    let figures = unsafe { handle_ref(pb) }.and_then(|pb| pb.figures(buf_idx));
     ret_errno(figures.and_then(|f| {
         // SAFETY: `stats` is NULL or starts with a readable size_t.
         let sz = unsafe { stats.cast::<usize>().as_ref() }.copied().ok_or(Errno::INVAL)?;

@@ -23,6 +23,7 @@
 // builds the library with unwinding, so a compile-time guard cannot be used).
 
 pub mod abi;
+pub mod adaptive;
 pub mod buffer;
 pub mod callbacks;
 pub mod cpu;

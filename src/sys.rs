@@ -18,6 +18,9 @@ pub const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 pub const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
 /// `PERF_EVENT_IOC_DISABLE`.
 pub const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+/// `PERF_EVENT_IOC_SET_OUTPUT`: send this event's records to another
+/// event's ring (same CPU; the argument is that event's fd).
+pub const PERF_EVENT_IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
@@ -219,6 +222,13 @@ pub fn eventfd() -> Result<OwnedFd> {
 
 /// A periodic, non-blocking `CLOCK_MONOTONIC` timerfd firing every `period_ms`.
 pub fn periodic_timer(period_ms: u32) -> Result<OwnedFd> {
+    let fd = timerfd()?;
+    arm_timer(&fd, std::time::Duration::from_millis(period_ms.into()))?;
+    Ok(fd)
+}
+
+/// A non-blocking `CLOCK_MONOTONIC` timerfd, not armed.
+pub fn timerfd() -> Result<OwnedFd> {
     fault("timerfd")?;
     // SAFETY: no pointers involved.
     let fd =
@@ -227,15 +237,19 @@ pub fn periodic_timer(period_ms: u32) -> Result<OwnedFd> {
                 as libc::c_long,
         )?;
     // SAFETY: a new fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Makes a timerfd fire every `period`, or never again if `period` is zero.
+pub fn arm_timer(fd: &OwnedFd, period: std::time::Duration) -> Result<()> {
     let period = libc::timespec {
-        tv_sec: (period_ms / 1000) as libc::time_t,
-        tv_nsec: ((period_ms % 1000) as libc::c_long) * 1_000_000,
+        tv_sec: period.as_secs() as libc::time_t,
+        tv_nsec: period.subsec_nanos() as libc::c_long,
     };
     let spec = libc::itimerspec { it_interval: period, it_value: period };
     // SAFETY: `spec` is a valid itimerspec; the old value is not requested.
-    check(unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, core::ptr::null_mut()) } as libc::c_long)?;
-    Ok(fd)
+    check(unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, core::ptr::null_mut()) } as libc::c_long)
+        .map(drop)
 }
 
 /// Writes a u64 to an eventfd (adds to its counter).
