@@ -268,15 +268,18 @@ static void *produce(void *p)
 			a->produced += burst;
 		}
 	} else {
-		double period = 1e9 / a->rate, next = now_ns();
+		/* High rates go in bursts of 1 ms worth: one syscall per record
+		 * would cost more than the record. */
+		unsigned burst = a->rate >= 20000 ? a->rate / 1000 : 1;
+		double period = 1e9 * burst / a->rate, next = now_ns();
 		while (next < end) {
 			while (now_ns() < next)
 				;
 			if (a->stamped)
-				producer_emit_stamped(&prod, 0, a->size, 1, &ret);
+				producer_emit_stamped(&prod, 0, a->size, burst, &ret);
 			else
-				producer_emit_det(&prod, 0, a->size, 7, 1, &ret);
-			a->produced++;
+				producer_emit_det(&prod, 0, a->size, 7, burst, &ret);
+			a->produced += burst;
 			next += period;
 			double slack = next - now_ns();
 			if (slack > 60e3)
@@ -287,7 +290,7 @@ static void *produce(void *p)
 	return NULL;
 }
 
-enum attr_mode { ATTR_DEFAULT, ATTR_RAW64, ATTR_PERFBUF64 };
+enum attr_mode { ATTR_DEFAULT, ATTR_RAW64, ATTR_PERFBUF64, ATTR_DEFAULT_PER_RECORD };
 
 static struct tally *raw_tally;
 static enum bpf_perf_event_ret raw_event(void *ctx, int cpu, struct perf_event_header *h)
@@ -309,6 +312,15 @@ static struct perf_buffer *open_mode(enum attr_mode mode, struct tally *t, perf_
 {
 	if (mode == ATTR_DEFAULT)
 		return perf_buffer__new(prod.map_fd, 64, cb, count_lost, t, NULL);
+	if (mode == ATTR_DEFAULT_PER_RECORD) {
+		/* libperfbuf's adaptive wake-ups off: exactly libbpf's behaviour. */
+		if (!ext_new)
+			return NULL;
+		setenv("PERFBUF_ADAPTIVE", "0", 1);
+		struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 64, cb, count_lost, t, NULL);
+		unsetenv("PERFBUF_ADAPTIVE");
+		return pb;
+	}
 	if (mode == ATTR_RAW64) {
 		struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof(attr),
 					       .config = PERF_COUNT_SW_BPF_OUTPUT, .sample_type = PERF_SAMPLE_RAW,
@@ -321,7 +333,7 @@ static struct perf_buffer *open_mode(enum attr_mode mode, struct tally *t, perf_
 	return ext_new ? ext_new(prod.map_fd, 64, cb, count_lost, t, &o) : NULL;
 }
 
-static const char *mode_name[] = {"default", "raw_wakeup64", "perfbuf_wakeup64_delay1ms"};
+static const char *mode_name[] = {"default", "raw_wakeup64", "perfbuf_wakeup64_delay1ms", "default_adaptive_off"};
 
 static void stream_row(const char *row, enum attr_mode mode, double seconds, unsigned rate, int latency)
 {
@@ -413,14 +425,19 @@ int main(int argc, char **argv)
 		for (unsigned i = 0, sizes[] = {8, 64, 512}; i < 3; i++)
 			drain_rows(sizes[i]);
 	if (!strncmp("stream", only, strlen(only))) {
-		for (int m = 0; m < 3; m++)
+		for (int m = 0; m < 4; m++)
 			stream_row("stream_full", m, 1.0, 0, 0);
+		stream_row("stream_100k", ATTR_DEFAULT, 1.0, 100000, 0);
+		stream_row("stream_100k", ATTR_DEFAULT_PER_RECORD, 1.0, 100000, 0);
 		stream_row("stream_1k", ATTR_DEFAULT, 1.0, 1000, 0);
 		stream_row("idle", ATTR_DEFAULT, 1.0, (unsigned)-1, 0);
 	}
-	if (!strncmp("latency", only, strlen(only)))
+	if (!strncmp("latency", only, strlen(only))) {
 		for (int m = 0; m < 3; m++)
 			stream_row("latency_10k", m, 0.5, 10000, 1);
+		stream_row("latency_full", ATTR_DEFAULT, 0.5, 0, 1);
+		stream_row("latency_full", ATTR_PERFBUF64, 0.5, 0, 1);
+	}
 	producer_close(&prod);
 	return 0;
 }

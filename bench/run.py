@@ -102,15 +102,22 @@ def main():
             if k not in r:
                 continue
             base = by.get((r["row"], r["mode"], "libbpf"), {}).get(k)
+            base_key = (r["row"], r["mode"], "libbpf")
             if base is None and r["row"].startswith("drain_batch"):
-                base = by.get((r["row"].replace("batch", "consume"), r["mode"], "libbpf"), {}).get(k)
+                base_key = (r["row"].replace("batch", "consume"), r["mode"], "libbpf")
+            elif base is None:
+                # libperfbuf-only modes compare with libbpf's default attr.
+                base_key = (r["row"], "default", "libbpf")
+            base = by.get(base_key, {}).get(k)
             spread = r[k + "_spread"]
             mine = f"{r[k]:.4g} ({spread[0]:.4g}–{spread[1]:.4g})"
             if base is None:
                 lines.append(f"| {r['row']} | {r['mode']} | {k} | — | {mine} | — |")
                 continue
-            bspread = by.get((r["row"], r["mode"], "libbpf"), {}).get(k + "_spread", [base, base])
+            bspread = by.get(base_key, {}).get(k + "_spread", [base, base])
             ratio = f"{r[k] / base:.2f}" if base else "—"
+            if base_key[1] != r["mode"]:
+                ratio += " (vs default)"
             lines.append(f"| {r['row']} | {r['mode']} | {k} | {base:.4g} ({bspread[0]:.4g}–{bspread[1]:.4g}) | {mine} | {ratio} |")
     for name, v in icounts.items():
         lines.append(f"| icount_drain_8 | {name.split(':')[1]} | instructions/record | "

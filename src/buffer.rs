@@ -331,7 +331,9 @@ impl PerfBuffer {
             pb.add_cpu(cpu, map_key, attr, page_cnt, page_size, overwrite)?;
         }
         if let Some(ms) = max_delay_ms {
-            let timer = sys::periodic_timer(ms.max(1))?;
+            // Ticking at half the bound keeps a record's wait, tick plus the
+            // reader's own wake-up, within the bound.
+            let timer = sys::periodic_timer(Duration::from_millis(ms.max(1).into()) / 2)?;
             sys::epoll_add(&pb.epoll, timer.as_raw_fd(), TIMER_TOKEN)?;
             pb.timer = Some(timer);
         }

@@ -220,10 +220,10 @@ pub fn eventfd() -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// A periodic, non-blocking `CLOCK_MONOTONIC` timerfd firing every `period_ms`.
-pub fn periodic_timer(period_ms: u32) -> Result<OwnedFd> {
+/// A periodic, non-blocking `CLOCK_MONOTONIC` timerfd firing every `period`.
+pub fn periodic_timer(period: std::time::Duration) -> Result<OwnedFd> {
     let fd = timerfd()?;
-    arm_timer(&fd, std::time::Duration::from_millis(period_ms.into()))?;
+    arm_timer(&fd, period)?;
     Ok(fd)
 }
 
