@@ -21,7 +21,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
+.PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib examples
@@ -112,11 +112,29 @@ asan: $(BUILD)/linked_test_asan $(BUILD)/controls_test_asan
 VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	--show-leak-kinds=definite --suppressions=c-tests/valgrind.supp -q
 
-valgrind: $(BUILD)/linked_test $(BUILD)/controls_test
+valgrind: $(BUILD)/linked_test $(BUILD)/controls_test $(BUILD)/threads_test
 	$(VALGRIND) $(BUILD)/linked_test
 	$(VALGRIND) $(BUILD)/controls_test
+	$(VALGRIND) $(BUILD)/threads_test
 
-reliability: fault-test soak-short asan valgrind
+# The threading contract from several threads; then under ThreadSanitizer
+# with libperfbuf and std instrumented (nightly, -Zbuild-std).
+$(BUILD)/threads_test: c-tests/threads_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/threads_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+
+threads-test: $(BUILD)/threads_test
+	$(BUILD)/threads_test
+
+tsan:
+	scripts/tsan.sh
+
+# Coverage-guided fuzzing (libFuzzer + ASan, nightly) of the ring reader and
+# the decoder from the checked-in seed corpus: FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 30
+fuzz-smoke:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-smoke.sh
+
+reliability: fault-test soak-short asan valgrind threads-test tsan fuzz-smoke
 
 # ---- benchmark ---------------------------------------------------------------
 
@@ -208,7 +226,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind python-test go-test
+SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"
@@ -242,4 +260,4 @@ uninstall:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) fuzz/target
