@@ -179,6 +179,70 @@ static void test_churn(void)
 	EXPECT(rss1 - rss0 < 512, "RSS grew by %ld kB", rss1 - rss0);
 }
 
+/* Constructors under test for allocation failures. */
+static struct perf_buffer *new_default(void)
+{
+	return perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
+}
+
+static struct perf_buffer *new_subset(void)
+{
+	int cpus[2] = {1, 0};
+	struct perfbuf_opts o = {.sz = sizeof(o), .cpus = cpus, .cpu_cnt = 2, .wakeup_events = 4, .max_delay_ms = 10};
+	return perfbuf_new(prod.map_fd, 1, NULL, NULL, NULL, &o);
+}
+
+static enum bpf_perf_event_ret ignore_event(void *ctx, int cpu, struct perf_event_header *event)
+{
+	(void)ctx, (void)cpu, (void)event;
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+static struct perf_buffer *new_raw_explicit(void)
+{
+	struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof(attr),
+				       .config = PERF_COUNT_SW_BPF_OUTPUT, .sample_type = PERF_SAMPLE_RAW,
+				       .sample_period = 1, .wakeup_events = 1};
+	int cpus[2] = {0, 1}, keys[2] = {0, 1};
+	struct perf_buffer_raw_opts o = {.sz = sizeof(o), .cpu_cnt = 2, .cpus = cpus, .map_keys = keys};
+	return perf_buffer__new_raw(prod.map_fd, 1, &attr, ignore_event, NULL, &o);
+}
+
+/* Each allocation a constructor makes fails in turn: NULL with ENOMEM and
+ * nothing left behind (fds, mappings, map entries); past the last one the
+ * constructor succeeds. Rust would abort the host on a plain Box::new. */
+static void test_alloc_failures(void)
+{
+	static const struct {
+		const char *name;
+		struct perf_buffer *(*make)(void);
+	} ctors[] = {{"perf_buffer__new", new_default}, {"perfbuf_new", new_subset}, {"perf_buffer__new_raw", new_raw_explicit}};
+	for (size_t c = 0; c < sizeof(ctors) / sizeof(ctors[0]); c++) {
+		unsigned failed = 0, leaks = 0, wrong = 0;
+		for (unsigned nth = 1; nth < 64; nth++) {
+			int fds = count_open_fds(), maps = count_lines("/proc/self/maps", NULL);
+			EXPECT(perfbuf_fault_arm("alloc", nth, ENOMEM) == 0, "arm alloc");
+			errno = 0;
+			struct perf_buffer *pb = ctors[c].make();
+			int err = errno;
+			perfbuf_fault_arm("alloc", 0, 0);
+			if (pb) {
+				perf_buffer__free(pb);
+				break;
+			}
+			failed++;
+			int ret = 0;
+			producer_emit_det(&prod, 0, 8, 0, 1, &ret);
+			wrong += err != ENOMEM;
+			leaks += count_open_fds() != fds || count_lines("/proc/self/maps", NULL) != maps || ret != -ENOENT;
+		}
+		printf("  %-20s %u allocations failed in turn: %u without ENOMEM, %u leaving something behind\n",
+		       ctors[c].name, failed, wrong, leaks);
+		EXPECT(failed >= 3 && wrong == 0 && leaks == 0, "%s: %u failed, %u wrong errno, %u leaks", ctors[c].name,
+		       failed, wrong, leaks);
+	}
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -186,7 +250,7 @@ int main(void)
 	static const struct test_case tests[] = {{"failure_points", test_points},
 		     {"hostile_control_page", test_hostile_control_page},
 		     {"fd_exhaustion", test_fd_exhaustion},
-		     {"churn", test_churn}};
+		     {"churn", test_churn}, {"alloc_failures", test_alloc_failures}};
 	int failed = run_tests("fault_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
 	return failed ? 1 : 0;

@@ -19,6 +19,7 @@
 
 use crate::buffer::CpuBuf;
 use crate::error::Result;
+use crate::fallible;
 use crate::kernel::PerfEventAttr;
 use crate::log;
 use crate::sys::{self, AttrSource, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_OUTPUT};
@@ -77,10 +78,9 @@ pub struct Adaptive {
 
 impl Adaptive {
     /// State for `rings` rings, all waking per record.
-    pub fn new(rings: usize) -> Adaptive {
-        let mut slots = Vec::new();
-        slots.resize_with(rings, Slot::default);
-        Adaptive { slots, window_start: Instant::now(), batched: 0, grace_until: None }
+    pub fn new(rings: usize) -> Result<Adaptive> {
+        let slots = fallible::collect(rings, core::iter::repeat_with(Slot::default))?;
+        Ok(Adaptive { slots, window_start: Instant::now(), batched: 0, grace_until: None })
     }
 
     /// Whether ring `idx` is batched now, and how many times it switched

@@ -9,6 +9,7 @@ use crate::adaptive::{self, Adaptive, Timer};
 use crate::callbacks::{Callbacks, DispatchStats};
 use crate::cpu;
 use crate::error::{Errno, Result, libbpf_err};
+use crate::fallible;
 use crate::kernel::PERF_EVENT_IOC_PAUSE_OUTPUT;
 use crate::log;
 use crate::order::{KeySource, Order, OrderStats};
@@ -20,13 +21,13 @@ use crate::sys::{
 use core::ffi::c_int;
 use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::time::Duration;
 
-/// epoll token of the wake-up eventfd (ring tokens are their indexes).
-const WAKE_TOKEN: u64 = u64::MAX;
-/// epoll token of the max-delay timerfd.
-const TIMER_TOKEN: u64 = u64::MAX - 1;
+/// epoll token of the timerfd (ring tokens are their indexes).
+const TIMER_TOKEN: u64 = 1 << 63;
+/// epoll token of the wake-up eventfd: this bit, or'ed with the fd (the
+/// waker lives outside the buffer, so poll learns the fd from the token).
+const WAKE_TAG: u64 = 1 << 62;
 
 /// Which CPUs get a buffer.
 pub enum CpuSelection {
@@ -220,12 +221,19 @@ pub enum OrderKey {
 }
 
 /// The part of a buffer other threads may touch: waking a blocked `poll`.
+/// Kept outside [`PerfBuffer`] (which a poll holds mutably) by its owner.
 pub struct Waker {
     epoll_fd: RawFd,
     eventfd: OnceCell<OwnedFd>,
 }
 
 impl Waker {
+    /// A waker for the buffer whose epoll fd is `epoll_fd`; it must not
+    /// outlive that buffer.
+    pub fn new(epoll_fd: RawFd) -> Waker {
+        Waker { epoll_fd, eventfd: OnceCell::new() }
+    }
+
     /// Makes a `poll` in progress (or the next one) return `-ECANCELED`.
     /// Safe from any thread while the buffer lives. The eventfd is created
     /// on first use, so buffers that never wake keep libbpf's fd set.
@@ -233,17 +241,16 @@ impl Waker {
         let efd = self.eventfd.get_or_try_init(|| {
             let efd = sys::eventfd()?;
             let epoll = self.epoll_fd;
-            sys::epoll_add_raw(epoll, efd.as_raw_fd(), WAKE_TOKEN)?;
+            sys::epoll_add_raw(epoll, efd.as_raw_fd(), WAKE_TAG | efd.as_raw_fd() as u64)?;
             Ok::<_, Errno>(efd)
         })?;
         sys::write_u64(efd.as_raw_fd(), 1)
     }
+}
 
-    fn clear(&self) {
-        if let Some(efd) = self.eventfd.get() {
-            sys::read_u64(efd.as_raw_fd());
-        }
-    }
+/// Consumes a wake-up: `token` is the eventfd's epoll token.
+fn clear_wake(token: u64) {
+    sys::read_u64((token & !WAKE_TAG) as RawFd);
 }
 
 /// A set of per-CPU perf rings read through one epoll instance.
@@ -253,7 +260,6 @@ pub struct PerfBuffer {
     bufs: Vec<CpuBuf>,
     events: Vec<libc::epoll_event>,
     timer: Option<OwnedFd>,
-    waker: Arc<Waker>,
     order: Option<Order>,
     adaptive: Option<Adaptive>,
     /// Raw mode: the caller's attr `sample_type` (for PERF_SAMPLE_TIME keys).
@@ -265,7 +271,7 @@ impl PerfBuffer {
     /// Builds the buffer in libbpf's order; on any failure everything
     /// already set up is torn down (as `perf_buffer__free` would) and the
     /// first error is returned.
-    pub fn new(cfg: Config<'_>) -> Result<Box<PerfBuffer>> {
+    pub fn new(cfg: Config<'_>) -> Result<PerfBuffer> {
         let Config {
             map_fd,
             page_cnt,
@@ -293,32 +299,30 @@ impl PerfBuffer {
         let skip_offline = !matches!(cpus, CpuSelection::Explicit(_));
         let slots: Vec<(c_int, c_int)> = match cpus {
             CpuSelection::Explicit(pairs) => pairs,
-            CpuSelection::Subset(list) => list.into_iter().map(|c| (c, c)).collect(),
+            CpuSelection::Subset(list) => fallible::collect(list.len(), list.iter().map(|&c| (c, c)))?,
             CpuSelection::AllOnline => {
                 let mut n = cpu::possible_cpu_count()?;
                 if max_entries != 0 && (max_entries as usize) < n {
                     n = max_entries as usize;
                 }
-                (0..n as c_int).map(|c| (c, c)).collect()
+                fallible::collect(n, (0..n as c_int).map(|c| (c, c)))?
             }
         };
-        let waker = Arc::new(Waker { epoll_fd: epoll.as_raw_fd(), eventfd: OnceCell::new() });
-        let mut pb = Box::new(PerfBuffer {
+        let mut pb = PerfBuffer {
             map_fd,
             callbacks,
-            bufs: Vec::new(),
-            events: Vec::new(),
+            // Room for every ring plus the wake and timer tokens.
+            events: fallible::collect(
+                slots.len() + 2,
+                core::iter::repeat(libc::epoll_event { events: 0, u64: 0 }),
+            )?,
+            bufs: fallible::vec_with_capacity(slots.len())?,
             timer: None,
-            waker,
             order: None,
             adaptive: None,
             sample_type,
             epoll,
-        });
-        pb.bufs.try_reserve_exact(slots.len()).map_err(|_| Errno::NOMEM)?;
-        // Room for every ring plus the wake and timer tokens.
-        pb.events.try_reserve_exact(slots.len() + 2).map_err(|_| Errno::NOMEM)?;
-        pb.events.resize(slots.len() + 2, libc::epoll_event { events: 0, u64: 0 });
+        };
         let online = cpu::online_mask().inspect_err(|e| {
             log::warn(format_args!("failed to get online CPU mask: {e}"));
         })?;
@@ -338,7 +342,7 @@ impl PerfBuffer {
             pb.timer = Some(timer);
         }
         if adaptive && !overwrite && max_delay_ms.is_none() {
-            pb.adaptive = Some(Adaptive::new(pb.bufs.len()));
+            pb.adaptive = Some(Adaptive::new(pb.bufs.len())?);
         }
         Ok(pb)
     }
@@ -405,11 +409,6 @@ impl PerfBuffer {
         self.bufs.get(idx).ok_or(Errno::INVAL)
     }
 
-    /// The thread-safe waker of this buffer.
-    pub fn waker(&self) -> Arc<Waker> {
-        Arc::clone(&self.waker)
-    }
-
     /// Drains ring `idx` (libbpf's `perf_buffer__process_records`): 0 when
     /// the batch ended normally or a handler said DONE, else the handler's
     /// value. Like libbpf, `errno` is left at ENOENT after a normal drain.
@@ -442,19 +441,21 @@ impl PerfBuffer {
             return self.poll_ordered(timeout_ms);
         }
         // libbpf passes the ring count (so 0 rings gives EINVAL); our own
-        // timer and wake fds, when registered, need room too.
-        let max = self.bufs.len()
-            + usize::from(self.timer.is_some())
-            + usize::from(self.waker.eventfd.get().is_some());
+        // timer and wake fds need room too.
+        let max = match self.bufs.len() {
+            0 => 0,
+            n => n + 1,
+        } + usize::from(self.timer.is_some());
         let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, timeout_ms) {
             Ok(cnt) => cnt,
             Err(e) => return -e.0,
         };
-        let (mut drained, mut flush, mut woken) = (0, false, false);
+        let (mut drained, mut flush, mut woken) = (0, false, None);
         for i in 0..cnt {
-            match self.events[i].u64 {
-                WAKE_TOKEN => woken = true,
+            let token = self.events[i].u64; // a copy: the struct is packed
+            match token {
                 TIMER_TOKEN => flush = true,
+                token if token & WAKE_TAG != 0 => woken = Some(token),
                 token => {
                     let idx = token as usize;
                     self.bufs[idx].wakeups += 1;
@@ -484,8 +485,8 @@ impl PerfBuffer {
             }
         }
         self.adapt();
-        if woken {
-            self.waker.clear();
+        if let Some(token) = woken {
+            clear_wake(token);
             return libbpf_err(-libc::ECANCELED);
         }
         drained
@@ -606,9 +607,10 @@ impl PerfBuffer {
                 Err(e) => return -e.0,
             };
             for i in 0..cnt {
-                match self.events[i].u64 {
-                    WAKE_TOKEN => {
-                        self.waker.clear();
+                let token = self.events[i].u64; // a copy: the struct is packed
+                match token {
+                    token if token & WAKE_TAG != 0 => {
+                        clear_wake(token);
                         return libbpf_err(-libc::ECANCELED);
                     }
                     TIMER_TOKEN => {

@@ -1,6 +1,7 @@
 //! CPU masks from sysfs and the page size, cached like libbpf caches them.
 
 use crate::error::{Errno, Result};
+use crate::fallible;
 use crate::log;
 use once_cell::sync::OnceCell;
 
@@ -26,6 +27,8 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
             return Err(Errno::INVAL);
         }
         if mask.len() <= hi {
+            let more = hi + 1 - mask.len();
+            fallible::reserve(&mut mask, more)?;
             mask.resize(hi + 1, false);
         }
         mask[lo..=hi].iter_mut().for_each(|b| *b = true);
@@ -47,11 +50,16 @@ fn parse_id(s: &str) -> Result<usize> {
 }
 
 fn read_cpu_list(path: &str) -> Result<Vec<bool>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    // Read into the stack: no allocation that could abort (the list of a
+    // machine with thousands of CPUs in ranges is still short).
+    let mut buf = [0u8; 4096];
+    let read = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut buf));
+    let n = read.map_err(|e| {
         log::warn(format_args!("Failed to read cpu mask from {path}: {e}"));
         Errno(e.raw_os_error().unwrap_or(libc::EIO))
     })?;
-    parse_cpu_list(&text)
+    let text = core::str::from_utf8(&buf[..n]).map_err(|_| Errno::INVAL)?;
+    parse_cpu_list(text)
 }
 
 /// Number of possible CPUs: the number of set bits in the possible mask

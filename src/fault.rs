@@ -9,8 +9,17 @@ use crate::error::{Errno, Result};
 use std::sync::Mutex;
 
 /// The failure points, named after the [`crate::sys`] wrappers.
-pub const POINTS: &[&str] =
-    &["epoll_create", "perf_event_open", "mmap", "ioctl", "map_update", "epoll_ctl", "eventfd", "timerfd"];
+pub const POINTS: &[&str] = &[
+    "epoll_create",
+    "perf_event_open",
+    "mmap",
+    "ioctl",
+    "map_update",
+    "epoll_ctl",
+    "eventfd",
+    "timerfd",
+    "alloc",
+];
 
 struct Armed {
     point: &'static str,

@@ -14,12 +14,12 @@ use crate::abi::{
 use crate::buffer::{Config, CpuSelection, PerfBuffer, Waker};
 use crate::callbacks::Callbacks;
 use crate::error::{Errno, Result, ret_errno};
+use crate::fallible;
 use crate::kernel::{PERF_SAMPLE_RAW, PerfEventAttr};
 use crate::opts;
 use crate::sys::{AttrSource, CallerAttr};
 use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_void};
-use std::sync::Arc;
 
 /// Largest opts `sz` we read; libbpf's structs are a few dozen bytes, so a
 /// larger value is garbage rather than a newer header.
@@ -48,14 +48,18 @@ pub(crate) unsafe fn opts_bytes<'a>(ptr: *const c_void) -> Result<Option<&'a [u8
 /// touching the buffer, so `perfbuf_wake` may run while another thread is
 /// inside `perf_buffer__poll` (which holds the buffer mutably).
 struct Handle {
-    waker: Arc<Waker>,
-    core: UnsafeCell<Box<PerfBuffer>>,
+    waker: Waker,
+    core: UnsafeCell<PerfBuffer>,
 }
 
-/// Boxes a new buffer into a handle, or NULL with errno set.
-fn into_handle(result: Result<Box<PerfBuffer>>) -> *mut perf_buffer {
-    match result {
-        Ok(pb) => Box::into_raw(Box::new(Handle { waker: pb.waker(), core: UnsafeCell::new(pb) })).cast(),
+/// Boxes a new buffer into a handle, or NULL with errno set (ENOMEM if the
+/// handle cannot be allocated; the buffer is then torn down).
+fn into_handle(result: Result<PerfBuffer>) -> *mut perf_buffer {
+    let boxed = result.and_then(|pb| {
+        fallible::boxed(Handle { waker: Waker::new(pb.epoll_fd()), core: UnsafeCell::new(pb) })
+    });
+    match boxed {
+        Ok(handle) => Box::into_raw(handle).cast(),
         Err(e) => {
             e.set();
             core::ptr::null_mut()
@@ -75,14 +79,14 @@ unsafe fn handle<'a>(pb: *const perf_buffer) -> Result<&'a Handle> {
 /// concurrently (libbpf's threading contract).
 pub(crate) unsafe fn handle_mut<'a>(pb: *mut perf_buffer) -> Result<&'a mut PerfBuffer> {
     // SAFETY: per the contract, this is the only reference to the core.
-    unsafe { handle(pb).map(|h| &mut **h.core.get()) }
+    unsafe { handle(pb).map(|h| &mut *h.core.get()) }
 }
 
 /// # Safety
 /// As for [`handle_mut`].
 pub(crate) unsafe fn handle_ref<'a>(pb: *const perf_buffer) -> Result<&'a PerfBuffer> {
     // SAFETY: per the contract, nothing mutates the core meanwhile.
-    unsafe { handle(pb).map(|h| &**h.core.get()) }
+    unsafe { handle(pb).map(|h| &*h.core.get()) }
 }
 
 /// Creates a perf buffer over the `BPF_MAP_TYPE_PERF_EVENT_ARRAY` `map_fd`:
@@ -164,7 +168,7 @@ unsafe fn raw_cpu_selection(fields: opts::RawOptsFields) -> Result<CpuSelection>
             core::slice::from_raw_parts(fields.map_keys as *const c_int, n),
         )
     };
-    Ok(CpuSelection::Explicit(cpus.iter().copied().zip(keys.iter().copied()).collect()))
+    Ok(CpuSelection::Explicit(fallible::collect(n, cpus.iter().copied().zip(keys.iter().copied()))?))
 }
 
 /// Like `perf_buffer__new`, with the caller's `perf_event_attr` (used
@@ -363,7 +367,7 @@ pub unsafe extern "C" fn perfbuf_new(
         let cpus = if o.cpu_cnt > 0 && o.cpus != 0 {
             // SAFETY: per this function's contract, `cpus` holds `cpu_cnt` ints.
             let list = unsafe { core::slice::from_raw_parts(o.cpus as *const c_int, o.cpu_cnt as usize) };
-            CpuSelection::Subset(list.to_vec())
+            CpuSelection::Subset(fallible::collect(list.len(), list.iter().copied())?)
         } else if o.cpu_cnt > 0 {
             return Err(Errno::INVAL);
         } else {

@@ -29,6 +29,7 @@ pub mod callbacks;
 pub mod cpu;
 pub mod decode;
 pub mod error;
+pub mod fallible;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod ffi;

@@ -26,7 +26,7 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 /// Fails here when a test armed this point (feature `fault-injection`).
 #[inline(always)]
-fn fault(point: &str) -> Result<()> {
+pub(crate) fn fault(point: &str) -> Result<()> {
     #[cfg(feature = "fault-injection")]
     crate::fault::check(point)?;
     let _ = point;
