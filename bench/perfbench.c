@@ -33,7 +33,13 @@ struct perfbuf_opts_v1 {
 	const int *cpus;
 	int cpu_cnt;
 };
-typedef int (*batch_fn)(void *, int, const void *, size_t);
+struct batch { /* struct perfbuf_batch: this file builds without perfbuf.h */
+	int cpu;
+	uint32_t reserved;
+	const void *records;
+	size_t len, samples, others;
+};
+typedef int (*batch_fn)(void *, const struct batch *);
 static struct perf_buffer *(*ext_new)(int, size_t, perf_buffer_sample_fn, perf_buffer_lost_fn, void *,
 				      const struct perfbuf_opts_v1 *);
 static int (*ext_consume_batch)(struct perf_buffer *, batch_fn, void *);
@@ -98,21 +104,22 @@ static void latency_sample(void *ctx, int cpu, void *data, __u32 size)
 	t->records++;
 }
 
-/* Walks a run of records as perfbuf_batch_next does, counting them. */
-static int count_batch(void *ctx, int cpu, const void *records, size_t len)
+/* Counts a run's samples as count_sample counts each one; walks the run
+ * (as perfbuf_batch_next does) only when it holds other records, for the
+ * lost counts. */
+static int count_batch(void *ctx, const struct batch *b)
 {
-	(void)cpu;
 	struct tally *t = ctx;
-	const unsigned char *pos = records, *end = pos + len;
-	uint64_t n = 0;
+	t->records += b->samples;
+	if (b->others == 0)
+		return 0;
+	const unsigned char *pos = b->records, *end = pos + b->len;
 	while (pos < end) {
 		const struct perf_event_header *h = (const void *)pos;
 		if (h->type == PERF_RECORD_LOST)
 			t->lost += *(const uint64_t *)(pos + 16);
 		pos += h->size;
-		n++;
 	}
-	t->records += n;
 	return 0;
 }
 

@@ -330,16 +330,23 @@ struct batch_check {
 	uint8_t next_seed[2]; /* the seed each CPU's next sample must carry */
 	int same_seed;	      /* overflow phase: every sample has seed 0 */
 	const uint8_t *ring_lo, *ring_hi;
+	unsigned miscounted; /* runs whose samples/others counts were wrong */
 };
 
-static int check_batch(void *ctx, int cpu, const void *records, size_t len)
+static int check_batch(void *ctx, const struct perfbuf_batch *batch)
 {
 	struct batch_check *b = ctx;
-	const unsigned char *pos = records, *end = pos + len;
+	const unsigned char *pos = batch->records, *end = pos + batch->len;
 	const struct perf_event_header *rec;
+	size_t samples = 0, others = 0;
+	int cpu = batch->cpu;
 	b->runs++;
-	b->wrapped_runs += (const uint8_t *)records < b->ring_lo || (const uint8_t *)records >= b->ring_hi;
+	b->wrapped_runs += (const uint8_t *)batch->records < b->ring_lo || (const uint8_t *)batch->records >= b->ring_hi;
 	while ((rec = perfbuf_batch_next(&pos, end))) {
+		if (rec->type != PERF_RECORD_SAMPLE)
+			others++;
+		else
+			samples++;
 		if (rec->type == PERF_RECORD_LOST) {
 			b->lost += *(const uint64_t *)(const void *)((const uint8_t *)rec + 16);
 			continue;
@@ -351,6 +358,7 @@ static int check_batch(void *ctx, int cpu, const void *records, size_t len)
 		b->bad += size != 68 || memcmp(data, want, 64) != 0;
 		b->records++;
 	}
+	b->miscounted += samples != batch->samples || others != batch->others;
 	return 0;
 }
 
@@ -387,6 +395,7 @@ static void test_batch(void)
 	perfbuf_consume_batch(pb, check_batch, &b);
 	printf("  batch: 301 produced into a full ring: %u delivered + %llu lost\n", b.records - before, b.lost);
 	EXPECT(b.records - before + b.lost == 301 && b.bad == 0, "lost %llu bad %u", b.lost, b.bad);
+	EXPECT(b.miscounted == 0, "%u runs with wrong samples/others counts", b.miscounted);
 	EXPECT(perfbuf_consume_batch(pb, NULL, NULL) == -EINVAL, "NULL fn");
 	perf_buffer__free(pb);
 }

@@ -587,14 +587,45 @@ struct perfbuf_order_stats {
 };
 
 /*
- Receives a run of whole records of one CPU, contiguous in memory
- (`len` bytes at `records`, each starting with a `struct perf_event_header`
- whose `size` libperfbuf checked: walk it with `perfbuf_batch_next`).
- Zero-copy into the ring, except a record that wraps the ring's end, which
- comes alone in a copy. Valid during the call. Return 0 to go on, anything
- else to stop after this run.
+ A run of whole records of one CPU, contiguous in memory, handed to a
+ `perfbuf_batch_fn`. Zero-copy into the ring, except a record that wraps
+ the ring's end, which comes alone in a copy. Valid during the call.
  */
-typedef int (*perfbuf_batch_fn)(void *ctx, int cpu, const void *records, size_t len);
+struct perfbuf_batch {
+  /*
+   The CPU whose ring this is.
+   */
+  int cpu;
+  /*
+   Reserved, 0.
+   */
+  uint32_t reserved;
+  /*
+   `len` bytes of records, each starting with a `struct
+   perf_event_header` whose `size` libperfbuf checked: walk them with
+   `perfbuf_batch_next`.
+   */
+  const void *records;
+  /*
+   Bytes at `records`.
+   */
+  size_t len;
+  /*
+   Records in the run: `samples + others`.
+   */
+  size_t samples;
+  /*
+   Records other than `PERF_RECORD_SAMPLE` (LOST, ...): when 0, a
+   consumer that only counts need not walk the run.
+   */
+  size_t others;
+};
+
+/*
+ Receives one run of records. Return 0 to go on, anything else to stop
+ after this run.
+ */
+typedef int (*perfbuf_batch_fn)(void *ctx, const struct perfbuf_batch *batch);
 
 #ifdef __cplusplus
 extern "C" {

@@ -19,4 +19,8 @@ if ! command -v cargo >/dev/null; then
 	exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The nightly toolchain builds the fuzz targets (libFuzzer + ASan) and the
+# ThreadSanitizer library (-Zbuild-std needs rust-src).
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+rustup component add rust-src --toolchain nightly >/dev/null
 make

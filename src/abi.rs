@@ -205,11 +205,30 @@ pub struct perfbuf_order_stats {
     pub max_pending: u64,
 }
 
-/// Receives a run of whole records of one CPU, contiguous in memory
-/// (`len` bytes at `records`, each starting with a `struct perf_event_header`
-/// whose `size` libperfbuf checked: walk it with `perfbuf_batch_next`).
-/// Zero-copy into the ring, except a record that wraps the ring's end, which
-/// comes alone in a copy. Valid during the call. Return 0 to go on, anything
-/// else to stop after this run.
+/// A run of whole records of one CPU, contiguous in memory, handed to a
+/// `perfbuf_batch_fn`. Zero-copy into the ring, except a record that wraps
+/// the ring's end, which comes alone in a copy. Valid during the call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfbuf_batch {
+    /// The CPU whose ring this is.
+    pub cpu: c_int,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// `len` bytes of records, each starting with a `struct
+    /// perf_event_header` whose `size` libperfbuf checked: walk them with
+    /// `perfbuf_batch_next`.
+    pub records: *const c_void,
+    /// Bytes at `records`.
+    pub len: usize,
+    /// Records in the run: `samples + others`.
+    pub samples: usize,
+    /// Records other than `PERF_RECORD_SAMPLE` (LOST, ...): when 0, a
+    /// consumer that only counts need not walk the run.
+    pub others: usize,
+}
+
+/// Receives one run of records. Return 0 to go on, anything else to stop
+/// after this run.
 pub type perfbuf_batch_fn =
-    Option<unsafe extern "C" fn(ctx: *mut c_void, cpu: c_int, records: *const c_void, len: usize) -> c_int>;
+    Option<unsafe extern "C" fn(ctx: *mut c_void, batch: *const perfbuf_batch) -> c_int>;

@@ -7,7 +7,9 @@
 //! at a second event that writes into the same ring
 //! (`PERF_EVENT_IOC_SET_OUTPUT`) but wakes the reader only every
 //! [`BATCH_EVENTS`] records; a timer in the epoll set bounds the delay of
-//! what sits below that. When the rate falls, the slot goes back to the
+//! what sits below that (each poll reads every batched ring and pushes the
+//! next tick back, so a busy stream gets no ticks). When the rate falls,
+//! the slot goes back to the
 //! per-record event and the timer stops, so an idle reader gets no ticks.
 //!
 //! Records keep their order (one ring per CPU, whichever event writes), the
@@ -47,6 +49,9 @@ pub enum Timer {
     Keep,
     /// Start ticking every [`TICK`].
     Arm,
+    /// Every ring was just read: start the period again (which also clears
+    /// a pending tick), so a stream that keeps waking the reader gets none.
+    Rearm,
     /// Stop ticking.
     Disarm,
 }
@@ -74,13 +79,20 @@ pub struct Adaptive {
     /// After the last ring leaves batching, tick until then, so a record
     /// the batching event was writing during the switch is still read.
     grace_until: Option<Instant>,
+    /// When the timer was last armed; `None` while it is stopped.
+    armed_at: Option<Instant>,
 }
 
 impl Adaptive {
     /// State for `rings` rings, all waking per record.
     pub fn new(rings: usize) -> Result<Adaptive> {
         let slots = fallible::collect(rings, core::iter::repeat_with(Slot::default))?;
-        Ok(Adaptive { slots, window_start: Instant::now(), batched: 0, grace_until: None })
+        Ok(Adaptive { slots, window_start: Instant::now(), batched: 0, grace_until: None, armed_at: None })
+    }
+
+    /// Whether any ring is batched now.
+    pub fn any_batched(&self) -> bool {
+        self.batched > 0
     }
 
     /// Whether ring `idx` is batched now, and how many times it switched
@@ -89,10 +101,28 @@ impl Adaptive {
         self.slots.get(idx).map_or((false, 0), |s| (s.on, s.switches))
     }
 
-    /// Looks at the rates once a window has passed and moves rings between
-    /// modes. Cheap when called often: one clock read until the window ends.
+    /// Called after every ring was read: looks at the rates once a window
+    /// has passed, moves rings between modes, and says what to do with the
+    /// timer. Cheap when called often: one clock read, and a timer syscall
+    /// at most every half tick (each costs microseconds in a VM).
     pub fn observe(&mut self, bufs: &[CpuBuf], map_fd: RawFd) -> Timer {
         let now = Instant::now();
+        let timer = self.decide(now, bufs, map_fd);
+        match timer {
+            Timer::Arm => self.armed_at = Some(now),
+            Timer::Disarm => self.armed_at = None,
+            Timer::Keep | Timer::Rearm => match self.armed_at {
+                Some(at) if now.duration_since(at) >= TICK / 2 => {
+                    self.armed_at = Some(now);
+                    return Timer::Rearm;
+                }
+                _ => {}
+            },
+        }
+        timer
+    }
+
+    fn decide(&mut self, now: Instant, bufs: &[CpuBuf], map_fd: RawFd) -> Timer {
         let elapsed = now.duration_since(self.window_start);
         if elapsed < WINDOW {
             return self.grace_over(now);

@@ -468,8 +468,11 @@ impl PerfBuffer {
                 }
             }
         }
-        if flush {
-            if let Some(timer) = &self.timer {
+        // Batched rings may hold records that woke nobody: every poll reads
+        // them, and the timer only has to cover the time between polls.
+        let batched = self.adaptive.as_ref().is_some_and(Adaptive::any_batched);
+        if flush || batched {
+            if flush && let Some(timer) = &self.timer {
                 sys::read_u64(timer.as_raw_fd());
             }
             for idx in 0..self.bufs.len() {
@@ -498,6 +501,7 @@ impl PerfBuffer {
         let Some(adaptive) = &mut self.adaptive else { return };
         let result = match adaptive.observe(&self.bufs, self.map_fd) {
             Timer::Keep => Ok(()),
+            Timer::Rearm => self.timer.as_ref().map_or(Ok(()), |t| sys::arm_timer(t, adaptive::TICK)),
             Timer::Arm => match &self.timer {
                 Some(timer) => sys::arm_timer(timer, adaptive::TICK),
                 None => sys::timerfd().and_then(|timer| {
@@ -624,11 +628,11 @@ impl PerfBuffer {
         }
     }
 
-    /// Drains every ring, handing `sink(cpu, records)` runs of whole
-    /// records contiguous in memory (see [`PerfRing::drain_spans`]): zero-copy
-    /// except a record that wraps the ring's end. `sink` returns 0 to go on.
-    /// Returns the number of records, or the sink's stop value.
-    pub fn consume_batch<F: FnMut(c_int, &[u8]) -> c_int>(&mut self, mut sink: F) -> c_int {
+    /// Drains every ring, handing `sink` runs of whole records contiguous in
+    /// memory (see [`PerfRing::drain_spans`]) with their CPU and counts:
+    /// zero-copy except a record that wraps the ring's end. `sink` returns 0
+    /// to go on. Returns the number of records, or the sink's stop value.
+    pub fn consume_batch<F: FnMut(&crate::abi::perfbuf_batch) -> c_int>(&mut self, mut sink: F) -> c_int {
         let mut total: u64 = 0;
         for buf in &mut self.bufs {
             if buf.overwrite_prev_head.is_some() {
@@ -637,13 +641,27 @@ impl PerfBuffer {
             buf.publish();
             let (cpu, stats) = (buf.cpu, &mut buf.stats);
             let before = buf.ring.stats().records;
+            // Records other than samples seen since the last run was sent
+            // (both closures need it: a Cell, not two &mut).
+            let others = core::cell::Cell::new(0usize);
             let ret = buf.ring.drain_spans(
                 |rec| {
+                    others.set(others.get() + 1);
                     if let Record::Lost { lost } = record::parse(rec) {
                         stats.lost += lost;
                     }
                 },
-                |run| sink(cpu, run),
+                |run, records| {
+                    let batch = crate::abi::perfbuf_batch {
+                        cpu,
+                        reserved: 0,
+                        records: run.as_ptr().cast(),
+                        len: run.len(),
+                        samples: records - others.get(),
+                        others: others.replace(0),
+                    };
+                    sink(&batch)
+                },
             );
             total += buf.ring.stats().records - before;
             if ret != 0 {
@@ -670,13 +688,9 @@ impl PerfBuffer {
                 return libbpf_err(err);
             }
         }
-        if self.adaptive.is_some() {
-            // A caller waiting on the epoll fd is here after a tick: clear it.
-            if let Some(timer) = &self.timer {
-                sys::read_u64(timer.as_raw_fd());
-            }
-            self.adapt();
-        }
+        // A caller waiting on the epoll fd is here after a tick: adapt
+        // re-arms the timer, which clears it.
+        self.adapt();
         0
     }
 

@@ -195,6 +195,6 @@ pub unsafe extern "C" fn perfbuf_consume_batch(
     // SAFETY: per this function's contract.
     ret_errno(unsafe { handle_mut(pb) }.map(|pb| {
         // SAFETY: `batch_fn` is callable with `ctx`; the run lives until it returns.
-        pb.consume_batch(|cpu, run| unsafe { f(ctx, cpu, run.as_ptr().cast(), run.len()) })
+        pb.consume_batch(|batch| unsafe { f(ctx, batch) })
     }))
 }

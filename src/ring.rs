@@ -258,16 +258,17 @@ impl PerfRing {
         ret
     }
 
-    /// Drains like [`Self::drain`] but hands `sink` runs of whole records
-    /// that are contiguous in memory (the ring itself, except a record that
-    /// wraps the end, which comes alone from scratch). Every record's size
-    /// was checked, so the sink may walk the run by `header.size`.
+    /// Drains like [`Self::drain`] but hands `sink(run, records)` runs of
+    /// whole records that are contiguous in memory (the ring itself, except a
+    /// record that wraps the end, which comes alone from scratch), with the
+    /// number of records in the run. Every record's size was checked, so the
+    /// sink may walk the run by `header.size`.
     /// `on_record(record)` sees each record other than a sample first (for
     /// counting lost ones).
     /// A non-zero sink result stops after that run and is returned.
     pub fn drain_spans<F, R>(&mut self, mut on_record: R, mut sink: F) -> c_int
     where
-        F: FnMut(&[u8]) -> c_int,
+        F: FnMut(&[u8], usize) -> c_int,
         R: FnMut(&[u8]),
     {
         let head = self.load_head();
@@ -280,13 +281,15 @@ impl PerfRing {
             return 0;
         }
         let (mut pos, mut span, mut records, mut ret) = (tail, tail, 0u64, 0);
+        // Records in the run [span, pos).
+        let mut run = 0usize;
         while pos != head && ret == 0 {
             let offset = (pos & mask) as usize;
             // SAFETY: offset is 8-aligned and below data_size, a multiple of 8.
             let header = unsafe { self.data_ptr().add(offset).cast::<[u8; 8]>().read() };
             let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
             if size < HEADER_SIZE || size % 8 != 0 || size as u64 > head.wrapping_sub(pos) {
-                ret = self.emit_span(span, pos, &mut sink);
+                ret = self.emit_span(span, pos, run, &mut sink);
                 self.resync(head.wrapping_sub(pos));
                 span = head;
                 pos = head;
@@ -294,8 +297,9 @@ impl PerfRing {
             }
             if offset + size > self.data_size {
                 // The one record that wraps: end the run, send it alone.
-                ret = self.emit_span(span, pos, &mut sink);
+                ret = self.emit_span(span, pos, run, &mut sink);
                 span = pos;
+                run = 0;
                 if ret != 0 {
                     break;
                 }
@@ -303,8 +307,10 @@ impl PerfRing {
                     ret = LIBBPF_PERF_EVENT_ERROR;
                     break;
                 };
-                on_record(rec);
-                ret = sink(rec);
+                if u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) != PERF_RECORD_SAMPLE {
+                    on_record(rec);
+                }
+                ret = sink(rec, 1);
                 records += 1;
                 pos = pos.wrapping_add(size as u64);
                 span = pos;
@@ -315,15 +321,17 @@ impl PerfRing {
                 on_record(unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) });
             }
             records += 1;
+            run += 1;
             pos = pos.wrapping_add(size as u64);
             if offset + size == self.data_size {
                 // The run cannot continue past the ring's end.
-                ret = self.emit_span(span, pos, &mut sink);
+                ret = self.emit_span(span, pos, run, &mut sink);
                 span = pos;
+                run = 0;
             }
         }
         if ret == 0 {
-            ret = self.emit_span(span, pos, &mut sink);
+            ret = self.emit_span(span, pos, run, &mut sink);
             span = pos;
         }
         let consumed = if ret == 0 { pos } else { span };
@@ -332,8 +340,15 @@ impl PerfRing {
         ret
     }
 
-    /// Sends the contiguous run `[from, to)` (no wrap inside) to `sink`.
-    fn emit_span<F: FnMut(&[u8]) -> c_int>(&self, from: u64, to: u64, sink: &mut F) -> c_int {
+    /// Sends the contiguous run `[from, to)` (no wrap inside) of `records`
+    /// records to `sink`.
+    fn emit_span<F: FnMut(&[u8], usize) -> c_int>(
+        &self,
+        from: u64,
+        to: u64,
+        records: usize,
+        sink: &mut F,
+    ) -> c_int {
         if from == to {
             return 0;
         }
@@ -341,9 +356,12 @@ impl PerfRing {
         // SAFETY: the run was walked record by record without crossing the
         // ring's end, so it lies inside the data area; the kernel does not
         // write there until the tail moves past it.
-        sink(unsafe {
-            core::slice::from_raw_parts(self.data_ptr().add(offset), to.wrapping_sub(from) as usize)
-        })
+        sink(
+            unsafe {
+                core::slice::from_raw_parts(self.data_ptr().add(offset), to.wrapping_sub(from) as usize)
+            },
+            records,
+        )
     }
 
     /// Counts records handed out by paths other than [`Self::drain`].

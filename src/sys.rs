@@ -240,7 +240,8 @@ pub fn timerfd() -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// Makes a timerfd fire every `period`, or never again if `period` is zero.
+/// Makes a timerfd fire every `period` from now, or never again if `period`
+/// is zero; either way expirations not yet read are dropped.
 pub fn arm_timer(fd: &OwnedFd, period: std::time::Duration) -> Result<()> {
     let period = libc::timespec {
         tv_sec: period.as_secs() as libc::time_t,
