@@ -219,12 +219,16 @@ c-tests: check-exports check-header-compat install-test linked-test difftest pre
 
 # ---- Rust ------------------------------------------------------------------
 
+# The fuzz crate is its own workspace: its tests replay the seed corpus and
+# the regressions on stable and check the corpus is what gen-corpus writes.
 cargo-test:
 	$(CARGO) test --release
+	cd fuzz && $(CARGO) test --release
 
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
+	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 

@@ -209,7 +209,7 @@ impl PerfRing {
         // Checked once: an aligned tail within one ring of an aligned head.
         // Records are multiples of 8, so these hold for every record below.
         let avail = head.wrapping_sub(tail);
-        if tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64 {
+        if avail != 0 && (tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64) {
             self.resync(avail);
             finish(state);
             self.store_tail(head);
@@ -275,12 +275,14 @@ impl PerfRing {
         let tail = self.load_tail();
         let mask = self.data_size as u64 - 1;
         let avail = head.wrapping_sub(tail);
-        if tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64 {
+        if avail != 0 && (tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64) {
             self.resync(avail);
             self.store_tail(head);
             return 0;
         }
         let (mut pos, mut span, mut records, mut ret) = (tail, tail, 0u64, 0);
+        // Where a bad header was met: bytes read stop there, not at the head.
+        let mut resynced_at = None;
         // Records in the run [span, pos).
         let mut run = 0usize;
         while pos != head && ret == 0 {
@@ -291,6 +293,7 @@ impl PerfRing {
             if size < HEADER_SIZE || size % 8 != 0 || size as u64 > head.wrapping_sub(pos) {
                 ret = self.emit_span(span, pos, run, &mut sink);
                 self.resync(head.wrapping_sub(pos));
+                resynced_at = Some(pos);
                 span = head;
                 pos = head;
                 break;
@@ -336,7 +339,7 @@ impl PerfRing {
         }
         let consumed = if ret == 0 { pos } else { span };
         self.store_tail(consumed);
-        self.count_read(records, consumed.wrapping_sub(tail));
+        self.count_read(records, resynced_at.unwrap_or(consumed).wrapping_sub(tail));
         ret
     }
 
@@ -695,6 +698,43 @@ mod tests {
             let tail = r.load_tail();
             r.write_data(tail + 6, &12u16.to_ne_bytes());
         });
+    }
+
+    /// Found by the fuzzer: an empty ring whose positions are misaligned is
+    /// empty, not corrupt, for every drain.
+    #[test]
+    fn empty_misaligned_ring_is_not_a_resync() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        start_at(&ring, 4099);
+        assert!(drain_all(&mut ring).is_empty());
+        assert_eq!(ring.drain_spans(|_| {}, |_, _| panic!("a run from an empty ring")), 0);
+        assert_eq!(ring.stats(), RingStats::default());
+    }
+
+    /// Found by the fuzzer: bytes skipped at a bad header met mid-drain are
+    /// skipped bytes, not bytes read, in drain_spans as in drain.
+    #[test]
+    fn spans_count_skipped_bytes_apart() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        let good = push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, 1)) as u64;
+        let bad_at = ring.load_head();
+        let bad = push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, 2)) as u64;
+        ring.write_data(bad_at + 6, &0u16.to_ne_bytes());
+        let mut runs = 0;
+        assert_eq!(
+            ring.drain_spans(
+                |_| {},
+                |run, records| {
+                    assert_eq!((run.len() as u64, records), (good, 1));
+                    runs += 1;
+                    0
+                }
+            ),
+            0
+        );
+        let stats = ring.stats();
+        assert_eq!((runs, stats.records, stats.bytes), (1, 1, good));
+        assert_eq!((stats.resyncs, stats.skipped_bytes), (1, bad));
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! | 24..32 | `sample_regs_user` |
 //! | 32..40 | `sample_regs_intr` |
 //! | 40 | `sample_id_all` (non-zero: set) |
-//! | 41 | bit 0: C attr `sz` from 44..46 (else the whole struct); bit 1: non-zero bytes after its known fields; bit 2: `out->sz` from 46..48 (else the whole struct); bit 3: `rec_len` cut by byte 42; bit 4: `rec_len` beyond the record by byte 42; bit 5: a misaligned record pointer; bit 6: `perf_event_attr.size` from 44..46 (else 128) |
+//! | 41 | bit 0: C attr `sz` from 44..46 (else the whole struct); bit 1: non-zero bytes after its known fields; bit 2: `out->sz` from 46..48 (else the whole struct); bit 3: `rec_len` cut by byte 42; bit 4: `rec_len` beyond the record by byte 42; bit 5: a misaligned record pointer; bit 6: `perf_event_attr.size` from 44..46 (else 128); bit 7: also call both C entry points with each pointer NULL |
 //! | 42 | `rec_len` adjustment |
 //! | 43 | unused |
 //! | 44..46 | C attr `sz` / `perf_event_attr.size` (low 13 bits) |
@@ -54,6 +54,8 @@ pub mod flag {
     pub const MISALIGNED: u8 = 32;
     /// `perf_event_attr.size` from the input.
     pub const EVENT_ATTR_SIZE: u8 = 64;
+    /// NULL arguments too.
+    pub const NULLS: u8 = 128;
 }
 
 /// One decode input.
@@ -99,7 +101,8 @@ impl<'a> DecodeInput<'a> {
     pub fn encode(&self) -> Vec<u8> {
         let a = &self.attr;
         let mut v = Vec::with_capacity(PREFIX + self.record.len());
-        for w in [a.sample_type, a.read_format, a.branch_sample_type, a.sample_regs_user, a.sample_regs_intr] {
+        for w in [a.sample_type, a.read_format, a.branch_sample_type, a.sample_regs_user, a.sample_regs_intr]
+        {
             v.extend_from_slice(&w.to_le_bytes());
         }
         v.extend_from_slice(&[u8::from(a.sample_id_all), self.flags, self.adjust, 0]);
@@ -138,6 +141,34 @@ pub fn run(input: &[u8]) {
     check_record_parse(&buffer[..rec_len]);
     check_c(&case, buffer, rec_len);
     check_attr_from(&case);
+    if case.has(flag::NULLS) {
+        check_nulls(buffer, rec_len);
+    }
+}
+
+/// Every NULL argument is EINVAL, never a dereference.
+fn check_nulls(buffer: &[u8], rec_len: usize) {
+    const EINVAL: i32 = 22;
+    let rec: *const perfbuf::abi::perf_event_header = buffer.as_ptr().cast();
+    let attr = perfbuf_decode_attr { sz: size_of::<perfbuf_decode_attr>(), ..Default::default() };
+    let mut out = [0u64; size_of::<perfbuf_sample>() / 8];
+    out[0] = size_of::<perfbuf_sample>() as u64;
+    let out: *mut perfbuf_sample = out.as_mut_ptr().cast();
+    let null_rec = core::ptr::null();
+    let null_attr = core::ptr::null();
+    let null_out = core::ptr::null_mut();
+    // SAFETY: each non-NULL pointer is valid as the contract asks (the
+    // record readable for rec_len bytes, attr and out whole structs); NULL
+    // is allowed for each.
+    unsafe {
+        assert_eq!(perfbuf_decode(null_rec, rec_len, &attr, out), -EINVAL);
+        assert_eq!(perfbuf_decode(rec, rec_len, null_attr, out), -EINVAL);
+        assert_eq!(perfbuf_decode(rec, rec_len, &attr, null_out), -EINVAL);
+        let mut dattr = perfbuf_decode_attr { sz: size_of::<perfbuf_decode_attr>(), ..Default::default() };
+        assert_eq!(perfbuf_decode_attr_from(core::ptr::null(), &mut dattr), -EINVAL);
+        let event_attr = [0u64; 16];
+        assert_eq!(perfbuf_decode_attr_from(event_attr.as_ptr().cast(), null_out.cast()), -EINVAL);
+    }
 }
 
 /// The bytes of `words`.
@@ -286,7 +317,11 @@ fn encode_sample(out: &mut Vec<u8>, s: &Sample<'_>) {
 fn check_decoded(r: &Record<'_>, given: &[u8], a: &DecodeAttr) {
     let size = usize::from(r.header.size);
     assert!(size >= HEADER_SIZE && size <= given.len());
-    assert_eq!((r.bytes.as_ptr(), r.bytes.len()), (given.as_ptr(), size), "bytes is the record's header.size bytes");
+    assert_eq!(
+        (r.bytes.as_ptr(), r.bytes.len()),
+        (given.as_ptr(), size),
+        "bytes is the record's header.size bytes"
+    );
     assert!(encode(r) == r.bytes, "the decoded fields do not re-encode to the record: {r:?}");
     assert!(!format!("{r:?}").is_empty());
     let rec = r.bytes;
@@ -362,6 +397,7 @@ fn check_sample(s: &Sample<'_>, rec: &[u8], a: &DecodeAttr) {
                 assert_eq!(g.words().len(), g.len() * g.stride());
                 assert_eq!(g.iter().count(), g.len());
                 assert_eq!(g.get(g.len()), None);
+                assert_eq!(g.is_empty(), g.iter().next().is_none());
             }
             ReadValues::Single(v) => {
                 assert!(!group);
@@ -392,13 +428,19 @@ fn check_sample(s: &Sample<'_>, rec: &[u8], a: &DecodeAttr) {
             assert_eq!(c.len(), b.len());
         }
     }
-    for (r, mask, what) in [(&s.regs_user, a.sample_regs_user, "regs_user"), (&s.regs_intr, a.sample_regs_intr, "regs_intr")] {
+    for (r, mask, what) in
+        [(&s.regs_user, a.sample_regs_user, "regs_user"), (&s.regs_intr, a.sample_regs_intr, "regs_intr")]
+    {
         if let Some(r) = r {
             words(r.values, what);
             let n = if r.abi == PERF_SAMPLE_REGS_ABI_NONE { 0 } else { mask.count_ones() as usize };
             assert_eq!((r.mask, r.values.len()), (mask, n), "{what}");
             for reg in 0..64 {
-                let expect = if mask & (1 << reg) != 0 { r.values.get((mask & ((1u64 << reg) - 1)).count_ones() as usize) } else { None };
+                let expect = if mask & (1 << reg) != 0 {
+                    r.values.get((mask & ((1u64 << reg) - 1)).count_ones() as usize)
+                } else {
+                    None
+                };
                 assert_eq!(r.get(reg), expect, "{what} register {reg}");
             }
             assert_eq!(r.get(64), None);
@@ -438,10 +480,26 @@ fn expected_c_attr(case: &DecodeInput<'_>, sz: usize) -> Option<DecodeAttr> {
         return None;
     }
     Some(DecodeAttr {
-        sample_type: if has(end(offset_of!(perfbuf_decode_attr, sample_type), 8)) { a.sample_type } else { 0 },
-        read_format: if has(end(offset_of!(perfbuf_decode_attr, read_format), 8)) { a.read_format } else { 0 },
-        sample_regs_user: if has(end(offset_of!(perfbuf_decode_attr, sample_regs_user), 8)) { a.sample_regs_user } else { 0 },
-        sample_regs_intr: if has(end(offset_of!(perfbuf_decode_attr, sample_regs_intr), 8)) { a.sample_regs_intr } else { 0 },
+        sample_type: if has(end(offset_of!(perfbuf_decode_attr, sample_type), 8)) {
+            a.sample_type
+        } else {
+            0
+        },
+        read_format: if has(end(offset_of!(perfbuf_decode_attr, read_format), 8)) {
+            a.read_format
+        } else {
+            0
+        },
+        sample_regs_user: if has(end(offset_of!(perfbuf_decode_attr, sample_regs_user), 8)) {
+            a.sample_regs_user
+        } else {
+            0
+        },
+        sample_regs_intr: if has(end(offset_of!(perfbuf_decode_attr, sample_regs_intr), 8)) {
+            a.sample_regs_intr
+        } else {
+            0
+        },
         branch_sample_type: if has(end(offset_of!(perfbuf_decode_attr, branch_sample_type), 8)) {
             a.branch_sample_type
         } else {
@@ -478,8 +536,10 @@ fn check_c(case: &DecodeInput<'_>, buffer: &[u8], rec_len: usize) {
     }
     // The out struct, in a guarded buffer: bytes past sz must stay as they were.
     const GUARD: u8 = 0xa5;
-    let out_sz = if case.has(flag::OUT_SZ) { usize::from(case.out_sz).max(8) } else { size_of::<perfbuf_sample>() };
-    let mut out_words = vec![u64::from_ne_bytes([GUARD; 8]); (out_sz.max(size_of::<perfbuf_sample>()) + 64) / 8];
+    let out_sz =
+        if case.has(flag::OUT_SZ) { usize::from(case.out_sz).max(8) } else { size_of::<perfbuf_sample>() };
+    let mut out_words =
+        vec![u64::from_ne_bytes([GUARD; 8]); (out_sz.max(size_of::<perfbuf_sample>()) + 64) / 8];
     out_words[0] = out_sz as u64;
     let (misaligned, rec_ptr) = if case.has(flag::MISALIGNED) {
         // One byte in: still inside `buffer` when rec_len > 0.
@@ -524,7 +584,10 @@ fn check_c(case: &DecodeInput<'_>, buffer: &[u8], rec_len: usize) {
     let attr = expected_c_attr(case, attr_sz).expect("decoded");
     let rec = &buffer[..usize::from(out.size)];
     let rust = decode(rec, &attr).expect("decoded");
-    assert_eq!((out.record_type, out.misc, out.size), (rust.header.type_, rust.header.misc, rust.header.size));
+    assert_eq!(
+        (out.record_type, out.misc, out.size),
+        (rust.header.type_, rust.header.misc, rust.header.size)
+    );
     assert_eq!(out.present, rust.present());
     assert_eq!(out.reserved, 0);
     let c_words = |p: *const u64, n: u64, what: &str| {
@@ -559,11 +622,17 @@ fn check_c(case: &DecodeInput<'_>, buffer: &[u8], rec_len: usize) {
         assert_eq!(out.raw_size, s.raw.map_or(0, |r| r.len() as u64));
         assert_eq!(out.callchain_nr, s.callchain.map_or(0, |c| c.len() as u64));
         assert_eq!(out.aux_size, s.aux.map_or(0, |x| x.len() as u64));
-        assert_eq!(out.flags & PERFBUF_DECODE_F_READ_GROUP != 0, matches!(s.read.map(|r| r.values), Some(ReadValues::Group(_))));
+        assert_eq!(
+            out.flags & PERFBUF_DECODE_F_READ_GROUP != 0,
+            matches!(s.read.map(|r| r.values), Some(ReadValues::Group(_)))
+        );
         let b = s.branch_stack;
         assert_eq!(out.branch_nr, b.map_or(0, |b| b.len() as u64));
         assert_eq!(out.flags & PERFBUF_DECODE_F_BRANCH_HW_IDX != 0, b.is_some_and(|b| b.hw_idx.is_some()));
-        assert_eq!(out.flags & PERFBUF_DECODE_F_BRANCH_COUNTERS != 0, b.is_some_and(|b| b.counters.is_some()));
+        assert_eq!(
+            out.flags & PERFBUF_DECODE_F_BRANCH_COUNTERS != 0,
+            b.is_some_and(|b| b.counters.is_some())
+        );
         assert_eq!(out.stack_user_size, s.stack_user.map_or(0, |st| st.data.len() as u64));
     }
 }

@@ -51,7 +51,8 @@ fn claiming(size: u16) -> Vec<u8> {
 
 /// A few samples, a LOST and a THROTTLE record (both go to `on_record`).
 fn mixed() -> Vec<u8> {
-    [sample(4, 1), sample(20, 2), lost(5), sample(100, 3), rec(PERF_RECORD_THROTTLE, &words(&[1, 2, 3]))].concat()
+    [sample(4, 1), sample(20, 2), lost(5), sample(100, 3), rec(PERF_RECORD_THROTTLE, &words(&[1, 2, 3]))]
+        .concat()
 }
 
 fn ring(name: &str, input: RingInput<'_>) -> Seed {
@@ -95,16 +96,23 @@ pub fn ring_seeds() -> Vec<Seed> {
         ring("good-stop1-done", RingInput { stop_at: 1, ..base }),
         ring("good-stop2-error", RingInput { stop_at: 2, stop_value: -1, ..base }),
         ring("good-stop3-positive", RingInput { stop_at: 3, stop_value: 7, ..base }),
-        ring("wrap-record", RingInput { tail_offset: page - 16, ..base }),
+        ring("record-ends-at-ring-end", RingInput { tail_offset: page - 16, ..base }),
+        ring("wrap-record", RingInput { tail_offset: page - 24, ..base }),
         ring("wrap-body-only", RingInput { tail_offset: page - 8, ..base }),
         ring("wrap-2-pages", RingInput { pages: 2, tail_offset: 2 * page - 40, ..base }),
-        ring("wrap-4-pages", RingInput { pages: 4, tail_offset: 4 * page - 48, stop_at: 2, ..base }),
+        ring("wrap-4-pages", RingInput { pages: 4, tail_offset: 4 * page - 40, stop_at: 2, ..base }),
         ring("u64-wrap", RingInput { tail_base: TailBase::NearWrap, tail_offset: page - 24, ..base }),
-        ring("u64-wrap-raw", RingInput { tail_base: TailBase::Raw(u64::MAX - 15), head: Head::Raw(u64::from(n) - 16), ..base }),
+        ring(
+            "u64-wrap-raw",
+            RingInput { tail_base: TailBase::Raw(u64::MAX - 15), head: Head::Raw(u64::from(n) - 16), ..base },
+        ),
         ring("high-counters", RingInput { tail_base: TailBase::High, tail_offset: 808, ..base }),
         ring("full-ring-record", RingInput { tail_offset: 8, head: Head::Ahead(page), data: &full, ..base }),
         ring("exactly-one-ring-ahead", RingInput { tail_offset: 8, head: Head::Far(0), data: &full, ..base }),
-        ring("512-tiny-records", RingInput { tail_offset: 64, head: Head::Far(0), stop_at: 200, data: &tiny, ..base }),
+        ring(
+            "512-tiny-records",
+            RingInput { tail_offset: 64, head: Head::Far(0), stop_at: 200, data: &tiny, ..base },
+        ),
         // The README's inconsistent states.
         ring("tail-misaligned", RingInput { tail_offset: 3, ..base }),
         ring("tail-inside-record", RingInput { back: 1, head: Head::Ahead(n - 8), ..base }),
@@ -115,15 +123,36 @@ pub fn ring_seeds() -> Vec<Seed> {
         ring("size-zero", RingInput { head: Head::Ahead(len16(&zero)), data: &zero, ..base }),
         ring("size-below-header", RingInput { head: Head::Ahead(len16(&short)), data: &short, ..base }),
         ring("size-misaligned", RingInput { head: Head::Ahead(len16(&odd)), data: &odd, ..base }),
-        ring("size-beyond-head", RingInput { head: Head::Ahead(len16(&beyond_head)), data: &beyond_head, ..base }),
-        ring("size-beyond-ring", RingInput { head: Head::Ahead(len16(&beyond_ring)), data: &beyond_ring, ..base }),
-        ring("wrap-then-bad", RingInput { tail_offset: page - 16, head: Head::Ahead(40), data: &wrap_then_bad, ..base }),
-        ring("size-zero-stop1", RingInput { head: Head::Ahead(len16(&zero)), data: &zero, stop_at: 1, ..base }),
+        ring(
+            "size-beyond-head",
+            RingInput { head: Head::Ahead(len16(&beyond_head)), data: &beyond_head, ..base },
+        ),
+        ring(
+            "size-beyond-ring",
+            RingInput { head: Head::Ahead(len16(&beyond_ring)), data: &beyond_ring, ..base },
+        ),
+        ring(
+            "wrap-then-bad",
+            RingInput { tail_offset: page - 16, head: Head::Ahead(40), data: &wrap_then_bad, ..base },
+        ),
+        ring(
+            "size-zero-stop1",
+            RingInput { head: Head::Ahead(len16(&zero)), data: &zero, stop_at: 1, ..base },
+        ),
         // Backward (overwritable) rings: records from the head up.
         ring("backward", RingInput { tail_offset: 512, head: Head::Behind(n), data_at_head: true, ..base }),
-        ring("backward-wrap", RingInput { tail_offset: 64, head: Head::Behind(n), data_at_head: true, ..base }),
-        ring("backward-overwritten", RingInput { head: Head::Behind(page + 100), data_at_head: true, data: &backward_full, ..base }),
-        ring("backward-cut", RingInput { tail_offset: 512, head: Head::Behind(n - 8), data_at_head: true, ..base }),
+        ring(
+            "backward-wrap",
+            RingInput { tail_offset: 64, head: Head::Behind(n), data_at_head: true, ..base },
+        ),
+        ring(
+            "backward-overwritten",
+            RingInput { head: Head::Behind(page + 104), data_at_head: true, data: &backward_full, ..base },
+        ),
+        ring(
+            "backward-cut",
+            RingInput { tail_offset: 512, head: Head::Behind(n - 8), data_at_head: true, ..base },
+        ),
     ];
     // 3 data pages: not a power of two, refused.
     seeds.push(ring("3-pages-refused", RingInput { pages: 3, ..base }));
@@ -168,14 +197,19 @@ pub fn decode_seeds() -> Vec<Seed> {
         | PERF_SAMPLE_STREAM_ID
         | PERF_SAMPLE_CPU
         | PERF_SAMPLE_PERIOD;
-    let ids_body = words(&[77, 0xffff_ffff_8100_0000, pair(10, 11), 1_000_000, 0x7000, 77, 78, pair(1, 0), 4000]);
+    let ids_body =
+        words(&[77, 0xffff_ffff_8100_0000, pair(10, 11), 1_000_000, 0x7000, 77, 78, pair(1, 0), 4000]);
     let trailer_bits = PERF_SAMPLE_TID
         | PERF_SAMPLE_TIME
         | PERF_SAMPLE_ID
         | PERF_SAMPLE_STREAM_ID
         | PERF_SAMPLE_CPU
         | PERF_SAMPLE_IDENTIFIER;
-    let with_ids = DecodeAttr { sample_type: trailer_bits | PERF_SAMPLE_RAW, sample_id_all: true, ..DecodeAttr::default() };
+    let with_ids = DecodeAttr {
+        sample_type: trailer_bits | PERF_SAMPLE_RAW,
+        sample_id_all: true,
+        ..DecodeAttr::default()
+    };
     let trailer = words(&[pair(10, 11), 1_000_000, 77, 78, pair(1, 0), 77]);
     let everything = DecodeAttr {
         sample_type: KNOWN_SAMPLE_TYPE & !PERF_SAMPLE_WEIGHT,
@@ -187,22 +221,26 @@ pub fn decode_seeds() -> Vec<Seed> {
     };
     let all_body = [
         words(&[77, 0x4000, pair(10, 11), 5, 0x7000, 77, 78, pair(1, 0), 4000]),
-        words(&[1, 900, 77]),       // READ group: nr, value, id
-        words(&[2, 0x10, 0x20]),    // CALLCHAIN
-        raw(4),                     // RAW
-        words(&[1, 3, 0xa, 0xb, 0xc, 9]), // BRANCH_STACK: nr, hw_idx, entry, counter
-        words(&[2, 0x51, 0x52]),    // REGS_USER
-        words(&[8, 0x5757, 8]),     // STACK_USER
+        words(&[1, 900, 77]),                       // READ group: nr, value, id
+        words(&[2, 0x10, 0x20]),                    // CALLCHAIN
+        raw(4),                                     // RAW
+        words(&[1, 3, 0xa, 0xb, 0xc, 9]),           // BRANCH_STACK: nr, hw_idx, entry, counter
+        words(&[2, 0x51, 0x52]),                    // REGS_USER
+        words(&[8, 0x5757, 8]),                     // STACK_USER
         words(&[0x0003_0002_0000_0001, 0x42, 0x1]), // WEIGHT_STRUCT, DATA_SRC, TRANSACTION
-        words(&[2, 0x61]),          // REGS_INTR
-        words(&[0x1000, 0x99, 4096, 4096]), // PHYS_ADDR, CGROUP, page sizes
-        words(&[8, 0xaa]),          // AUX
+        words(&[2, 0x61]),                          // REGS_INTR
+        words(&[0x1000, 0x99, 4096, 4096]),         // PHYS_ADDR, CGROUP, page sizes
+        words(&[8, 0xaa]),                          // AUX
     ]
     .concat();
     vec![
         dec("raw-only", attr(PERF_SAMPLE_RAW), &sample_rec(&raw(12))),
         dec("ids", attr(ids), &sample_rec(&ids_body)),
-        dec("callchain-raw", attr(PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW), &sample_rec(&[words(&[3, 1, 2, 3]), raw(4)].concat())),
+        dec(
+            "callchain-raw",
+            attr(PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW),
+            &sample_rec(&[words(&[3, 1, 2, 3]), raw(4)].concat()),
+        ),
         dec(
             "read-single-every-format",
             DecodeAttr { read_format: 0x17, ..attr(PERF_SAMPLE_READ) },
@@ -215,7 +253,10 @@ pub fn decode_seeds() -> Vec<Seed> {
         ),
         dec(
             "branch-hw-idx-counters",
-            DecodeAttr { branch_sample_type: PERF_SAMPLE_BRANCH_HW_INDEX | PERF_SAMPLE_BRANCH_COUNTERS, ..attr(PERF_SAMPLE_BRANCH_STACK) },
+            DecodeAttr {
+                branch_sample_type: PERF_SAMPLE_BRANCH_HW_INDEX | PERF_SAMPLE_BRANCH_COUNTERS,
+                ..attr(PERF_SAMPLE_BRANCH_STACK)
+            },
             &sample_rec(&words(&[1, 5, 0x10, 0x20, 0x3, 4])),
         ),
         dec(
@@ -240,10 +281,22 @@ pub fn decode_seeds() -> Vec<Seed> {
             &sample_rec(&words(&[300, 0x42, 0x1])),
         ),
         dec("all-fields", everything, &sample_rec(&all_body)),
-        dec("lost-sample-id-all", with_ids, &rec(PERF_RECORD_LOST, &[words(&[7, 3]), trailer.clone()].concat())),
-        dec("throttle-sample-id-all", with_ids, &rec(PERF_RECORD_THROTTLE, &[words(&[1, 2, 3]), trailer.clone()].concat())),
+        dec(
+            "lost-sample-id-all",
+            with_ids,
+            &rec(PERF_RECORD_LOST, &[words(&[7, 3]), trailer.clone()].concat()),
+        ),
+        dec(
+            "throttle-sample-id-all",
+            with_ids,
+            &rec(PERF_RECORD_THROTTLE, &[words(&[1, 2, 3]), trailer.clone()].concat()),
+        ),
         dec("unthrottle", attr(PERF_SAMPLE_RAW), &rec(PERF_RECORD_UNTHROTTLE, &words(&[1, 2, 3]))),
-        dec("lost-samples-sample-id-all", with_ids, &rec(PERF_RECORD_LOST_SAMPLES, &[words(&[9]), trailer].concat())),
+        dec(
+            "lost-samples-sample-id-all",
+            with_ids,
+            &rec(PERF_RECORD_LOST_SAMPLES, &[words(&[9]), trailer].concat()),
+        ),
         // Errors.
         dec("unsupported-type", attr(PERF_SAMPLE_RAW), &rec(MMAP, &words(&[1, 2]))),
         dec("unknown-sample-type-bit", attr(1 << 30), &sample_rec(&words(&[1]))),
@@ -256,43 +309,95 @@ pub fn decode_seeds() -> Vec<Seed> {
             &sample_rec(&[raw(8), words(&[1, 1, 2, 3])].concat()),
         ),
         dec("count-overflow", attr(PERF_SAMPLE_CALLCHAIN), &sample_rec(&words(&[u64::MAX / 4, 1]))),
-        dec(
-            "stack-dyn-size-beyond",
-            attr(PERF_SAMPLE_STACK_USER),
-            &sample_rec(&words(&[8, 0, 16])),
-        ),
+        dec("stack-dyn-size-beyond", attr(PERF_SAMPLE_STACK_USER), &sample_rec(&words(&[8, 0, 16]))),
         // The C entry points' argument rules.
         dec_with(
             "c-rec-len-cut",
-            DecodeInput { attr: attr(ids), flags: flag::CUT, adjust: 8, record: &sample_rec(&ids_body), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(ids),
+                flags: flag::CUT,
+                adjust: 8,
+                record: &sample_rec(&ids_body),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-rec-len-beyond",
-            DecodeInput { attr: attr(PERF_SAMPLE_RAW), flags: flag::EXTEND, adjust: 64, record: &sample_rec(&raw(12)), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(PERF_SAMPLE_RAW),
+                flags: flag::EXTEND,
+                adjust: 64,
+                record: &sample_rec(&raw(12)),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-misaligned-record",
-            DecodeInput { attr: attr(PERF_SAMPLE_RAW), flags: flag::MISALIGNED, record: &sample_rec(&raw(12)), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(PERF_SAMPLE_RAW),
+                flags: flag::MISALIGNED,
+                record: &sample_rec(&raw(12)),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-attr-sz-16",
-            DecodeInput { attr: attr(PERF_SAMPLE_IP), flags: flag::ATTR_SZ, attr_sz: 16, record: &sample_rec(&words(&[1])), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(PERF_SAMPLE_IP),
+                flags: flag::ATTR_SZ,
+                attr_sz: 16,
+                record: &sample_rec(&words(&[1])),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-attr-longer-with-garbage",
-            DecodeInput { attr: attr(PERF_SAMPLE_IP), flags: flag::ATTR_SZ | flag::ATTR_GARBAGE, attr_sz: 72, record: &sample_rec(&words(&[1])), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(PERF_SAMPLE_IP),
+                flags: flag::ATTR_SZ | flag::ATTR_GARBAGE,
+                attr_sz: 72,
+                record: &sample_rec(&words(&[1])),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-out-sz-24",
-            DecodeInput { attr: attr(ids), flags: flag::OUT_SZ, out_sz: 24, record: &sample_rec(&ids_body), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(ids),
+                flags: flag::OUT_SZ,
+                out_sz: 24,
+                record: &sample_rec(&ids_body),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-event-attr-ver0",
-            DecodeInput { attr: everything, flags: flag::EVENT_ATTR_SIZE, attr_sz: 64, record: &sample_rec(&all_body), ..DecodeInput::default() },
+            DecodeInput {
+                attr: everything,
+                flags: flag::EVENT_ATTR_SIZE,
+                attr_sz: 64,
+                record: &sample_rec(&all_body),
+                ..DecodeInput::default()
+            },
+        ),
+        dec_with(
+            "c-null-pointers",
+            DecodeInput {
+                attr: attr(PERF_SAMPLE_RAW),
+                flags: flag::NULLS,
+                record: &sample_rec(&raw(12)),
+                ..DecodeInput::default()
+            },
         ),
         dec_with(
             "c-event-attr-size-63",
-            DecodeInput { attr: attr(PERF_SAMPLE_IP), flags: flag::EVENT_ATTR_SIZE, attr_sz: 63, record: &sample_rec(&words(&[1])), ..DecodeInput::default() },
+            DecodeInput {
+                attr: attr(PERF_SAMPLE_IP),
+                flags: flag::EVENT_ATTR_SIZE,
+                attr_sz: 63,
+                record: &sample_rec(&words(&[1])),
+                ..DecodeInput::default()
+            },
         ),
     ]
 }

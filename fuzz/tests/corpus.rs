@@ -59,3 +59,70 @@ fn short_inputs_pass() {
         decode::run(&bytes);
     }
 }
+
+/// Decoder seeds named for an error fail, the others decode (the `c-`
+/// seeds are about the C arguments, whatever the record).
+#[test]
+fn decode_seeds_mean_what_they_say() {
+    let errors = [
+        "unsupported-type",
+        "unknown-sample-type-bit",
+        "trailing",
+        "short-body",
+        "size-below-header",
+        "misaligned-array",
+        "count-overflow",
+        "stack-dyn-size-beyond",
+    ];
+    for (name, bytes) in seeds::decode_seeds() {
+        let short = name.trim_start_matches("decode-");
+        if short.starts_with("c-") {
+            continue;
+        }
+        let input = decode::DecodeInput::parse(&bytes).expect("parses");
+        let result = perfbuf::decode::decode(input.record, &input.attr);
+        assert_eq!(result.is_err(), errors.contains(&short), "{name}: {:?}", result.map(|_| ()));
+    }
+}
+
+/// Inputs on which the fuzzer once found a library bug (fuzz/regressions/)
+/// stay fixed.
+#[test]
+fn regressions_replay() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions");
+    for target in seeds::TARGETS {
+        let Ok(dir) = fs::read_dir(root.join(target)) else { continue };
+        for entry in dir {
+            let path = entry.expect("dir entry").path();
+            let bytes = fs::read(&path).expect("read reproducer");
+            println!("{}", path.display());
+            match target {
+                "ring" => ring::run(&bytes),
+                _ => decode::run(&bytes),
+            }
+        }
+    }
+}
+
+/// `PERFBUF_FUZZ_REPLAY=ring:DIR` (or `decode:DIR`) replays every file of
+/// DIR through the plain harness: a crash found by libFuzzer, or a grown
+/// corpus under Miri (`cargo +nightly miri test`, with
+/// `MIRIFLAGS=-Zmiri-disable-isolation`).
+#[test]
+fn replay_dir() {
+    let Ok(spec) = std::env::var("PERFBUF_FUZZ_REPLAY") else { return };
+    let (target, dir) = spec.split_once(':').expect("PERFBUF_FUZZ_REPLAY=target:dir");
+    let mut files: Vec<_> =
+        fs::read_dir(dir).expect("replay dir").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    for path in &files {
+        println!("{}", path.display());
+        let bytes = fs::read(path).expect("read input");
+        match target {
+            "ring" => ring::run(&bytes),
+            "decode" => decode::run(&bytes),
+            _ => panic!("unknown target {target}"),
+        }
+    }
+    println!("replayed {} inputs", files.len());
+}

@@ -6,10 +6,9 @@ use std::fs;
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
-    let root = std::env::args_os().nth(1).map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus"),
-        PathBuf::from,
-    );
+    let root = std::env::args_os()
+        .nth(1)
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus"), PathBuf::from);
     for target in perfbuf_fuzz::seeds::TARGETS {
         let dir = root.join(target);
         // Replace, so a renamed or dropped seed does not linger.
