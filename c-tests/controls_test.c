@@ -463,13 +463,19 @@ static void test_adaptive(void)
 	       (unsigned long long)s.batch_switches);
 	EXPECT(c.samples == produced && c.lost == 0, "delivered %u lost %llu of %llu", c.samples, c.lost, produced);
 	EXPECT(s.batched == 1 && s.batch_switches >= 1, "ring not batched at %.0f records/s", rate);
+	/* The delay timer ticks every 0.5 ms, but as in libbpf an empty poll
+	 * returns 0 only when its timeout has passed. */
+	t0 = now_ms();
+	int r = perf_buffer__poll(pb, 40);
+	double waited = now_ms() - t0;
+	EXPECT(r == 0 && waited >= 39, "batched, empty: poll(40) returned %d after %.1f ms", r, waited);
 
 	unsigned before = c.samples;
 	emit(0, 16, 2, 10, NULL);
 	t0 = now_ms();
 	while (c.samples < before + 10 && now_ms() - t0 < 2000)
 		perf_buffer__poll(pb, 100);
-	double waited = now_ms() - t0;
+	waited = now_ms() - t0;
 	printf("  adaptive: 10 records below the batch delivered after %.2f ms\n", waited);
 	EXPECT(c.samples == before + 10 && waited < 50, "delivered %u after %.1f ms", c.samples - before, waited);
 
@@ -479,7 +485,7 @@ static void test_adaptive(void)
 	s = ring_figures(pb, 0);
 	EXPECT(s.batched == 0, "still batched with no records");
 	t0 = now_ms();
-	int r = perf_buffer__poll(pb, 200);
+	r = perf_buffer__poll(pb, 200);
 	waited = now_ms() - t0;
 	printf("  adaptive: rate fell: batched %llu, an idle poll(200) returned %d after %.1f ms\n",
 	       (unsigned long long)s.batched, r, waited);

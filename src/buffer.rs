@@ -21,7 +21,7 @@ use crate::sys::{
 use core::ffi::c_int;
 use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// epoll token of the timerfd (ring tokens are their indexes).
 const TIMER_TOKEN: u64 = 1 << 63;
@@ -253,6 +253,24 @@ fn clear_wake(token: u64) {
     sys::read_u64((token & !WAKE_TAG) as RawFd);
 }
 
+/// What is left of a poll's `timeout_ms` begun at `start` (`Duration::MAX`
+/// for a negative, unbounded timeout); `None` once it has passed.
+fn timeout_left(start: Instant, timeout_ms: c_int) -> Option<Duration> {
+    if timeout_ms < 0 {
+        return Some(Duration::MAX);
+    }
+    Duration::from_millis(timeout_ms as u64).checked_sub(start.elapsed()).filter(|d| !d.is_zero())
+}
+
+/// An epoll timeout for `wait`: -1 for unbounded, else whole milliseconds
+/// rounded up (at least 1, so a sub-millisecond rest does not spin).
+fn epoll_ms(wait: Duration) -> c_int {
+    if wait == Duration::MAX {
+        return -1;
+    }
+    wait.as_micros().div_ceil(1000).clamp(1, c_int::MAX as u128) as c_int
+}
+
 /// A set of per-CPU perf rings read through one epoll instance.
 pub struct PerfBuffer {
     map_fd: RawFd,
@@ -433,13 +451,30 @@ impl PerfBuffer {
 
     /// Waits up to `timeout_ms` for rings the kernel signalled, drains each,
     /// and returns how many were drained (libbpf's `perf_buffer__poll`).
-    /// With a max-delay timer, a timer tick drains every ring holding data.
-    /// After [`Waker::wake`], returns `-ECANCELED` (rings signalled in the
-    /// same wait are drained first).
+    /// With a max-delay timer, a timer tick drains every ring holding data;
+    /// a tick that finds nothing goes back to waiting, so that 0 still means
+    /// the timeout passed. After [`Waker::wake`], returns `-ECANCELED` (rings
+    /// signalled in the same wait are drained first).
     pub fn poll(&mut self, timeout_ms: c_int) -> c_int {
         if self.order.is_some() {
             return self.poll_ordered(timeout_ms);
         }
+        let start = Instant::now();
+        let mut wait_ms = timeout_ms;
+        loop {
+            if let Some(ret) = self.poll_once(wait_ms) {
+                return ret;
+            }
+            wait_ms = match timeout_left(start, timeout_ms) {
+                Some(left) if timeout_ms != 0 => epoll_ms(left),
+                _ => return 0,
+            };
+        }
+    }
+
+    /// One epoll wait and the drains it calls for; `None` when only our own
+    /// timer fired and there was nothing to drain.
+    fn poll_once(&mut self, timeout_ms: c_int) -> Option<c_int> {
         // libbpf passes the ring count (so 0 rings gives EINVAL); our own
         // timer and wake fds need room too.
         let max = match self.bufs.len() {
@@ -448,7 +483,7 @@ impl PerfBuffer {
         } + usize::from(self.timer.is_some());
         let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, timeout_ms) {
             Ok(cnt) => cnt,
-            Err(e) => return -e.0,
+            Err(e) => return Some(-e.0),
         };
         let (mut drained, mut flush, mut woken) = (0, false, None);
         for i in 0..cnt {
@@ -462,7 +497,7 @@ impl PerfBuffer {
                     let err = self.process_records(idx);
                     if err != 0 {
                         log::warn(format_args!("error while processing records: {err}"));
-                        return libbpf_err(err);
+                        return Some(libbpf_err(err));
                     }
                     drained += 1;
                 }
@@ -482,7 +517,7 @@ impl PerfBuffer {
                 let err = self.process_records(idx);
                 if err != 0 {
                     log::warn(format_args!("error while processing records: {err}"));
-                    return libbpf_err(err);
+                    return Some(libbpf_err(err));
                 }
                 drained += 1;
             }
@@ -490,9 +525,12 @@ impl PerfBuffer {
         self.adapt();
         if let Some(token) = woken {
             clear_wake(token);
-            return libbpf_err(-libc::ECANCELED);
+            return Some(libbpf_err(-libc::ECANCELED));
         }
-        drained
+        if cnt > 0 && drained == 0 {
+            return None;
+        }
+        Some(drained)
     }
 
     /// Lets the adaptive state move rings between per-record and batched
@@ -582,29 +620,17 @@ impl PerfBuffer {
     /// passes, waiting on epoll in between; while records are held back by
     /// the horizon, waits at most the idle bound so idle rings stop counting.
     fn poll_ordered(&mut self, timeout_ms: c_int) -> c_int {
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         loop {
             match self.order_round(false) {
                 Err(e) => return libbpf_err(e),
                 Ok(n) if n > 0 => return n as c_int,
                 Ok(_) => {}
             }
-            let left = if timeout_ms < 0 {
-                None
-            } else {
-                let total = std::time::Duration::from_millis(timeout_ms as u64);
-                match total.checked_sub(start.elapsed()) {
-                    Some(d) if !d.is_zero() => Some(d),
-                    _ => return 0,
-                }
-            };
+            let Some(left) = timeout_left(start, timeout_ms) else { return 0 };
             let order = self.order.as_ref().expect("ordered mode");
-            let wait = if order.has_pending() {
-                Some(left.map_or(order.idle_wait(), |l| l.min(order.idle_wait())))
-            } else {
-                left
-            };
-            let wait_ms = wait.map_or(-1, |d| d.as_millis().clamp(1, i32::MAX as u128) as c_int);
+            let wait = if order.has_pending() { left.min(order.idle_wait()) } else { left };
+            let wait_ms = epoll_ms(wait);
             let max = self.events.len();
             let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, wait_ms) {
                 Ok(cnt) => cnt,
