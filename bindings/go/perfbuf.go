@@ -61,6 +61,9 @@ type Record struct {
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
 type Reader struct {
 	mu       sync.Mutex // held by the goroutine inside poll
+	// pb is freed and cleared under both mu and wakeMu; wake holds wakeMu
+	// shared, so perfbuf_wake never runs on a freed buffer.
+	wakeMu   sync.RWMutex
 	pb       *C.struct_perf_buffer
 	handle   cgo.Handle
 	queue    []Record
@@ -172,13 +175,26 @@ func (r *Reader) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
-	C.perfbuf_wake(r.pb) // the one call libperfbuf allows during a poll
+	r.wake()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	C.perf_buffer__free(r.pb)
+	r.wakeMu.Lock()
+	pb := r.pb
 	r.pb = nil
+	r.wakeMu.Unlock()
+	C.perf_buffer__free(pb)
 	r.handle.Delete()
 	return nil
+}
+
+// wake ends a blocked poll: perfbuf_wake is the one call libperfbuf allows
+// during a poll, but not during or after perf_buffer__free.
+func (r *Reader) wake() {
+	r.wakeMu.RLock()
+	defer r.wakeMu.RUnlock()
+	if r.pb != nil {
+		C.perfbuf_wake(r.pb)
+	}
 }
 
 // Pause stops the kernel's output into every ring: records produced while
@@ -199,7 +215,7 @@ func (r *Reader) control(op string, fn func(*C.struct_perf_buffer) C.int) error 
 	}
 	r.waiters.Add(1)
 	defer r.waiters.Add(-1)
-	C.perfbuf_wake(r.pb)
+	r.wake()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pb == nil {
@@ -217,9 +233,7 @@ func (r *Reader) SetDeadline(t time.Time) {
 	r.stateMu.Lock()
 	r.deadline = t
 	r.stateMu.Unlock()
-	if !r.closed.Load() {
-		C.perfbuf_wake(r.pb)
-	}
+	r.wake()
 }
 
 //export perfbufGoSample

@@ -129,6 +129,55 @@ func TestCloseUnblocksRead(t *testing.T) {
 	}
 }
 
+// Close may run while other goroutines call SetDeadline, Pause and Resume:
+// none of them may reach libperfbuf once the buffer is freed (run under
+// -race, an unguarded read of the buffer pointer is reported).
+func TestCloseDuringControls(t *testing.T) {
+	p := openProducer(t)
+	for round := 0; round < 50; round++ {
+		rd, err := NewReader(p.MapFD(), os.Getpagesize(), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		done := make(chan error, 3)
+		go func() {
+			_, err := rd.Read()
+			done <- err
+		}()
+		for _, control := range []func(){
+			func() { rd.SetDeadline(time.Now().Add(time.Hour)) },
+			func() { _ = rd.Pause(); _ = rd.Resume() },
+		} {
+			control := control
+			go func() {
+				for {
+					select {
+					case <-stop:
+						done <- nil
+						return
+					default:
+						control()
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if err := rd.Close(); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		for i := 0; i < 3; i++ {
+			if err := <-done; err != nil && !errors.Is(err, ErrClosed) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if err := rd.Pause(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Pause after Close: %v", err)
+		}
+	}
+}
+
 func TestPauseResume(t *testing.T) {
 	p := openProducer(t)
 	rd, err := NewReader(p.MapFD(), 2*os.Getpagesize(), ReaderOptions{})

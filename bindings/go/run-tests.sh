@@ -10,3 +10,5 @@ cd "$here"
 go vet ./...
 go build -o /dev/null ./examples/dump
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
+# The lifetime of the C buffer under concurrent Close, with the race detector.
+go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume' ./ 2>&1 | grep -v "^=== RUN"
