@@ -215,15 +215,49 @@ impl PerfRing {
             self.store_tail(head);
             return ret;
         }
-        // Counted in a local; bytes follow from the tail at the end.
+        // Counted in locals, stored once; bytes follow from the tail.
         let (start, mut records) = (tail, 0u64);
-        while tail != head {
+        let (data, data_size) = (self.data_ptr(), self.data_size);
+        while tail != head && ret == LIBBPF_PERF_EVENT_CONT {
+            // Records up to the ring's end or the head, whichever is first,
+            // by pointer: few values live across the handler's calls, so
+            // they all stay in registers.
+            let offset = (tail & mask) as usize;
+            // SAFETY: offset < data_size and the run ends inside the data area.
+            let (first, end) = unsafe {
+                let first = data.add(offset);
+                (first, first.add((data_size - offset).min(head.wrapping_sub(tail) as usize)))
+            };
+            let (mut at, mut count) = (first, 0u64);
+            while at < end {
+                // SAFETY: `at` is 8-aligned and below `end`, which is 8-aligned
+                // and inside the data area, so the header lies inside it.
+                let (_, size) = unsafe { header_at(at, 0) };
+                // SAFETY: both inside the same data area.
+                if size < HEADER_SIZE || size % 8 != 0 || size > unsafe { end.offset_from(at) } as usize {
+                    break; // wraps the ring's end, or is bad: decided below
+                }
+                // SAFETY: [at, at + size) is inside the run; the kernel does
+                // not write below `head` until the tail moves past it, after
+                // the handler returned.
+                ret = handler(state, unsafe { core::slice::from_raw_parts(at, size) });
+                // SAFETY: at most `end`.
+                at = unsafe { at.add(size) };
+                count += 1;
+                if ret != LIBBPF_PERF_EVENT_CONT {
+                    break;
+                }
+            }
+            records += count;
+            // SAFETY: both inside the same data area.
+            tail = tail.wrapping_add(unsafe { at.offset_from(first) } as u64);
+            if at == end || ret != LIBBPF_PERF_EVENT_CONT {
+                continue; // at the head, at the ring's end, or stopped
+            }
             let avail = head.wrapping_sub(tail);
             let offset = (tail & mask) as usize;
-            // SAFETY: offset is 8-aligned and below data_size (a multiple of
-            // 8), so the 8-byte header lies inside the data area.
-            let header = unsafe { self.data_ptr().add(offset).cast::<[u8; 8]>().read() };
-            let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
+            // SAFETY: as in the run.
+            let (_, size) = unsafe { header_at(data, offset) };
             // Zero, misaligned, or beyond what the head covers: resync.
             if size < HEADER_SIZE || size % 8 != 0 || size as u64 > avail {
                 self.count_read(records, tail.wrapping_sub(start));
@@ -232,25 +266,14 @@ impl PerfRing {
                 self.store_tail(head);
                 return ret;
             }
-            let record = if offset + size <= self.data_size {
-                // SAFETY: in bounds; the kernel does not write below `head`
-                // until we move the tail past it, after the handler returned.
-                unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) }
-            } else {
-                match self.record_bytes(offset, size) {
-                    Some(record) => record,
-                    None => {
-                        ret = LIBBPF_PERF_EVENT_ERROR;
-                        break;
-                    }
-                }
+            // The one record that wraps the ring's end, copied whole.
+            let Some(record) = self.record_bytes(offset, size) else {
+                ret = LIBBPF_PERF_EVENT_ERROR;
+                break;
             };
             ret = handler(state, record);
             tail = tail.wrapping_add(size as u64);
             records += 1;
-            if ret != LIBBPF_PERF_EVENT_CONT {
-                break;
-            }
         }
         finish(state);
         self.store_tail(tail);
@@ -273,98 +296,71 @@ impl PerfRing {
     {
         let head = self.load_head();
         let tail = self.load_tail();
-        let mask = self.data_size as u64 - 1;
         let avail = head.wrapping_sub(tail);
         if avail != 0 && (tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64) {
             self.resync(avail);
             self.store_tail(head);
             return 0;
         }
-        let (mut pos, mut span, mut records, mut ret) = (tail, tail, 0u64, 0);
+        // In locals, so the scan below keeps them in registers whatever the
+        // closures store.
+        let (data, data_size) = (self.data_ptr(), self.data_size);
+        let (mut pos, mut records, mut ret) = (tail, 0u64, 0);
         // Where a bad header was met: bytes read stop there, not at the head.
         let mut resynced_at = None;
-        // Records in the run [span, pos).
-        let mut run = 0usize;
         while pos != head && ret == 0 {
-            let offset = (pos & mask) as usize;
-            // SAFETY: offset is 8-aligned and below data_size, a multiple of 8.
-            let header = unsafe { self.data_ptr().add(offset).cast::<[u8; 8]>().read() };
-            let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
+            let start = (pos & (data_size as u64 - 1)) as usize;
+            // The run may not cross the ring's end nor the head.
+            let end = data_size.min(start + head.wrapping_sub(pos) as usize);
+            let (mut off, mut run) = (start, 0usize);
+            while off < end {
+                // SAFETY: off is 8-aligned and below end <= data_size, a
+                // multiple of 8, so the header lies inside the data area.
+                let (type_, size) = unsafe { header_at(data, off) };
+                if size < HEADER_SIZE || size % 8 != 0 || size > end - off {
+                    break; // wraps the ring's end, or is bad: decided below
+                }
+                if type_ != PERF_RECORD_SAMPLE {
+                    // SAFETY: [off, off + size) is inside [start, end).
+                    on_record(unsafe { core::slice::from_raw_parts(data.add(off), size) });
+                }
+                off += size;
+                run += 1;
+            }
+            if off > start {
+                // SAFETY: the run was walked record by record inside
+                // [start, end); the kernel does not write there until the
+                // tail moves past it.
+                ret = sink(unsafe { core::slice::from_raw_parts(data.add(start), off - start) }, run);
+                records += run as u64;
+                pos = pos.wrapping_add((off - start) as u64);
+            }
+            if off == end || ret != 0 {
+                continue; // at the head, at the ring's end, or stopped
+            }
+            // SAFETY: as in the scan.
+            let (type_, size) = unsafe { header_at(data, off) };
             if size < HEADER_SIZE || size % 8 != 0 || size as u64 > head.wrapping_sub(pos) {
-                ret = self.emit_span(span, pos, run, &mut sink);
                 self.resync(head.wrapping_sub(pos));
                 resynced_at = Some(pos);
-                span = head;
                 pos = head;
                 break;
             }
-            if offset + size > self.data_size {
-                // The one record that wraps: end the run, send it alone.
-                ret = self.emit_span(span, pos, run, &mut sink);
-                span = pos;
-                run = 0;
-                if ret != 0 {
-                    break;
-                }
-                let Some(rec) = self.record_bytes(offset, size) else {
-                    ret = LIBBPF_PERF_EVENT_ERROR;
-                    break;
-                };
-                if u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) != PERF_RECORD_SAMPLE {
-                    on_record(rec);
-                }
-                ret = sink(rec, 1);
-                records += 1;
-                pos = pos.wrapping_add(size as u64);
-                span = pos;
-                continue;
+            // The one record that wraps the ring's end: alone, from scratch.
+            let Some(rec) = self.record_bytes(off, size) else {
+                ret = LIBBPF_PERF_EVENT_ERROR;
+                break;
+            };
+            if type_ != PERF_RECORD_SAMPLE {
+                on_record(rec);
             }
-            if u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) != PERF_RECORD_SAMPLE {
-                // SAFETY: [offset, offset+size) is inside the data area.
-                on_record(unsafe { core::slice::from_raw_parts(self.data_ptr().add(offset), size) });
-            }
+            ret = sink(rec, 1);
             records += 1;
-            run += 1;
             pos = pos.wrapping_add(size as u64);
-            if offset + size == self.data_size {
-                // The run cannot continue past the ring's end.
-                ret = self.emit_span(span, pos, run, &mut sink);
-                span = pos;
-                run = 0;
-            }
         }
-        if ret == 0 {
-            ret = self.emit_span(span, pos, run, &mut sink);
-            span = pos;
-        }
-        let consumed = if ret == 0 { pos } else { span };
-        self.store_tail(consumed);
-        self.count_read(records, resynced_at.unwrap_or(consumed).wrapping_sub(tail));
+        self.store_tail(pos);
+        self.count_read(records, resynced_at.unwrap_or(pos).wrapping_sub(tail));
         ret
-    }
-
-    /// Sends the contiguous run `[from, to)` (no wrap inside) of `records`
-    /// records to `sink`.
-    fn emit_span<F: FnMut(&[u8], usize) -> c_int>(
-        &self,
-        from: u64,
-        to: u64,
-        records: usize,
-        sink: &mut F,
-    ) -> c_int {
-        if from == to {
-            return 0;
-        }
-        let offset = (from & (self.data_size as u64 - 1)) as usize;
-        // SAFETY: the run was walked record by record without crossing the
-        // ring's end, so it lies inside the data area; the kernel does not
-        // write there until the tail moves past it.
-        sink(
-            unsafe {
-                core::slice::from_raw_parts(self.data_ptr().add(offset), to.wrapping_sub(from) as usize)
-            },
-            records,
-        )
     }
 
     /// Counts records handed out by paths other than [`Self::drain`].
@@ -483,6 +479,20 @@ impl PerfRing {
     fn data_ptr(&self) -> *const u8 {
         // SAFETY: the mapping is page_size + data_size long.
         unsafe { self.base.as_ptr().add(self.page_size) }
+    }
+}
+
+/// The type and size of the record header at `data + offset`.
+///
+/// # Safety
+/// The 8 bytes at `data + offset` are readable.
+#[inline(always)]
+unsafe fn header_at(data: *const u8, offset: usize) -> (u32, usize) {
+    // SAFETY: per the caller. Unaligned reads: one load each, wherever the
+    // ring happens to be (a perf mapping is page-aligned, a test ring not).
+    unsafe {
+        let h = data.add(offset);
+        (h.cast::<u32>().read_unaligned(), h.add(6).cast::<u16>().read_unaligned() as usize)
     }
 }
 
