@@ -447,6 +447,12 @@ static unsigned long long emit_fast(struct perf_buffer *pb, double ms)
  * switches the ring to batched wake-ups; every record still arrives, below
  * the batch within the delay bound; when the rate falls the ring wakes per
  * record again and the timer stops, so an idle poll sleeps its timeout. */
+static int count_batch(void *ctx, const struct perfbuf_batch *batch)
+{
+	((struct counts *)ctx)->samples += (unsigned)batch->samples;
+	return 0;
+}
+
 static void test_adaptive(void)
 {
 	struct counts c = {0};
@@ -463,6 +469,22 @@ static void test_adaptive(void)
 	       (unsigned long long)s.batch_switches);
 	EXPECT(c.samples == produced && c.lost == 0, "delivered %u lost %llu of %llu", c.samples, c.lost, produced);
 	EXPECT(s.batched == 1 && s.batch_switches >= 1, "ring not batched at %.0f records/s", rate);
+	/* A caller waiting on the epoll fd itself: consume and the batch API
+	 * clear a tick, so the fd is not left ready (epoll_wait spinning). */
+	int epfd = perf_buffer__epoll_fd(pb);
+	unsigned wakes = 0;
+	for (double t = now_ms(); now_ms() - t < 20;) {
+		struct epoll_event ev;
+		if (epoll_wait(epfd, &ev, 1, 5) > 0) {
+			wakes++;
+			if (wakes % 2)
+				perf_buffer__consume(pb);
+			else
+				perfbuf_consume_batch(pb, count_batch, &c);
+		}
+	}
+	printf("  adaptive: an own epoll_wait on the epoll fd returned %u times in 20 ms\n", wakes);
+	EXPECT(wakes < 200, "epoll fd ready %u times in 20 ms: a tick is never cleared", wakes);
 	/* The delay timer ticks every 0.5 ms, but as in libbpf an empty poll
 	 * returns 0 only when its timeout has passed. */
 	t0 = now_ms();

@@ -522,7 +522,7 @@ impl PerfBuffer {
                 drained += 1;
             }
         }
-        self.adapt();
+        self.adapt(true);
         if let Some(token) = woken {
             clear_wake(token);
             return Some(libbpf_err(-libc::ECANCELED));
@@ -535,10 +535,18 @@ impl PerfBuffer {
 
     /// Lets the adaptive state move rings between per-record and batched
     /// wake-ups, and starts or stops the timer that bounds the delay.
-    fn adapt(&mut self) {
+    /// `rearm`: every ring was just read in a poll, so the next tick may
+    /// start a period later.
+    fn adapt(&mut self, rearm: bool) {
         let Some(adaptive) = &mut self.adaptive else { return };
-        let result = match adaptive.observe(&self.bufs, self.map_fd) {
+        let result = match adaptive.observe(&self.bufs, self.map_fd, rearm) {
             Timer::Keep => Ok(()),
+            Timer::Clear => {
+                if let Some(timer) = &self.timer {
+                    sys::read_u64(timer.as_raw_fd());
+                }
+                Ok(())
+            }
             Timer::Rearm => self.timer.as_ref().map_or(Ok(()), |t| sys::arm_timer(t, adaptive::TICK)),
             Timer::Arm => match &self.timer {
                 Some(timer) => sys::arm_timer(timer, adaptive::TICK),
@@ -694,7 +702,16 @@ impl PerfBuffer {
                 return ret;
             }
         }
+        self.adapt(false); // as in consume
         total.min(c_int::MAX as u64) as c_int
+    }
+
+    /// Publishes ring `idx`'s read position (the record-level API's end of a
+    /// read), clearing a delay-timer tick as consume does.
+    pub fn publish(&mut self, idx: usize) -> Result<()> {
+        self.buf_mut(idx)?.publish();
+        self.adapt(false);
+        Ok(())
     }
 
     /// Mutable access to ring `idx` for the record-level API.
@@ -714,9 +731,10 @@ impl PerfBuffer {
                 return libbpf_err(err);
             }
         }
-        // A caller waiting on the epoll fd is here after a tick: adapt
-        // re-arms the timer, which clears it.
-        self.adapt();
+        // A caller waiting on the epoll fd itself is here after a tick:
+        // clear it, or its epoll_wait returns at once forever. No re-arm:
+        // that reprograms a kernel timer (microseconds in a VM).
+        self.adapt(false);
         0
     }
 

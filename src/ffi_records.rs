@@ -78,10 +78,7 @@ pub unsafe extern "C" fn perfbuf_ring_advance(pb: *mut perf_buffer, buf_idx: usi
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_ring_publish(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.buf_mut(buf_idx)).map(|buf| {
-        buf.publish();
-        0
-    }))
+    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.publish(buf_idx)).map(|()| 0))
 }
 
 /// The ordered reader's key and idle bound from parsed options.
