@@ -47,7 +47,7 @@ def main():
                     label=f"{lib} {'p99' if j else 'p50'}")
     ax2.set_yscale("log")
     ax2.set_xticks(range(len(modes)))
-    ax2.set_xticklabels([f"{row.replace('latency_', '')}\n{mode}" for row, mode in modes], fontsize=7)
+    ax2.set_xticklabels([f"{row.replace('latency_', '')}\n{mode.replace('perfbuf_', '')}" for row, mode in modes], fontsize=7, rotation=15)
     ax2.set_ylabel("stamp → callback latency (µs, log)")
     ax2.set_title("latency at 10 k records/s and at full rate")
     ax2.legend(fontsize=8)
