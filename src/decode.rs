@@ -659,6 +659,44 @@ pub struct Sample<'a> {
     pub aux: Option<&'a [u8]>,
 }
 
+impl Sample<'_> {
+    /// The `PERF_SAMPLE_*` bits of the fields that are `Some` (the weight
+    /// stands for whichever of `WEIGHT` and `WEIGHT_STRUCT` `sample_type`
+    /// has): equal to `sample_type` for every sample `decode` returns.
+    pub fn present(&self) -> u64 {
+        let weight = self.sample_type & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT);
+        [
+            (PERF_SAMPLE_IDENTIFIER, self.identifier.is_some()),
+            (PERF_SAMPLE_IP, self.ip.is_some()),
+            (PERF_SAMPLE_TID, self.tid.is_some()),
+            (PERF_SAMPLE_TIME, self.time.is_some()),
+            (PERF_SAMPLE_ADDR, self.addr.is_some()),
+            (PERF_SAMPLE_ID, self.id.is_some()),
+            (PERF_SAMPLE_STREAM_ID, self.stream_id.is_some()),
+            (PERF_SAMPLE_CPU, self.cpu.is_some()),
+            (PERF_SAMPLE_PERIOD, self.period.is_some()),
+            (PERF_SAMPLE_READ, self.read.is_some()),
+            (PERF_SAMPLE_CALLCHAIN, self.callchain.is_some()),
+            (PERF_SAMPLE_RAW, self.raw.is_some()),
+            (PERF_SAMPLE_BRANCH_STACK, self.branch_stack.is_some()),
+            (PERF_SAMPLE_REGS_USER, self.regs_user.is_some()),
+            (PERF_SAMPLE_STACK_USER, self.stack_user.is_some()),
+            (weight, self.weight.is_some()),
+            (PERF_SAMPLE_DATA_SRC, self.data_src.is_some()),
+            (PERF_SAMPLE_TRANSACTION, self.transaction.is_some()),
+            (PERF_SAMPLE_REGS_INTR, self.regs_intr.is_some()),
+            (PERF_SAMPLE_PHYS_ADDR, self.phys_addr.is_some()),
+            (PERF_SAMPLE_CGROUP, self.cgroup.is_some()),
+            (PERF_SAMPLE_DATA_PAGE_SIZE, self.data_page_size.is_some()),
+            (PERF_SAMPLE_CODE_PAGE_SIZE, self.code_page_size.is_some()),
+            (PERF_SAMPLE_AUX, self.aux.is_some()),
+        ]
+        .iter()
+        .filter(|&&(_, some)| some)
+        .fold(0, |bits, &(bit, _)| bits | bit)
+    }
+}
+
 /// The `sample_id` trailer of a non-sample record (all `None` without
 /// `sample_id_all`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1101,36 +1139,7 @@ mod tests {
 
     /// Every field selected by sample_type is Some, the others None.
     fn check_presence(s: &Sample<'_>) {
-        let t = s.sample_type;
-        let pairs = [
-            (PERF_SAMPLE_IDENTIFIER, s.identifier.is_some()),
-            (PERF_SAMPLE_IP, s.ip.is_some()),
-            (PERF_SAMPLE_TID, s.tid.is_some()),
-            (PERF_SAMPLE_TIME, s.time.is_some()),
-            (PERF_SAMPLE_ADDR, s.addr.is_some()),
-            (PERF_SAMPLE_ID, s.id.is_some()),
-            (PERF_SAMPLE_STREAM_ID, s.stream_id.is_some()),
-            (PERF_SAMPLE_CPU, s.cpu.is_some()),
-            (PERF_SAMPLE_PERIOD, s.period.is_some()),
-            (PERF_SAMPLE_READ, s.read.is_some()),
-            (PERF_SAMPLE_CALLCHAIN, s.callchain.is_some()),
-            (PERF_SAMPLE_RAW, s.raw.is_some()),
-            (PERF_SAMPLE_BRANCH_STACK, s.branch_stack.is_some()),
-            (PERF_SAMPLE_REGS_USER, s.regs_user.is_some()),
-            (PERF_SAMPLE_STACK_USER, s.stack_user.is_some()),
-            (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT, s.weight.is_some()),
-            (PERF_SAMPLE_DATA_SRC, s.data_src.is_some()),
-            (PERF_SAMPLE_TRANSACTION, s.transaction.is_some()),
-            (PERF_SAMPLE_REGS_INTR, s.regs_intr.is_some()),
-            (PERF_SAMPLE_PHYS_ADDR, s.phys_addr.is_some()),
-            (PERF_SAMPLE_CGROUP, s.cgroup.is_some()),
-            (PERF_SAMPLE_DATA_PAGE_SIZE, s.data_page_size.is_some()),
-            (PERF_SAMPLE_CODE_PAGE_SIZE, s.code_page_size.is_some()),
-            (PERF_SAMPLE_AUX, s.aux.is_some()),
-        ];
-        for (bit, some) in pairs {
-            assert_eq!(t & bit != 0, some, "presence of bit {bit:#x} in {t:#x}");
-        }
+        assert_eq!(s.present(), s.sample_type, "fields present vs sample_type");
     }
 
     /// Every slice of the decoded record lies inside the record.
