@@ -82,6 +82,12 @@ static unsigned ready_count(struct perf_buffer *pb, struct counts *c, unsigned r
 	return ready;
 }
 
+static int count_batch(void *ctx, const struct perfbuf_batch *batch)
+{
+	((struct counts *)ctx)->samples += (unsigned)batch->samples;
+	return 0;
+}
+
 static void test_batching(void)
 {
 	struct counts dflt = {0}, batched = {0};
@@ -130,6 +136,21 @@ static void test_batching(void)
 	int r = perf_buffer__poll(b, 0);
 	EXPECT(n == 1 && waited < 200, "outer epoll: %d after %.1f ms", n, waited);
 	EXPECT(r == 1 && c.samples == 6, "poll after outer epoll %d, samples %u", r, c.samples);
+	/* That caller drains with consume or the batch API: each clears the
+	 * tick, so its epoll_wait is not left returning at once (ticks every
+	 * 15 ms here: a handful in 100 ms). */
+	unsigned wakes = 0;
+	for (t0 = now_ms(); now_ms() - t0 < 100;) {
+		if (epoll_wait(outer, &ev, 1, 10) > 0) {
+			wakes++;
+			if (wakes % 2)
+				perf_buffer__consume(b);
+			else
+				perfbuf_consume_batch(b, count_batch, &c);
+		}
+	}
+	printf("  batching: an own epoll loop on the epoll fd woke %u times in 100 ms\n", wakes);
+	EXPECT(wakes < 30, "epoll fd ready %u times in 100 ms: a tick is never cleared", wakes);
 	close(outer);
 	perf_buffer__free(b);
 }
@@ -447,12 +468,6 @@ static unsigned long long emit_fast(struct perf_buffer *pb, double ms)
  * switches the ring to batched wake-ups; every record still arrives, below
  * the batch within the delay bound; when the rate falls the ring wakes per
  * record again and the timer stops, so an idle poll sleeps its timeout. */
-static int count_batch(void *ctx, const struct perfbuf_batch *batch)
-{
-	((struct counts *)ctx)->samples += (unsigned)batch->samples;
-	return 0;
-}
-
 static void test_adaptive(void)
 {
 	struct counts c = {0};

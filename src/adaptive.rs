@@ -15,8 +15,9 @@
 //! Records keep their order (one ring per CPU, whichever event writes), the
 //! caller's fds are untouched (`perf_buffer__buffer_fd` is still the
 //! per-record event), and pausing or freeing works on the shared ring.
-//! Decisions are taken in `perf_buffer__poll` and `perf_buffer__consume`,
-//! the calls that cover every ring; a caller that only ever uses
+//! Decisions are taken in `perf_buffer__poll`, `perf_buffer__consume`,
+//! `perfbuf_consume_batch` and `perfbuf_ring_publish`, the calls that end
+//! a read of every ring; a caller that only ever uses
 //! `perf_buffer__consume_buffer` keeps per-record wake-ups.
 
 use crate::buffer::CpuBuf;
@@ -49,13 +50,8 @@ pub enum Timer {
     Keep,
     /// Start ticking every [`TICK`].
     Arm,
-    /// Every ring was just read: start the period again (which also clears
-    /// a pending tick), so a stream that keeps waking the reader gets none.
-    Rearm,
     /// Stop ticking.
     Disarm,
-    /// Read the timer, so a tick that fired no longer shows as ready.
-    Clear,
 }
 
 #[derive(Default)]
@@ -81,15 +77,13 @@ pub struct Adaptive {
     /// After the last ring leaves batching, tick until then, so a record
     /// the batching event was writing during the switch is still read.
     grace_until: Option<Instant>,
-    /// When the timer was last armed; `None` while it is stopped.
-    armed_at: Option<Instant>,
 }
 
 impl Adaptive {
     /// State for `rings` rings, all waking per record.
     pub fn new(rings: usize) -> Result<Adaptive> {
         let slots = fallible::collect(rings, core::iter::repeat_with(Slot::default))?;
-        Ok(Adaptive { slots, window_start: Instant::now(), batched: 0, grace_until: None, armed_at: None })
+        Ok(Adaptive { slots, window_start: Instant::now(), batched: 0, grace_until: None })
     }
 
     /// Whether any ring is batched now.
@@ -105,34 +99,8 @@ impl Adaptive {
 
     /// Called after every ring was read: looks at the rates once a window
     /// has passed, moves rings between modes, and says what to do with the
-    /// timer. Cheap when called often: one clock read, and a timer syscall
-    /// at most every half tick (`rearm`, from poll: a re-arm costs about
-    /// 4 µs in a VM) or every tick (a read of the timer, about 0.3 µs).
-    pub fn observe(&mut self, bufs: &[CpuBuf], map_fd: RawFd, rearm: bool) -> Timer {
-        let now = Instant::now();
-        let timer = self.decide(now, bufs, map_fd);
-        match timer {
-            Timer::Arm => self.armed_at = Some(now),
-            Timer::Disarm => self.armed_at = None,
-            Timer::Keep | Timer::Rearm | Timer::Clear => match self.armed_at {
-                Some(at) if rearm && now.duration_since(at) >= TICK / 2 => {
-                    self.armed_at = Some(now);
-                    return Timer::Rearm;
-                }
-                // A tick may have fired since the timer was armed or last
-                // read; the period itself stays where it was.
-                Some(at) if !rearm && now.duration_since(at) >= TICK => {
-                    self.armed_at =
-                        Some(at + TICK * (now.duration_since(at).as_micros() / TICK.as_micros()) as u32);
-                    return Timer::Clear;
-                }
-                _ => {}
-            },
-        }
-        timer
-    }
-
-    fn decide(&mut self, now: Instant, bufs: &[CpuBuf], map_fd: RawFd) -> Timer {
+    /// timer. Cheap when called often: arithmetic until a window has passed.
+    pub fn observe(&mut self, now: Instant, bufs: &[CpuBuf], map_fd: RawFd) -> Timer {
         let elapsed = now.duration_since(self.window_start);
         if elapsed < WINDOW {
             return self.grace_over(now);

@@ -271,13 +271,64 @@ fn epoll_ms(wait: Duration) -> c_int {
     wait.as_micros().div_ceil(1000).clamp(1, c_int::MAX as u128) as c_int
 }
 
+/// The delay timer in the epoll set (max-delay batching or adaptive
+/// wake-ups), and when its next tick is due, so that a tick can be cleared
+/// without a syscall when none can have fired.
+struct Ticker {
+    fd: OwnedFd,
+    /// Zero while disarmed.
+    period: Duration,
+    /// The start of the current period: ticks fire at `since + k * period`,
+    /// and none since `since` has been read yet.
+    since: Instant,
+}
+
+impl Ticker {
+    /// A timerfd ticking every `period`, in `epoll` under [`TIMER_TOKEN`].
+    fn new(epoll: &OwnedFd, period: Duration) -> Result<Ticker> {
+        let fd = sys::timerfd()?;
+        sys::epoll_add(epoll, fd.as_raw_fd(), TIMER_TOKEN)?;
+        let mut ticker = Ticker { fd, period: Duration::ZERO, since: Instant::now() };
+        ticker.arm(period)?;
+        Ok(ticker)
+    }
+
+    /// Ticks every `period` from now on (never, for zero); a pending tick
+    /// is dropped. Costs about 4 µs in a VM: it reprograms a kernel timer.
+    fn arm(&mut self, period: Duration) -> Result<()> {
+        sys::arm_timer(&self.fd, period)?;
+        // Taken after the call, so no tick is ever due before `since +
+        // period` says: at worst a tick is seen a syscall's time late.
+        (self.period, self.since) = (period, Instant::now());
+        Ok(())
+    }
+
+    /// Reads the ticks that fired (epoll said so, or [`Self::clear`] knows).
+    fn read(&mut self, now: Instant) {
+        sys::read_u64(self.fd.as_raw_fd());
+        if !self.period.is_zero() {
+            let periods = now.saturating_duration_since(self.since).as_nanos() / self.period.as_nanos();
+            self.since += self.period * periods.min(u32::MAX as u128) as u32;
+        }
+    }
+
+    /// Clears a tick that fired by `now`, so a caller waiting on the epoll
+    /// fd is not left with a ready fd; reads the timerfd (about 0.3 µs)
+    /// only when a tick can have fired.
+    fn clear(&mut self, now: Instant) {
+        if !self.period.is_zero() && now.saturating_duration_since(self.since) >= self.period {
+            self.read(now);
+        }
+    }
+}
+
 /// A set of per-CPU perf rings read through one epoll instance.
 pub struct PerfBuffer {
     map_fd: RawFd,
     callbacks: Callbacks,
     bufs: Vec<CpuBuf>,
     events: Vec<libc::epoll_event>,
-    timer: Option<OwnedFd>,
+    timer: Option<Ticker>,
     order: Option<Order>,
     adaptive: Option<Adaptive>,
     /// Raw mode: the caller's attr `sample_type` (for PERF_SAMPLE_TIME keys).
@@ -355,9 +406,7 @@ impl PerfBuffer {
         if let Some(ms) = max_delay_ms {
             // Ticking at half the bound keeps a record's wait, tick plus the
             // reader's own wake-up, within the bound.
-            let timer = sys::periodic_timer(Duration::from_millis(ms.max(1).into()) / 2)?;
-            sys::epoll_add(&pb.epoll, timer.as_raw_fd(), TIMER_TOKEN)?;
-            pb.timer = Some(timer);
+            pb.timer = Some(Ticker::new(&pb.epoll, Duration::from_millis(ms.max(1).into()) / 2)?);
         }
         if adaptive && !overwrite && max_delay_ms.is_none() {
             pb.adaptive = Some(Adaptive::new(pb.bufs.len())?);
@@ -507,8 +556,8 @@ impl PerfBuffer {
         // them, and the timer only has to cover the time between polls.
         let batched = self.adaptive.as_ref().is_some_and(Adaptive::any_batched);
         if flush || batched {
-            if flush && let Some(timer) = &self.timer {
-                sys::read_u64(timer.as_raw_fd());
+            if flush && let Some(timer) = &mut self.timer {
+                timer.read(Instant::now());
             }
             for idx in 0..self.bufs.len() {
                 if self.bufs[idx].ring.pending_bytes() == 0 || self.bufs[idx].overwrite_prev_head.is_some() {
@@ -522,7 +571,7 @@ impl PerfBuffer {
                 drained += 1;
             }
         }
-        self.adapt(true);
+        self.end_read(true);
         if let Some(token) = woken {
             clear_wake(token);
             return Some(libbpf_err(-libc::ECANCELED));
@@ -533,37 +582,37 @@ impl PerfBuffer {
         Some(drained)
     }
 
-    /// Lets the adaptive state move rings between per-record and batched
-    /// wake-ups, and starts or stops the timer that bounds the delay.
-    /// `rearm`: every ring was just read in a poll, so the next tick may
-    /// start a period later.
-    fn adapt(&mut self, rearm: bool) {
-        let Some(adaptive) = &mut self.adaptive else { return };
-        let result = match adaptive.observe(&self.bufs, self.map_fd, rearm) {
-            Timer::Keep => Ok(()),
-            Timer::Clear => {
-                if let Some(timer) = &self.timer {
-                    sys::read_u64(timer.as_raw_fd());
-                }
-                Ok(())
+    /// Ends a read of every ring: lets the adaptive state move rings
+    /// between per-record and batched wake-ups and start or stop the timer
+    /// that bounds the delay, and clears a tick that fired. `in_poll`: poll
+    /// just read every batched ring, so while batched the next tick may
+    /// start a period later (re-armed at most every half tick), and a tick
+    /// it waited on is already read.
+    fn end_read(&mut self, in_poll: bool) {
+        let now = Instant::now();
+        if let Some(adaptive) = &mut self.adaptive {
+            let result = match adaptive.observe(now, &self.bufs, self.map_fd) {
+                Timer::Keep => match &mut self.timer {
+                    Some(t) if in_poll && now.saturating_duration_since(t.since) >= adaptive::TICK / 2 => {
+                        t.arm(adaptive::TICK)
+                    }
+                    _ => Ok(()),
+                },
+                Timer::Arm => match &mut self.timer {
+                    Some(timer) => timer.arm(adaptive::TICK),
+                    None => Ticker::new(&self.epoll, adaptive::TICK).map(|t| self.timer = Some(t)),
+                },
+                Timer::Disarm => self.timer.as_mut().map_or(Ok(()), |t| t.arm(Duration::ZERO)),
+            };
+            if let Err(e) = result {
+                // Without a timer nothing bounds the delay: wake per record again.
+                log::debug(format_args!("adaptive wake-ups off: no timer: {e}"));
+                adaptive.abandon(&self.bufs, self.map_fd);
+                self.adaptive = None;
             }
-            Timer::Rearm => self.timer.as_ref().map_or(Ok(()), |t| sys::arm_timer(t, adaptive::TICK)),
-            Timer::Arm => match &self.timer {
-                Some(timer) => sys::arm_timer(timer, adaptive::TICK),
-                None => sys::timerfd().and_then(|timer| {
-                    sys::epoll_add(&self.epoll, timer.as_raw_fd(), TIMER_TOKEN)?;
-                    sys::arm_timer(&timer, adaptive::TICK)?;
-                    self.timer = Some(timer);
-                    Ok(())
-                }),
-            },
-            Timer::Disarm => self.timer.as_ref().map_or(Ok(()), |t| sys::arm_timer(t, Duration::ZERO)),
-        };
-        if let Err(e) = result {
-            // Without a timer nothing bounds the delay: wake per record again.
-            log::debug(format_args!("adaptive wake-ups off: no timer: {e}"));
-            adaptive.abandon(&self.bufs, self.map_fd);
-            self.adaptive = None;
+        }
+        if !in_poll && let Some(timer) = &mut self.timer {
+            timer.clear(now);
         }
     }
 
@@ -652,8 +701,8 @@ impl PerfBuffer {
                         return libbpf_err(-libc::ECANCELED);
                     }
                     TIMER_TOKEN => {
-                        if let Some(timer) = &self.timer {
-                            sys::read_u64(timer.as_raw_fd());
+                        if let Some(timer) = &mut self.timer {
+                            timer.read(Instant::now());
                         }
                     }
                     idx => self.bufs[idx as usize].wakeups += 1,
@@ -702,15 +751,15 @@ impl PerfBuffer {
                 return ret;
             }
         }
-        self.adapt(false); // as in consume
+        self.end_read(false);
         total.min(c_int::MAX as u64) as c_int
     }
 
     /// Publishes ring `idx`'s read position (the record-level API's end of a
-    /// read), clearing a delay-timer tick as consume does.
+    /// read), which ends a read as consume does.
     pub fn publish(&mut self, idx: usize) -> Result<()> {
         self.buf_mut(idx)?.publish();
-        self.adapt(false);
+        self.end_read(false);
         Ok(())
     }
 
@@ -731,10 +780,8 @@ impl PerfBuffer {
                 return libbpf_err(err);
             }
         }
-        // A caller waiting on the epoll fd itself is here after a tick:
-        // clear it, or its epoll_wait returns at once forever. No re-arm:
-        // that reprograms a kernel timer (microseconds in a VM).
-        self.adapt(false);
+        // A caller waiting on the epoll fd itself is here after a tick.
+        self.end_read(false);
         0
     }
 

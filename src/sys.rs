@@ -220,13 +220,6 @@ pub fn eventfd() -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// A periodic, non-blocking `CLOCK_MONOTONIC` timerfd firing every `period`.
-pub fn periodic_timer(period: std::time::Duration) -> Result<OwnedFd> {
-    let fd = timerfd()?;
-    arm_timer(&fd, period)?;
-    Ok(fd)
-}
-
 /// A non-blocking `CLOCK_MONOTONIC` timerfd, not armed.
 pub fn timerfd() -> Result<OwnedFd> {
     fault("timerfd")?;
