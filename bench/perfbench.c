@@ -9,6 +9,10 @@
  * bench/run.py runs both libraries several times, takes medians and prints
  * the side-by-side table.
  *
+ * The drain rows load both libraries into one process instead (see
+ * struct pb_api): run them without LD_PRELOAD and with
+ * PERFBENCH_LIBPERFBUF=/path/to/libperfbuf.so.
+ *
  * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "latency") */
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
@@ -126,7 +130,6 @@ static int count_batch(void *ctx, const struct batch *b)
 /* ---- drain rows: a ring pre-filled by the BPF producer ---- */
 
 #define DRAIN_PAGES 64 /* 256 KiB per CPU: fits in L2, so CPU work shows */
-#define DRAIN_REPS 31
 
 static unsigned fill(unsigned n)
 {
@@ -199,53 +202,136 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void drain_rows(unsigned n)
+/* The perf buffer functions of one library, for the drain rows, which load
+ * both libraries into this one process and alternate between them: the
+ * same caller code, the same memory and the same moment for both. Across
+ * two processes the very same C loop differed by up to 3x. */
+struct pb_api {
+	const char *name;
+	struct perf_buffer *(*new_)(int, size_t, perf_buffer_sample_fn, perf_buffer_lost_fn, void *,
+				    const struct perf_buffer_opts *);
+	int (*consume)(struct perf_buffer *);
+	void (*free_)(struct perf_buffer *);
+	int (*buffer)(struct perf_buffer *, int, void **, size_t *);
+	int (*consume_batch)(struct perf_buffer *, batch_fn, void *);
+};
+
+static void *must_sym(void *lib, const char *name, const char *file)
 {
-	struct tally t = {0};
-	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, DRAIN_PAGES, count_sample, count_lost, &t, NULL);
-	if (!pb) {
-		perror("perf_buffer__new");
+	void *fn = dlsym(lib, name);
+	Dl_info info;
+	if (!fn || !dladdr(fn, &info) || !strstr(info.dli_fname, file)) {
+		fprintf(stderr, "%s: not found in %s\n", name, file);
 		exit(1);
 	}
-	struct region r;
-	void *base;
-	perf_buffer__buffer(pb, 0, &base, &r.size);
-	r.mp = base;
-	r.data = (const uint8_t *)base + 4096;
-	const char *modes[] = {"consume", "hand", "floor", "batch"};
-	for (int m = 0; m < 4; m++) {
-		if (m == 3 && !ext_consume_batch)
-			continue;
-		double per[DRAIN_REPS];
-		for (int rep = 0; rep < DRAIN_REPS; rep++) {
-			unsigned count = fill(n);
-			t.records = 0;
-			uint64_t got = 0;
-			double t0 = now_ns();
-			if (m == 0) {
-				perf_buffer__consume(pb);
-				got = t.records;
-			} else if (m == 1) {
-				got = hand_drain(&r);
-			} else if (m == 2) {
-				read_floor(&r);
-				got = count;
-			} else {
-				ext_consume_batch(pb, count_batch, &t);
-				got = t.records;
-			}
-			double dt = now_ns() - t0;
-			if (got != count) {
-				fprintf(stderr, "drain %s: got %llu of %u\n", modes[m], (unsigned long long)got, count);
+	return fn;
+}
+
+static void load_api(struct pb_api *api, const char *name, const char *path, int extensions)
+{
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+		exit(1);
+	}
+	const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	api->name = name;
+	void *fn = must_sym(lib, "perf_buffer__new", file);
+	memcpy(&api->new_, &fn, sizeof(fn));
+	fn = must_sym(lib, "perf_buffer__consume", file);
+	memcpy(&api->consume, &fn, sizeof(fn));
+	fn = must_sym(lib, "perf_buffer__free", file);
+	memcpy(&api->free_, &fn, sizeof(fn));
+	fn = must_sym(lib, "perf_buffer__buffer", file);
+	memcpy(&api->buffer, &fn, sizeof(fn));
+	fn = extensions ? must_sym(lib, "perfbuf_consume_batch", file) : NULL;
+	memcpy(&api->consume_batch, &fn, sizeof(fn));
+}
+
+#define DRAIN_ROUNDS 10 /* a new buffer (new ring pages) per library per round */
+#define DRAIN_TIMES 5	/* drains per mode per round, of the same records */
+#define DRAIN_MODES 4
+
+static const char *drain_mode[DRAIN_MODES] = {"consume", "hand", "floor", "batch"};
+
+/* One timed drain of the `count` records the ring holds; ns per record.
+ * Afterwards the tail goes back where it was, so the same records (still in
+ * the ring: nothing writes meanwhile) are there for the next drain: every
+ * mode reads the same bytes from the same cache state, and the time is the
+ * reader's work, not the fill's after-effects. */
+static double drain_once(const struct pb_api *api, struct perf_buffer *pb, struct region *r, int mode,
+			 struct tally *t, unsigned count)
+{
+	uint64_t tail = r->mp->data_tail;
+	t->records = 0;
+	uint64_t got = 0;
+	double t0 = now_ns();
+	if (mode == 0) {
+		api->consume(pb);
+		got = t->records;
+	} else if (mode == 1) {
+		got = hand_drain(r);
+	} else if (mode == 2) {
+		read_floor(r);
+		got = count;
+	} else {
+		api->consume_batch(pb, count_batch, t);
+		got = t->records;
+	}
+	double dt = now_ns() - t0;
+	if (got != count || count == 0) {
+		fprintf(stderr, "drain %s %s: got %llu of %u\n", api->name, drain_mode[mode], (unsigned long long)got,
+			count);
+		exit(1);
+	}
+	__atomic_store_n(&r->mp->data_tail, tail, __ATOMIC_RELEASE);
+	return dt / count;
+}
+
+static void drain_rows(const struct pb_api apis[2], unsigned n)
+{
+	static double per[2][DRAIN_MODES][DRAIN_ROUNDS * DRAIN_TIMES];
+	for (int round = 0; round < DRAIN_ROUNDS; round++) {
+		for (int k = 0; k < 2; k++) {
+			int which = (round + k) % 2; /* alternate which library goes first */
+			const struct pb_api *api = &apis[which];
+			struct tally t = {0};
+			struct perf_buffer *pb = api->new_(prod.map_fd, DRAIN_PAGES, count_sample, count_lost, &t, NULL);
+			if (!pb) {
+				perror("perf_buffer__new");
 				exit(1);
 			}
-			per[rep] = dt / count;
+			struct region r;
+			void *base;
+			api->buffer(pb, 0, &base, &r.size);
+			r.mp = base;
+			r.data = (const uint8_t *)base + 4096;
+			unsigned count = fill(n);
+			for (int rep = 0; rep < DRAIN_TIMES; rep++)
+				for (int m = 0; m < DRAIN_MODES; m++)
+					if (m != 3 || api->consume_batch)
+						per[which][m][round * DRAIN_TIMES + rep] =
+							drain_once(api, pb, &r, m, &t, count);
+			api->free_(pb);
 		}
-		double med = median(per, DRAIN_REPS);
-		printf("{\"row\": \"drain_%s_%u\", \"lib\": \"%s\", \"ns_per_record\": %.3f, \"min\": %.3f, \"max\": %.3f}\n",
-		       modes[m], n, lib_name, med, per[0], per[DRAIN_REPS - 1]);
 	}
-	perf_buffer__free(pb);
+	int total = DRAIN_ROUNDS * DRAIN_TIMES;
+	for (int which = 0; which < 2; which++)
+		for (int m = 0; m < DRAIN_MODES; m++) {
+			if (m == 3 && !apis[which].consume_batch)
+				continue;
+			double *v = per[which][m];
+			if (getenv("PERFBENCH_DUMP")) {
+				fprintf(stderr, "%s %s %u:", apis[which].name, drain_mode[m], n);
+				for (int i = 0; i < total; i++)
+					fprintf(stderr, " %.2f", v[i]);
+				fprintf(stderr, "\n");
+			}
+			double med = median(v, total);
+			printf("{\"row\": \"drain_%s_%u\", \"lib\": \"%s\", \"ns_per_record\": %.3f, \"min\": %.3f, "
+			       "\"max\": %.3f}\n",
+			       drain_mode[m], n, apis[which].name, med, v[0], v[total - 1]);
+		}
 }
 
 /* ---- stream rows: producer on CPU 0, reader in poll on CPU 1 ---- */
@@ -392,10 +478,18 @@ static void icount(const char *how, unsigned records)
 	int ret = 0;
 	if (records)
 		producer_emit_det(&prod, 0, 8, 1, records, &ret);
-	if (!strcmp(how, "batch") && ext_consume_batch)
+	if (!strcmp(how, "batch") && ext_consume_batch) {
 		ext_consume_batch(pb, count_batch, &t);
-	else
+	} else if (!strcmp(how, "hand")) {
+		struct region r;
+		void *base;
+		perf_buffer__buffer(pb, 0, &base, &r.size);
+		r.mp = base;
+		r.data = (const uint8_t *)base + 4096;
+		t.records = hand_drain(&r);
+	} else {
 		perf_buffer__consume(pb);
+	}
 	fprintf(stderr, "icount %s: %llu records\n", how, (unsigned long long)t.records);
 	perf_buffer__free(pb);
 }
@@ -428,9 +522,20 @@ int main(int argc, char **argv)
 		producer_close(&prod);
 		return 0;
 	}
-	if (!strncmp("drain", only, strlen(only)))
+	if (!strncmp("drain", only, strlen(only))) {
+		/* Both libraries in this process: needs libbpf as linked, not
+		 * replaced by LD_PRELOAD, and libperfbuf's path. */
+		const char *path = getenv("PERFBENCH_LIBPERFBUF");
+		if (ext_new || !path) {
+			fprintf(stderr, "drain rows: run without LD_PRELOAD, with PERFBENCH_LIBPERFBUF=path\n");
+			return 1;
+		}
+		struct pb_api apis[2];
+		load_api(&apis[0], "libbpf", "libbpf.so.1", 0);
+		load_api(&apis[1], "libperfbuf", path, 1);
 		for (unsigned i = 0, sizes[] = {8, 64, 512}; i < 3; i++)
-			drain_rows(sizes[i]);
+			drain_rows(apis, sizes[i]);
+	}
 	if (!strncmp("stream", only, strlen(only))) {
 		for (int m = 0; m < 4; m++)
 			stream_row("stream_full", m, 1.0, 0, 0);

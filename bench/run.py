@@ -70,8 +70,12 @@ def main():
     samples = {}  # (row, mode, lib) -> list of result dicts
     for rep in range(a.reps):
         for row in a.rows.split(","):
-            for lib in (None, a.lib):  # alternate, so drift hits both alike
-                for r in run(a.binary, lib, row):
+            # The drain rows load both libraries in one process; the others
+            # alternate two processes, so drift hits both alike.
+            runs = ([run(a.binary, None, row, {"PERFBENCH_LIBPERFBUF": a.lib})] if row == "drain"
+                    else [run(a.binary, lib, row) for lib in (None, a.lib)])
+            for out in runs:
+                for r in out:
                     key = (r["row"], r.get("mode", ""), r["lib"])
                     samples.setdefault(key, []).append(r)
         print(f"repetition {rep + 1}/{a.reps} done", file=sys.stderr)
@@ -88,7 +92,7 @@ def main():
 
     icounts = {}
     for how, lib, name in (("consume", None, "libbpf"), ("consume", a.lib, "libperfbuf"),
-                           ("batch", a.lib, "libperfbuf")):
+                           ("batch", a.lib, "libperfbuf"), ("hand", None, "hand-written")):
         v = icount(a.binary, lib, how, 100000)
         if v is not None:
             icounts[f"{name}:{how}"] = v
@@ -119,6 +123,15 @@ def main():
             if base_key[1] != r["mode"]:
                 ratio += " (vs default)"
             lines.append(f"| {r['row']} | {r['mode']} | {k} | {base:.4g} ({bspread[0]:.4g}–{bspread[1]:.4g}) | {mine} | {ratio} |")
+    # The target "within 5% of the hand-written reader": consume against the
+    # hand reader over the same library's rings, in the same process.
+    for lib in ("libbpf", "libperfbuf"):
+        for n in (8, 64, 512):
+            c = by.get((f"drain_consume_{n}", "", lib), {}).get("ns_per_record")
+            h = by.get((f"drain_hand_{n}", "", lib), {}).get("ns_per_record")
+            if c and h:
+                lines.append(f"| drain_consume_{n} vs hand-written, {lib} | | ns_per_record | hand {h:.4g} | "
+                             f"consume {c:.4g} | {c / h:.2f} |")
     for name, v in icounts.items():
         lines.append(f"| icount_drain_8 | {name.split(':')[1]} | instructions/record | "
                      f"{icounts.get('libbpf:consume', 0):.1f} | {v:.1f} | {v / icounts['libbpf:consume']:.2f} |"

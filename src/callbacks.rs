@@ -8,7 +8,7 @@ use crate::abi::{
 use crate::kernel::PERF_RECORD_SAMPLE;
 use crate::log;
 use crate::record::{self, Record};
-use crate::ring::PerfRing;
+use crate::ring::{Header, PerfRing};
 use core::ffi::{c_int, c_void};
 
 /// Which callbacks a buffer delivers to.
@@ -32,13 +32,15 @@ pub struct Callbacks {
 unsafe impl Send for Callbacks {}
 
 /// The common case with the fewest checks: a `PERF_RECORD_SAMPLE` whose raw
-/// size fits its record. Returns the data pointer and size.
+/// size fits its record. Returns the data pointer and size. The type comes
+/// from `header` (a register, the same along a run of equal headers), so
+/// only the raw size is read here.
 #[inline(always)]
-fn raw_sample(rec: &[u8]) -> Option<(*const u8, u32)> {
-    let (head, rest) = rec.split_first_chunk::<12>()?;
-    if u32::from_ne_bytes([head[0], head[1], head[2], head[3]]) != PERF_RECORD_SAMPLE {
+fn raw_sample(header: Header, rec: &[u8]) -> Option<(*const u8, u32)> {
+    if header.type_() != PERF_RECORD_SAMPLE {
         return None;
     }
+    let (head, rest) = rec.split_first_chunk::<12>()?;
     let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
     (size as usize <= rest.len()).then_some((rest.as_ptr(), size))
 }
@@ -86,7 +88,7 @@ impl Callbacks {
                 unsafe { event(self.ctx, cpu, rec.as_ptr().cast_mut().cast()) }
             }
             Handler::Parsed { sample, lost } => {
-                if let (Some((data, size)), Some(cb)) = (raw_sample(rec), sample) {
+                if let (Some((data, size)), Some(cb)) = (raw_sample(Header::of(rec), rec), sample) {
                     // SAFETY: per the constructor's contract; `data` lies in
                     // `rec`, valid until the drain returns.
                     unsafe { cb(self.ctx, cpu, data.cast_mut().cast(), size) };
@@ -104,22 +106,28 @@ impl Callbacks {
         match self.handler {
             Handler::Parsed { sample: Some(cb), lost } => {
                 let ctx = self.ctx;
-                ring.drain(|rec| {
-                    if let Some((data, size)) = raw_sample(rec) {
-                        // SAFETY: per the constructor's contract; `data` lies in
-                        // `rec`, valid until the drain returns.
-                        unsafe { cb(ctx, cpu, data.cast_mut().cast(), size) };
-                        return LIBBPF_PERF_EVENT_CONT;
-                    }
-                    self.dispatch_parsed(cpu, rec, Some(cb), lost, stats)
-                })
+                ring.drain_with(
+                    &mut (),
+                    |(), header, rec| {
+                        if let Some((data, size)) = raw_sample(header, rec) {
+                            // SAFETY: per the constructor's contract; `data` lies
+                            // in `rec`, valid until the drain returns.
+                            unsafe { cb(ctx, cpu, data.cast_mut().cast(), size) };
+                            return LIBBPF_PERF_EVENT_CONT;
+                        }
+                        self.dispatch_parsed(cpu, rec, Some(cb), lost, stats)
+                    },
+                    |()| (),
+                )
             }
             _ => ring.drain(|rec| self.dispatch(cpu, rec, stats)),
         }
     }
 
-    /// Everything but a well-formed sample with a callback.
+    /// Everything but a well-formed sample with a callback. Never inlined:
+    /// kept out of the drain loop, it leaves that loop its registers.
     #[cold]
+    #[inline(never)]
     fn dispatch_parsed(
         &self,
         cpu: c_int,

@@ -189,16 +189,19 @@ impl PerfRing {
     /// is returned. An empty ring returns `CONT`. A record that cannot be
     /// copied for lack of memory returns `ERROR` and stays in the ring.
     pub fn drain<F: FnMut(&[u8]) -> c_int>(&mut self, mut handler: F) -> c_int {
-        self.drain_with(&mut (), |(), rec| handler(rec), |()| ())
+        self.drain_with(&mut (), |(), _, rec| handler(rec), |()| ())
     }
 
     /// [`Self::drain`] with a state shared by `handler` and `finish`, which
     /// runs after the last record and before the tail is published (so the
-    /// records handed out are still valid there).
+    /// records handed out are still valid there). The handler also gets the
+    /// record's header as the drain loaded it: along a run of records with
+    /// the same header it is one value, so what the handler decides from it
+    /// can be decided once for the run.
     #[inline(always)]
     pub fn drain_with<S, F, G>(&mut self, state: &mut S, mut handler: F, finish: G) -> c_int
     where
-        F: FnMut(&mut S, &[u8]) -> c_int,
+        F: FnMut(&mut S, Header, &[u8]) -> c_int,
         G: FnOnce(&mut S),
     {
         let head = self.load_head();
@@ -229,23 +232,37 @@ impl PerfRing {
                 (first, first.add((data_size - offset).min(head.wrapping_sub(tail) as usize)))
             };
             let (mut at, mut count) = (first, 0u64);
-            while at < end {
+            'run: while at < end {
                 // SAFETY: `at` is 8-aligned and below `end`, which is 8-aligned
                 // and inside the data area, so the header lies inside it.
-                let (_, size) = unsafe { header_at(at, 0) };
-                // SAFETY: both inside the same data area.
-                if size < HEADER_SIZE || size % 8 != 0 || size > unsafe { end.offset_from(at) } as usize {
+                let word = unsafe { header_word(at) };
+                let size = word.size();
+                if size < HEADER_SIZE || size % 8 != 0 || size > end as usize - at as usize {
                     break; // wraps the ring's end, or is bad: decided below
                 }
-                // SAFETY: [at, at + size) is inside the run; the kernel does
-                // not write below `head` until the tail moves past it, after
-                // the handler returned.
-                ret = handler(state, unsafe { core::slice::from_raw_parts(at, size) });
-                // SAFETY: at most `end`.
-                at = unsafe { at.add(size) };
-                count += 1;
+                // This record, then every next one with the very same header
+                // (a stream of one sample size): those sit at a known stride,
+                // so finding them does not wait on loading each size, their
+                // size needs no new check, and `fit` bounds them.
+                let fit = (end as usize - at as usize) / size;
+                let mut left = fit;
+                loop {
+                    // SAFETY: [at, at + size) is inside the run; the kernel does
+                    // not write below `head` until the tail moves past it,
+                    // after the handler returned.
+                    ret = handler(state, word, unsafe { core::slice::from_raw_parts(at, size) });
+                    // SAFETY: one of the `fit` records: at most `end`.
+                    at = unsafe { at.add(size) };
+                    left -= 1;
+                    // SAFETY: `left` more records fit, so the header at `at` is
+                    // inside the run.
+                    if ret != LIBBPF_PERF_EVENT_CONT || left == 0 || unsafe { header_word(at) } != word {
+                        break;
+                    }
+                }
+                count += (fit - left) as u64;
                 if ret != LIBBPF_PERF_EVENT_CONT {
-                    break;
+                    break 'run;
                 }
             }
             records += count;
@@ -271,7 +288,7 @@ impl PerfRing {
                 ret = LIBBPF_PERF_EVENT_ERROR;
                 break;
             };
-            ret = handler(state, record);
+            ret = handler(state, Header::of(record), record);
             tail = tail.wrapping_add(size as u64);
             records += 1;
         }
@@ -316,16 +333,24 @@ impl PerfRing {
             while off < end {
                 // SAFETY: off is 8-aligned and below end <= data_size, a
                 // multiple of 8, so the header lies inside the data area.
-                let (type_, size) = unsafe { header_at(data, off) };
+                let header = unsafe { header_word(data.add(off)) };
+                let size = header.size();
                 if size < HEADER_SIZE || size % 8 != 0 || size > end - off {
                     break; // wraps the ring's end, or is bad: decided below
                 }
-                if type_ != PERF_RECORD_SAMPLE {
-                    // SAFETY: [off, off + size) is inside [start, end).
-                    on_record(unsafe { core::slice::from_raw_parts(data.add(off), size) });
-                }
                 off += size;
                 run += 1;
+                if header.type_() != PERF_RECORD_SAMPLE {
+                    // SAFETY: [off - size, off) is inside [start, end).
+                    on_record(unsafe { core::slice::from_raw_parts(data.add(off - size), size) });
+                    continue;
+                }
+                // Samples with this same header follow at a known stride.
+                // SAFETY: the (end - off) / size records from `off` lie in
+                // the run.
+                let same = unsafe { count_same(data.add(off), size, header, (end - off) / size) };
+                off += same * size;
+                run += same;
             }
             if off > start {
                 // SAFETY: the run was walked record by record inside
@@ -480,6 +505,66 @@ impl PerfRing {
         // SAFETY: the mapping is page_size + data_size long.
         unsafe { self.base.as_ptr().add(self.page_size) }
     }
+}
+
+/// A record's `struct perf_event_header` as one loaded word: two records
+/// with equal headers have the same type, misc and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header(u64);
+
+impl Header {
+    /// The header at the start of `rec` (at least 8 bytes long).
+    pub fn of(rec: &[u8]) -> Header {
+        let bytes: [u8; 8] = rec[..HEADER_SIZE].try_into().expect("8 bytes");
+        Header(u64::from_ne_bytes(bytes))
+    }
+
+    /// `header.type`.
+    #[inline(always)]
+    pub fn type_(self) -> u32 {
+        let b = self.0.to_ne_bytes();
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    /// `header.size`.
+    #[inline(always)]
+    pub fn size(self) -> usize {
+        let b = self.0.to_ne_bytes();
+        u16::from_ne_bytes([b[6], b[7]]) as usize
+    }
+}
+
+/// The header of the record at `at`.
+///
+/// # Safety
+/// The 8 bytes at `at` are readable.
+#[inline(always)]
+unsafe fn header_word(at: *const u8) -> Header {
+    // SAFETY: per the caller; unaligned as in `header_at`.
+    Header(unsafe { at.cast::<u64>().read_unaligned() })
+}
+
+/// How many of the `fit` records at `at`, `at + size`, ... have the header
+/// `header`, counted up to the first that does not. Their addresses do not
+/// depend on what is loaded, so the loads overlap, four per step.
+///
+/// # Safety
+/// `at + fit * size` bytes are readable, and `size >= 8`.
+#[inline(always)]
+unsafe fn count_same(at: *const u8, size: usize, header: Header, fit: usize) -> usize {
+    let word = |n: usize| {
+        // SAFETY: called with n < fit only: the record at index n starts at
+        // at + n * size and its 8 header bytes lie within at + fit * size.
+        unsafe { header_word(at.add(n * size)) }.0 ^ header.0
+    };
+    let mut n = 0;
+    while n + 4 <= fit && (word(n) | word(n + 1) | word(n + 2) | word(n + 3)) == 0 {
+        n += 4;
+    }
+    while n < fit && word(n) == 0 {
+        n += 1;
+    }
+    n
 }
 
 /// The type and size of the record header at `data + offset`.
@@ -745,6 +830,85 @@ mod tests {
         let stats = ring.stats();
         assert_eq!((runs, stats.records, stats.bytes), (1, 1, good));
         assert_eq!((stats.resyncs, stats.skipped_bytes), (1, bad));
+    }
+
+    /// A run of samples with equal headers, broken at `odd` by a record of
+    /// the same size but another type (or, with `resize`, another size).
+    /// Returns what drain and drain_spans saw: records in order, and the
+    /// records on_record saw.
+    fn run_with_odd_record(odd: usize, resize: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, usize) {
+        let mut ring = PerfRing::heap(PAGE, 4).unwrap();
+        let mut pushed = Vec::new();
+        for i in 0..13u8 {
+            let (type_, body) = match (i as usize == odd, resize) {
+                (true, false) => (PERF_RECORD_LOST, [7u64.to_ne_bytes(), 3u64.to_ne_bytes()].concat()),
+                (true, true) => (PERF_RECORD_SAMPLE, sample_body(40, i)),
+                // Equal headers; the raw size differs (4 + 8 or 4 + 12 bytes
+                // both make a 24-byte record), which the header does not show.
+                _ => (PERF_RECORD_SAMPLE, sample_body(if i % 3 == 0 { 8 } else { 12 }, i)),
+            };
+            let size = push(&mut ring, type_, &body);
+            let mut rec = vec![0u8; size];
+            rec[..4].copy_from_slice(&type_.to_ne_bytes());
+            rec[6..8].copy_from_slice(&(size as u16).to_ne_bytes());
+            rec[8..8 + body.len()].copy_from_slice(&body);
+            pushed.push(rec);
+        }
+        let head = ring.load_head();
+        let mut drained = Vec::new();
+        ring.drain_with(
+            &mut drained,
+            |out, header, rec| {
+                assert_eq!(header, Header::of(rec), "the header handed out is the record's");
+                out.push(rec.to_vec());
+                LIBBPF_PERF_EVENT_CONT
+            },
+            |_| (),
+        );
+        assert_eq!(drained, pushed, "drain: odd record at {odd}");
+        // The same bytes again for drain_spans.
+        ring.store_tail(0);
+        let (mut others, mut records, mut bytes) = (Vec::new(), 0, 0);
+        ring.drain_spans(
+            |rec| others.push(rec.to_vec()),
+            |run, n| {
+                records += n;
+                bytes += run.len();
+                0
+            },
+        );
+        assert_eq!((records, bytes as u64), (13, head), "drain_spans: odd record at {odd}");
+        (drained, others, records)
+    }
+
+    #[test]
+    fn runs_of_equal_headers_break_at_the_first_different_one() {
+        // Every position in and around the four-header steps.
+        for odd in 0..13 {
+            let (_, others, _) = run_with_odd_record(odd, false);
+            assert_eq!(others.len(), 1, "the LOST record at {odd} is seen");
+            assert_eq!(record::parse(&others[0]), Record::Lost { lost: 3 });
+            let (_, others, _) = run_with_odd_record(odd, true);
+            assert!(others.is_empty());
+        }
+    }
+
+    #[test]
+    fn handler_stop_inside_a_run_of_equal_headers() {
+        for stop in 1..9 {
+            let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+            let size =
+                (0..8).map(|i| push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(8, i))).sum::<usize>() / 8;
+            let mut calls = 0;
+            let ret = ring.drain(|_| {
+                calls += 1;
+                if calls == stop { LIBBPF_PERF_EVENT_DONE } else { LIBBPF_PERF_EVENT_CONT }
+            });
+            assert_eq!((ret, calls), (LIBBPF_PERF_EVENT_DONE, stop));
+            assert_eq!(ring.load_tail(), (stop * size) as u64);
+            assert_eq!(ring.stats().records, stop as u64);
+            assert_eq!(drain_all(&mut ring).len(), 8 - stop);
+        }
     }
 
     #[test]

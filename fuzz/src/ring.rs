@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use perfbuf::abi::{LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE};
 use perfbuf::kernel::{MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
 use perfbuf::record::{self, Record};
-use perfbuf::ring::{At, HEADER_SIZE, PerfRing, RingStats};
+use perfbuf::ring::{At, HEADER_SIZE, Header, PerfRing, RingStats};
 
 /// Page size of the synthetic rings.
 pub const PAGE: usize = 4096;
@@ -418,7 +418,8 @@ impl Check {
             (st.calls, st.finished, st.tail) = (0, 0, ring.load_tail());
             let ret = ring.drain_with(
                 &mut st,
-                |st, rec| {
+                |st, header, rec| {
+                    assert_eq!(header, Header::of(rec), "drain_with: header is not the record's");
                     assert_eq!(st.finished, 0, "drain_with: a record after finish");
                     assert_eq!(published(), st.tail, "drain_with: tail published before the batch ended");
                     let &(pos, size) =
