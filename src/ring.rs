@@ -236,10 +236,9 @@ impl PerfRing {
                 // SAFETY: `at` is 8-aligned and below `end`, which is 8-aligned
                 // and inside the data area, so the header lies inside it.
                 let word = unsafe { header_word(at) };
-                let size = word.size();
-                if size < HEADER_SIZE || size % 8 != 0 || size > end as usize - at as usize {
+                let Some(size) = word.size_within((end as usize - at as usize) as u64) else {
                     break; // wraps the ring's end, or is bad: decided below
-                }
+                };
                 // This record, then every next one with the very same header
                 // (a stream of one sample size): those sit at a known stride,
                 // so finding them does not wait on loading each size, their
@@ -274,21 +273,21 @@ impl PerfRing {
             let avail = head.wrapping_sub(tail);
             let offset = (tail & mask) as usize;
             // SAFETY: as in the run.
-            let (_, size) = unsafe { header_at(data, offset) };
+            let header = unsafe { header_word(data.add(offset)) };
             // Zero, misaligned, or beyond what the head covers: resync.
-            if size < HEADER_SIZE || size % 8 != 0 || size as u64 > avail {
+            let Some(size) = header.size_within(avail) else {
                 self.count_read(records, tail.wrapping_sub(start));
                 self.resync(avail);
                 finish(state);
                 self.store_tail(head);
                 return ret;
-            }
+            };
             // The one record that wraps the ring's end, copied whole.
             let Some(record) = self.record_bytes(offset, size) else {
                 ret = LIBBPF_PERF_EVENT_ERROR;
                 break;
             };
-            ret = handler(state, Header::of(record), record);
+            ret = handler(state, header, record);
             tail = tail.wrapping_add(size as u64);
             records += 1;
         }
@@ -334,10 +333,9 @@ impl PerfRing {
                 // SAFETY: off is 8-aligned and below end <= data_size, a
                 // multiple of 8, so the header lies inside the data area.
                 let header = unsafe { header_word(data.add(off)) };
-                let size = header.size();
-                if size < HEADER_SIZE || size % 8 != 0 || size > end - off {
+                let Some(size) = header.size_within((end - off) as u64) else {
                     break; // wraps the ring's end, or is bad: decided below
-                }
+                };
                 off += size;
                 run += 1;
                 if header.type_() != PERF_RECORD_SAMPLE {
@@ -364,19 +362,19 @@ impl PerfRing {
                 continue; // at the head, at the ring's end, or stopped
             }
             // SAFETY: as in the scan.
-            let (type_, size) = unsafe { header_at(data, off) };
-            if size < HEADER_SIZE || size % 8 != 0 || size as u64 > head.wrapping_sub(pos) {
+            let header = unsafe { header_word(data.add(off)) };
+            let Some(size) = header.size_within(head.wrapping_sub(pos)) else {
                 self.resync(head.wrapping_sub(pos));
                 resynced_at = Some(pos);
                 pos = head;
                 break;
-            }
+            };
             // The one record that wraps the ring's end: alone, from scratch.
             let Some(rec) = self.record_bytes(off, size) else {
                 ret = LIBBPF_PERF_EVENT_ERROR;
                 break;
             };
-            if type_ != PERF_RECORD_SAMPLE {
+            if header.type_() != PERF_RECORD_SAMPLE {
                 on_record(rec);
             }
             ret = sink(rec, 1);
@@ -491,9 +489,7 @@ impl PerfRing {
         }
         // SAFETY: offset is 8-aligned and at most data_size - 8 (data_size is a
         // multiple of 8), so the 8-byte header is inside the data area.
-        let header = unsafe { self.data_ptr().add(offset).cast::<[u8; 8]>().read() };
-        let size = u16::from_ne_bytes([header[6], header[7]]) as usize;
-        (size >= HEADER_SIZE && size % 8 == 0 && size as u64 <= avail).then_some(size)
+        unsafe { header_word(self.data_ptr().add(offset)) }.size_within(avail)
     }
 
     fn resync(&mut self, skipped: u64) {
@@ -532,6 +528,14 @@ impl Header {
         let b = self.0.to_ne_bytes();
         u16::from_ne_bytes([b[6], b[7]]) as usize
     }
+
+    /// `header.size` when a record of that size can be read here: at least
+    /// a header, a multiple of 8, and no more than the `room` bytes left.
+    #[inline(always)]
+    pub fn size_within(self, room: u64) -> Option<usize> {
+        let size = self.size();
+        (size >= HEADER_SIZE && size % 8 == 0 && size as u64 <= room).then_some(size)
+    }
 }
 
 /// The header of the record at `at`.
@@ -540,7 +544,8 @@ impl Header {
 /// The 8 bytes at `at` are readable.
 #[inline(always)]
 unsafe fn header_word(at: *const u8) -> Header {
-    // SAFETY: per the caller; unaligned as in `header_at`.
+    // SAFETY: per the caller. Unaligned: one load wherever the ring happens
+    // to be (a perf mapping is page-aligned, a test ring not).
     Header(unsafe { at.cast::<u64>().read_unaligned() })
 }
 
@@ -567,20 +572,6 @@ unsafe fn count_same(at: *const u8, size: usize, header: Header, fit: usize) -> 
     n
 }
 
-/// The type and size of the record header at `data + offset`.
-///
-/// # Safety
-/// The 8 bytes at `data + offset` are readable.
-#[inline(always)]
-unsafe fn header_at(data: *const u8, offset: usize) -> (u32, usize) {
-    // SAFETY: per the caller. Unaligned reads: one load each, wherever the
-    // ring happens to be (a perf mapping is page-aligned, a test ring not).
-    unsafe {
-        let h = data.add(offset);
-        (h.cast::<u32>().read_unaligned(), h.add(6).cast::<u16>().read_unaligned() as usize)
-    }
-}
-
 /// `data_pages * page_size`, which must be a non-zero power of two that
 /// fits with the control page in an address space.
 fn checked_data_size(page_size: usize, data_pages: usize) -> Result<usize> {
@@ -604,13 +595,20 @@ mod tests {
 
     const PAGE: usize = 2048;
 
-    /// Plays the kernel: appends a record at the head and publishes it.
-    fn push(ring: &mut PerfRing, type_: u32, body: &[u8]) -> usize {
+    /// A record as the kernel lays it out: header, body, zero padding.
+    fn record_of(type_: u32, body: &[u8]) -> Vec<u8> {
         let size = (8 + body.len()).next_multiple_of(8);
         let mut rec = vec![0u8; size];
         rec[..4].copy_from_slice(&type_.to_ne_bytes());
         rec[6..8].copy_from_slice(&(size as u16).to_ne_bytes());
         rec[8..8 + body.len()].copy_from_slice(body);
+        rec
+    }
+
+    /// Plays the kernel: appends a record at the head and publishes it.
+    fn push(ring: &mut PerfRing, type_: u32, body: &[u8]) -> usize {
+        let rec = record_of(type_, body);
+        let size = rec.len();
         let head = ring.load_head();
         ring.write_data(head, &rec);
         ring.store_head(head + size as u64);
@@ -834,9 +832,9 @@ mod tests {
 
     /// A run of samples with equal headers, broken at `odd` by a record of
     /// the same size but another type (or, with `resize`, another size).
-    /// Returns what drain and drain_spans saw: records in order, and the
-    /// records on_record saw.
-    fn run_with_odd_record(odd: usize, resize: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, usize) {
+    /// Checks that drain_with and drain_spans see every record; returns the
+    /// records drain_spans' on_record saw.
+    fn run_with_odd_record(odd: usize, resize: bool) -> Vec<Vec<u8>> {
         let mut ring = PerfRing::heap(PAGE, 4).unwrap();
         let mut pushed = Vec::new();
         for i in 0..13u8 {
@@ -847,12 +845,8 @@ mod tests {
                 // both make a 24-byte record), which the header does not show.
                 _ => (PERF_RECORD_SAMPLE, sample_body(if i % 3 == 0 { 8 } else { 12 }, i)),
             };
-            let size = push(&mut ring, type_, &body);
-            let mut rec = vec![0u8; size];
-            rec[..4].copy_from_slice(&type_.to_ne_bytes());
-            rec[6..8].copy_from_slice(&(size as u16).to_ne_bytes());
-            rec[8..8 + body.len()].copy_from_slice(&body);
-            pushed.push(rec);
+            push(&mut ring, type_, &body);
+            pushed.push(record_of(type_, &body));
         }
         let head = ring.load_head();
         let mut drained = Vec::new();
@@ -878,18 +872,17 @@ mod tests {
             },
         );
         assert_eq!((records, bytes as u64), (13, head), "drain_spans: odd record at {odd}");
-        (drained, others, records)
+        others
     }
 
     #[test]
     fn runs_of_equal_headers_break_at_the_first_different_one() {
         // Every position in and around the four-header steps.
         for odd in 0..13 {
-            let (_, others, _) = run_with_odd_record(odd, false);
+            let others = run_with_odd_record(odd, false);
             assert_eq!(others.len(), 1, "the LOST record at {odd} is seen");
             assert_eq!(record::parse(&others[0]), Record::Lost { lost: 3 });
-            let (_, others, _) = run_with_odd_record(odd, true);
-            assert!(others.is_empty());
+            assert!(run_with_odd_record(odd, true).is_empty());
         }
     }
 
