@@ -37,6 +37,8 @@ pub struct RingStats {
     pub resyncs: u64,
     /// Bytes skipped by those jumps.
     pub skipped_bytes: u64,
+    /// Records reported lost by the `PERF_RECORD_LOST` records read here.
+    pub lost: u64,
 }
 
 /// What [`PerfRing::record_at`] found.
@@ -199,12 +201,23 @@ impl PerfRing {
     /// the same header it is one value, so what the handler decides from it
     /// can be decided once for the run.
     #[inline(always)]
-    pub fn drain_with<S, F, G>(&mut self, state: &mut S, mut handler: F, finish: G) -> c_int
+    pub fn drain_with<S, F, G>(&mut self, state: &mut S, handler: F, finish: G) -> c_int
     where
         F: FnMut(&mut S, Header, &[u8]) -> c_int,
         G: FnOnce(&mut S),
     {
-        let head = self.load_head();
+        self.drain_until(self.load_head(), state, handler, finish)
+    }
+
+    /// [`Self::drain_with`] up to `head`, a value of `data_head` loaded
+    /// (with acquire) earlier; a reader of two rings uses it to keep order
+    /// (see `CpuBuf::drain_rings`).
+    #[inline(always)]
+    pub fn drain_until<S, F, G>(&mut self, head: u64, state: &mut S, mut handler: F, finish: G) -> c_int
+    where
+        F: FnMut(&mut S, Header, &[u8]) -> c_int,
+        G: FnOnce(&mut S),
+    {
         let mut tail = self.load_tail();
         let mask = self.data_size as u64 - 1;
         let mut ret = LIBBPF_PERF_EVENT_CONT;
@@ -305,12 +318,20 @@ impl PerfRing {
     /// `on_record(record)` sees each record other than a sample first (for
     /// counting lost ones).
     /// A non-zero sink result stops after that run and is returned.
-    pub fn drain_spans<F, R>(&mut self, mut on_record: R, mut sink: F) -> c_int
+    pub fn drain_spans<F, R>(&mut self, on_record: R, sink: F) -> c_int
     where
         F: FnMut(&[u8], usize) -> c_int,
         R: FnMut(&[u8]),
     {
-        let head = self.load_head();
+        self.drain_spans_until(self.load_head(), on_record, sink)
+    }
+
+    /// [`Self::drain_spans`] up to `head` (see [`Self::drain_until`]).
+    pub fn drain_spans_until<F, R>(&mut self, head: u64, mut on_record: R, mut sink: F) -> c_int
+    where
+        F: FnMut(&[u8], usize) -> c_int,
+        R: FnMut(&[u8]),
+    {
         let tail = self.load_tail();
         let avail = head.wrapping_sub(tail);
         if avail != 0 && (tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64) {
@@ -390,6 +411,11 @@ impl PerfRing {
     pub fn count_read(&mut self, records: u64, bytes: u64) {
         self.stats.records += records;
         self.stats.bytes += bytes;
+    }
+
+    /// Counts records reported lost by what was read here.
+    pub fn count_lost(&mut self, lost: u64) {
+        self.stats.lost += lost;
     }
 
     /// Reads an overwritable (`write_backward`) ring whose output the caller

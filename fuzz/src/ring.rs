@@ -347,6 +347,8 @@ impl Check {
             bytes: before.bytes + bytes,
             resyncs: before.resyncs + u64::from(walk.corrupt.is_some()),
             skipped_bytes: before.skipped_bytes + skipped,
+            // Lost counts are the dispatcher's to add (PerfRing::count_lost).
+            lost: before.lost,
         };
         assert_eq!(after, expected, "{reader}: stats (before {before:?})");
     }
