@@ -38,6 +38,31 @@ fn u64_at(rec: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(rec.get(off..off + 8)?.try_into().ok()?))
 }
 
+/// A `PERF_RECORD_LOST` made here, for lost records the kernel counted but
+/// will not report in a ring (see [`crate::adaptive`]): 8-aligned like
+/// records in a ring.
+#[repr(C, align(8))]
+pub struct LostRecord([u8; LOST_RECORD_SIZE]);
+
+/// Header, `id` and `lost`.
+const LOST_RECORD_SIZE: usize = 24;
+
+impl LostRecord {
+    /// A record reporting `lost` records (`id` 0).
+    pub fn new(lost: u64) -> LostRecord {
+        let mut bytes = [0u8; LOST_RECORD_SIZE];
+        bytes[..4].copy_from_slice(&PERF_RECORD_LOST.to_ne_bytes());
+        bytes[6..8].copy_from_slice(&(LOST_RECORD_SIZE as u16).to_ne_bytes());
+        bytes[16..].copy_from_slice(&lost.to_ne_bytes());
+        LostRecord(bytes)
+    }
+
+    /// The whole record, header included.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// The `type` field of a record's header (0 if the record is too short).
 pub fn record_type(rec: &[u8]) -> u32 {
     u32_at(rec, 0).unwrap_or(0)
@@ -93,6 +118,10 @@ mod tests {
         let mut body = 7u64.to_ne_bytes().to_vec();
         body.extend_from_slice(&49u64.to_ne_bytes());
         assert_eq!(parse(&rec(PERF_RECORD_LOST, &body)), Record::Lost { lost: 49 });
+        let made = LostRecord::new(49);
+        body[..8].fill(0); // id 0
+        assert_eq!(made.bytes(), &rec(PERF_RECORD_LOST, &body)[..]);
+        assert_eq!(made.bytes().as_ptr() as usize % 8, 0);
     }
 
     #[test]
