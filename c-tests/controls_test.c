@@ -549,6 +549,109 @@ static void test_adaptive(void)
 	unsetenv("PERFBUF_ADAPTIVE");
 }
 
+/* Drives a 1-page ring (128 records of 16 bytes) with bursts of 100 until
+ * adaptive batching gives it a spill ring (or for 300 ms with a raw
+ * reader, which keeps records in the caller's ring), reads everything,
+ * then emits `stall` records with nobody reading. */
+static struct perf_buffer *spilled_then_stalled(struct counts *c, int raw_reader, unsigned stall)
+{
+	memset(c, 0, sizeof(*c));
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, on_sample, on_lost, c, NULL);
+	EXPECT(pb, "new");
+	if (raw_reader) {
+		void *base;
+		size_t size;
+		EXPECT(perf_buffer__buffer(pb, 0, &base, &size) == 0 && size == 4096, "buffer");
+	}
+	unsigned long long produced = 0;
+	for (double t = now_ms(); now_ms() - t < (raw_reader ? 300 : 2000) && !ring_figures(pb, 0).spill_size;) {
+		emit(0, 16, 1, 100, NULL);
+		produced += 100;
+		perf_buffer__poll(pb, 0);
+	}
+	/* Past adaptive's quiet time, so the left ring's account is settled. */
+	for (double t = now_ms(); now_ms() - t < 250;)
+		perf_buffer__poll(pb, 1);
+	struct perfbuf_ring_stats s = ring_figures(pb, 0);
+	printf("  spill: %llu records in bursts into a 128-record ring: delivered %u + lost %llu, switches %llu, "
+	       "spill ring %llu bytes\n",
+	       produced, c->samples, c->lost, (unsigned long long)s.batch_switches, (unsigned long long)s.spill_size);
+	EXPECT(s.batch_switches >= 1, "ring never batched");
+	EXPECT(raw_reader ? s.spill_size == 0 : s.spill_size == 16 * 4096, "spill ring of %llu bytes",
+	       (unsigned long long)s.spill_size);
+	EXPECT(c->samples + c->lost == produced, "delivered %u + lost %llu of %llu", c->samples, c->lost, produced);
+	memset(c, 0, sizeof(*c));
+	for (unsigned i = 0; i < stall; i++)
+		emit(0, 16, (uint8_t)i, 1, NULL);
+	return pb;
+}
+
+/* Adaptive batching writes into a spill ring 16 times the caller's: a
+ * stall of 1000 records, 8 times what the caller's 1-page ring holds, loses
+ * nothing and keeps the order. Pausing covers the spill ring. A caller that
+ * starts reading its rings itself gets records there again, and what the
+ * spill ring failed to write is still reported exactly. Where the caller
+ * read its ring itself from the start, records stay there, which
+ * overflows. */
+static void test_spill(void)
+{
+	struct counts c = {0};
+	struct perf_buffer *pb = spilled_then_stalled(&c, 0, 1000);
+	perf_buffer__consume(pb);
+	unsigned in_order = 0;
+	while (in_order < 512 && c.seeds[in_order] == (uint8_t)(in_order + 14))
+		in_order++;
+	printf("  spill: 1000 records while nobody read a 128-record ring: delivered %u, lost %llu, first %u in "
+	       "order\n",
+	       c.samples, c.lost, in_order);
+	EXPECT(c.samples == 1000 && c.lost == 0 && in_order == 512, "delivered %u lost %llu in order %u", c.samples,
+	       c.lost, in_order);
+	EXPECT(perfbuf_pause(pb) == 0, "pause");
+	int ret = 0;
+	emit(0, 16, 1, 5, &ret);
+	EXPECT(ret == -ENOSPC, "write into the spill ring while paused: %d", ret);
+	EXPECT(perfbuf_resume(pb) == 0, "resume");
+
+	/* Overflow the 2048-record spill ring, its last writes refused (the
+	 * kernel would report them only with a later record there), then read
+	 * the caller's ring directly: the slot goes back there, and perfbuf
+	 * reports what the spill ring refused. The 5 refused while paused
+	 * count too: the kernel reports them with the first of the 3000. */
+	memset(&c, 0, sizeof(c));
+	emit(0, 16, 1, 3000, NULL);
+	void *base;
+	size_t size;
+	EXPECT(perf_buffer__buffer(pb, 0, &base, &size) == 0, "buffer");
+	perf_buffer__consume(pb);
+	const volatile struct perf_event_mmap_page *mp = base;
+	uint64_t head = mp->data_head;
+	emit(0, 16, 1, 10, NULL);
+	uint64_t moved = mp->data_head - head;
+	for (double t = now_ms(); now_ms() - t < 250;)
+		perf_buffer__poll(pb, 1);
+	perf_buffer__consume(pb);
+	printf("  spill: 5 paused + 3000 into the spill ring, a raw reader, 10 more: delivered %u + lost %llu; the 10 "
+	       "put "
+	       "%llu bytes in the caller's ring\n",
+	       c.samples, c.lost, (unsigned long long)moved);
+	EXPECT(c.samples + c.lost == 3015 && c.lost > 5, "delivered %u + lost %llu of 3015", c.samples, c.lost);
+	EXPECT(moved >= 10 * 32, "records did not come back to the caller's ring: %llu bytes",
+	       (unsigned long long)moved);
+	perf_buffer__free(pb);
+
+	/* The kernel reports the stall's refused records with the next record
+	 * it writes into that ring. */
+	pb = spilled_then_stalled(&c, 1, 1000);
+	perf_buffer__consume(pb);
+	emit(0, 16, 1, 1, NULL);
+	perf_buffer__consume(pb);
+	printf("  spill: the same with a raw reader, and one more record: delivered %u, lost %llu\n", c.samples,
+	       c.lost);
+	EXPECT(c.samples < 1000 && c.lost > 0 && c.samples + c.lost == 1001, "raw reader: delivered %u lost %llu",
+	       c.samples, c.lost);
+	perf_buffer__free(pb);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -557,7 +660,7 @@ int main(void)
 		     {"pause", test_pause},	  {"wake", test_wake},
 		     {"stats_and_cpus", test_stats_and_cpus}, {"record_api", test_record_api},
 		     {"batch", test_batch},
-		     {"env_opt_in", test_env_opt_in}, {"adaptive", test_adaptive}};
+		     {"env_opt_in", test_env_opt_in}, {"adaptive", test_adaptive}, {"spill", test_spill}};
 	int failed = run_tests("controls_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
 	return failed ? 1 : 0;

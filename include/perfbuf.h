@@ -215,6 +215,11 @@ struct perfbuf_ring_stats {
    Times the ring switched to batched wake-ups.
    */
   uint64_t batch_switches;
+  /*
+   Size of the data area of the spill ring adaptive batching gave this
+   CPU (0: none; see README, adaptive wake-ups).
+   */
+  uint64_t spill_size;
 };
 
 /*
@@ -732,7 +737,8 @@ int perf_buffer__buffer_fd(const struct perf_buffer *pb, size_t buf_idx);
  kernel's `struct perf_event_mmap_page`, data follows one page later) and
  `*buf_size` = size of the data area only. Returns 0, or -EINVAL for a
  NULL argument or an index out of range (negative included); outputs are
- untouched on error.
+ untouched on error. From then on adaptive batching keeps every record in
+ this region (no spill rings; see README, adaptive wake-ups).
 
  # Safety
  `pb` is a live handle; `buf` and `buf_size` are valid for writes.

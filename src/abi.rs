@@ -156,6 +156,9 @@ pub struct perfbuf_ring_stats {
     pub batched: u64,
     /// Times the ring switched to batched wake-ups.
     pub batch_switches: u64,
+    /// Size of the data area of the spill ring adaptive batching gave this
+    /// CPU (0: none; see README, adaptive wake-ups).
+    pub spill_size: u64,
 }
 
 /// Key function of the ordered reader: the timestamp (or any ordered key)

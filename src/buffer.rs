@@ -10,7 +10,7 @@ use crate::callbacks::{Callbacks, DispatchStats};
 use crate::cpu;
 use crate::error::{Errno, Result, libbpf_err};
 use crate::fallible;
-use crate::kernel::PERF_EVENT_IOC_PAUSE_OUTPUT;
+use crate::kernel::{PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_FORMAT_LOST, PerfEventAttr};
 use crate::log;
 use crate::order::{KeySource, Order, OrderStats};
 use crate::record::{self, Record};
@@ -19,6 +19,7 @@ use crate::sys::{
     self, AttrSource, BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE,
 };
 use core::ffi::c_int;
+use core::sync::atomic::{AtomicBool, Ordering};
 use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -77,6 +78,14 @@ pub struct CpuBuf {
     overwritten_bytes: u64,
     /// Record-level API: read position ahead of the published tail.
     cursor: Option<u64>,
+    /// Adaptive wake-ups: the larger ring of the batching event, once it
+    /// has one (see [`crate::adaptive`]).
+    spill: Option<PerfRing>,
+    /// The map slot points at the spill ring's event now.
+    spill_current: bool,
+    /// Lost records the kernel will not report in a ring (see
+    /// [`crate::adaptive`]), delivered before the next records read.
+    owed_lost: u64,
 }
 
 impl CpuBuf {
@@ -95,9 +104,71 @@ impl CpuBuf {
         self.fd.as_raw_fd()
     }
 
+    /// The perf event (the caller's).
+    pub fn event(&self) -> &OwnedFd {
+        &self.fd
+    }
+
     /// The ring.
     pub fn ring(&self) -> &PerfRing {
         &self.ring
+    }
+
+    /// The spill ring, once adaptive batching made one.
+    pub fn spill_ring(&self) -> Option<&PerfRing> {
+        self.spill.as_ref()
+    }
+
+    /// Adds lost records to deliver before the next records read.
+    pub(crate) fn owe_lost(&mut self, lost: u64) {
+        self.owed_lost += lost;
+    }
+
+    /// Whether a read would deliver anything.
+    pub fn has_pending(&self) -> bool {
+        self.owed_lost > 0 || self.pending_bytes() > 0
+    }
+
+    /// Hands the owed lost records, if any, to `deliver` as one
+    /// `PERF_RECORD_LOST`; returns what `deliver` did, or `go_on`.
+    fn deliver_owed(&mut self, go_on: c_int, deliver: impl FnOnce(&[u8]) -> c_int) -> c_int {
+        match core::mem::take(&mut self.owed_lost) {
+            0 => go_on,
+            lost => deliver(record::LostRecord::new(lost).bytes()),
+        }
+    }
+
+    /// Drains this CPU's rings with `drain(ring, head, stats)` in the order
+    /// their records were written: the ring the map slot left, then the one
+    /// it points at. The newer ring's head is loaded before the older ring
+    /// is read, so a record the older ring got just before a switch is read
+    /// before any the newer one got after it. `go_on` is the value with
+    /// which `drain` says it read everything. Each ring counts the lost
+    /// records reported in it (what `drain` added to `stats.lost`).
+    fn drain_rings<F>(&mut self, go_on: c_int, stats: &mut DispatchStats, mut drain: F) -> c_int
+    where
+        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> c_int,
+    {
+        let mut drain_one = |ring: &mut PerfRing, head: u64| {
+            let before = stats.lost;
+            let ret = drain(ring, head, stats);
+            ring.count_lost(stats.lost - before);
+            ret
+        };
+        let (older, newer) = match &mut self.spill {
+            None => {
+                let head = self.ring.load_head();
+                return drain_one(&mut self.ring, head);
+            }
+            Some(spill) if self.spill_current => (&mut self.ring, spill),
+            Some(spill) => (spill, &mut self.ring),
+        };
+        let head = newer.load_head();
+        let ret = drain_one(older, older.load_head());
+        if ret != go_on {
+            return ret;
+        }
+        drain_one(newer, head)
     }
 
     /// A buffer over a heap ring, for tests of code above the ring.
@@ -114,11 +185,49 @@ impl CpuBuf {
             overwrite_prev_head: None,
             overwritten_bytes: 0,
             cursor: None,
+            spill: None,
+            spill_current: false,
+            owed_lost: 0,
         }
+    }
+
+    /// Gives this CPU the spill ring of its batching event.
+    pub(crate) fn set_spill(&mut self, ring: PerfRing) {
+        self.spill = Some(ring);
+    }
+
+    /// Records now go to the spill ring (`true`) or to the caller's.
+    pub(crate) fn set_spill_current(&mut self, current: bool) {
+        self.spill_current = current && self.spill.is_some();
+    }
+
+    /// Whether records go to the spill ring now.
+    pub fn spill_current(&self) -> bool {
+        self.spill_current
+    }
+
+    /// Records read from this CPU's rings.
+    pub fn records_read(&self) -> u64 {
+        self.ring.stats().records + self.spill.as_ref().map_or(0, |s| s.stats().records)
+    }
+
+    /// Bytes waiting in this CPU's rings.
+    pub fn pending_bytes(&self) -> u64 {
+        self.ring.pending_bytes() + self.spill.as_ref().map_or(0, PerfRing::pending_bytes)
     }
 
     pub(crate) fn ring_mut(&mut self) -> &mut PerfRing {
         &mut self.ring
+    }
+
+    /// Hands the owed lost records, if any, to the callbacks (the ordered
+    /// reader's way; see [`Self::owe_lost`]).
+    pub(crate) fn dispatch_owed(&mut self, callbacks: &Callbacks) -> c_int {
+        let (cpu, stats) = (self.cpu, &mut self.stats);
+        match core::mem::take(&mut self.owed_lost) {
+            0 => LIBBPF_PERF_EVENT_CONT,
+            lost => callbacks.dispatch(cpu, record::LostRecord::new(lost).bytes(), stats),
+        }
     }
 
     /// Hands the `size`-byte record at `pos` to the callbacks.
@@ -177,7 +286,14 @@ impl CpuBuf {
 
     /// Current figures, in the C layout (`sz` left for the caller).
     pub fn figures(&self) -> crate::abi::perfbuf_ring_stats {
-        let ring = self.ring.stats();
+        let mut ring = self.ring.stats();
+        if let Some(spill) = &self.spill {
+            let s = spill.stats();
+            ring.records += s.records;
+            ring.bytes += s.bytes;
+            ring.resyncs += s.resyncs;
+            ring.skipped_bytes += s.skipped_bytes;
+        }
         crate::abi::perfbuf_ring_stats {
             sz: 0,
             cpu: self.cpu,
@@ -186,7 +302,7 @@ impl CpuBuf {
             bytes: ring.bytes,
             lost: self.stats.lost,
             wakeups: self.wakeups,
-            pending_bytes: self.ring.pending_bytes(),
+            pending_bytes: self.pending_bytes(),
             data_size: self.ring.data_size() as u64,
             resyncs: ring.resyncs,
             skipped_bytes: ring.skipped_bytes,
@@ -194,13 +310,15 @@ impl CpuBuf {
             overwritten_bytes: self.overwritten_bytes,
             batched: 0,
             batch_switches: 0,
+            spill_size: self.spill.as_ref().map_or(0, |s| s.data_size() as u64),
         }
     }
 
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.
     fn teardown(self, map_fd: RawFd) {
-        let CpuBuf { map_key, fd, ring, .. } = self;
+        let CpuBuf { map_key, fd, ring, spill, .. } = self;
         let _ = sys::map_delete_u32(map_fd, map_key as u32);
+        drop(spill);
         drop(ring);
         let _ = sys::perf_ioctl(&fd, PERF_EVENT_IOC_DISABLE, 0);
         drop(fd);
@@ -331,6 +449,11 @@ pub struct PerfBuffer {
     timer: Option<Ticker>,
     order: Option<Order>,
     adaptive: Option<Adaptive>,
+    /// Someone reads the caller's rings directly (`perf_buffer__buffer`, the
+    /// record-level API, ordered reading): records must stay there, so
+    /// adaptive batching stops using spill rings. Atomic because
+    /// `perf_buffer__buffer` only has a shared reference.
+    raw_readers: AtomicBool,
     /// Raw mode: the caller's attr `sample_type` (for PERF_SAMPLE_TIME keys).
     sample_type: u64,
     epoll: OwnedFd,
@@ -389,9 +512,21 @@ impl PerfBuffer {
             timer: None,
             order: None,
             adaptive: None,
+            raw_readers: AtomicBool::new(false),
             sample_type,
             epoll,
         };
+        // Adaptive wake-ups may move a map slot to a spill ring and back;
+        // exact lost counts across such moves need every event's own count
+        // of what it failed to write (see [`crate::adaptive`]).
+        let adaptive = adaptive && !overwrite && max_delay_ms.is_none();
+        let counted_attr = match attr {
+            AttrSource::Built(a) if adaptive && sys::format_lost_supported() => {
+                Some(PerfEventAttr { read_format: a.read_format | PERF_FORMAT_LOST, ..*a })
+            }
+            _ => None,
+        };
+        let attr = counted_attr.as_ref().map_or(attr, AttrSource::Built);
         let online = cpu::online_mask().inspect_err(|e| {
             log::warn(format_args!("failed to get online CPU mask: {e}"));
         })?;
@@ -408,8 +543,8 @@ impl PerfBuffer {
             // reader's own wake-up, within the bound.
             pb.timer = Some(Ticker::new(&pb.epoll, Duration::from_millis(ms.max(1).into()) / 2)?);
         }
-        if adaptive && !overwrite && max_delay_ms.is_none() {
-            pb.adaptive = Some(Adaptive::new(pb.bufs.len())?);
+        if adaptive {
+            pb.adaptive = Some(Adaptive::new(pb.bufs.len(), counted_attr.is_some())?);
         }
         Ok(pb)
     }
@@ -452,6 +587,9 @@ impl PerfBuffer {
             overwrite_prev_head: overwrite.then_some(0),
             overwritten_bytes: 0,
             cursor: None,
+            spill: None,
+            spill_current: false,
+            owed_lost: 0,
         });
         sys::map_update_u32(self.map_fd, map_key as u32, perf_fd as u32).inspect_err(|e| {
             log::warn(format_args!("failed to set cpu #{cpu}, key {map_key} -> perf FD {perf_fd}: {e}"));
@@ -476,6 +614,14 @@ impl PerfBuffer {
         self.bufs.get(idx).ok_or(Errno::INVAL)
     }
 
+    /// The caller's ring at `idx` for a reader of its own
+    /// (`perf_buffer__buffer`): from the next read on, records stay there.
+    pub fn raw_ring(&self, idx: usize) -> Result<&PerfRing> {
+        let ring = self.buf(idx)?.ring();
+        self.raw_readers.store(true, Ordering::Relaxed);
+        Ok(ring)
+    }
+
     /// Drains ring `idx` (libbpf's `perf_buffer__process_records`): 0 when
     /// the batch ended normally or a handler said DONE, else the handler's
     /// value. Like libbpf, `errno` is left at ENOENT after a normal drain.
@@ -493,7 +639,14 @@ impl PerfBuffer {
         // Count in a local the callbacks cannot see, so the counters stay in
         // registers across the indirect calls; store them once per drain.
         let (cpu, mut stats) = (buf.cpu, buf.stats);
-        let ret = libbpf_err(callbacks.drain_ring(&mut buf.ring, cpu, &mut stats));
+        let mut ret =
+            buf.deliver_owed(LIBBPF_PERF_EVENT_CONT, |rec| callbacks.dispatch(cpu, rec, &mut stats));
+        if ret == LIBBPF_PERF_EVENT_CONT {
+            ret = buf.drain_rings(LIBBPF_PERF_EVENT_CONT, &mut stats, |ring, head, stats| {
+                callbacks.drain_ring(ring, head, cpu, stats)
+            });
+        }
+        let ret = libbpf_err(ret);
         buf.stats = stats;
         if ret == LIBBPF_PERF_EVENT_CONT { 0 } else { ret }
     }
@@ -542,6 +695,11 @@ impl PerfBuffer {
                 token if token & WAKE_TAG != 0 => woken = Some(token),
                 token => {
                     let idx = token as usize;
+                    // A ring and its spill ring share a token: one drain
+                    // reads both.
+                    if (0..i).any(|j| self.events[j].u64 == token) {
+                        continue;
+                    }
                     self.bufs[idx].wakeups += 1;
                     let err = self.process_records(idx);
                     if err != 0 {
@@ -560,7 +718,7 @@ impl PerfBuffer {
                 timer.read(Instant::now());
             }
             for idx in 0..self.bufs.len() {
-                if self.bufs[idx].ring.pending_bytes() == 0 || self.bufs[idx].overwrite_prev_head.is_some() {
+                if !self.bufs[idx].has_pending() || self.bufs[idx].overwrite_prev_head.is_some() {
                     continue;
                 }
                 let err = self.process_records(idx);
@@ -591,7 +749,10 @@ impl PerfBuffer {
     fn end_read(&mut self, in_poll: bool) {
         let now = Instant::now();
         if let Some(adaptive) = &mut self.adaptive {
-            let result = match adaptive.observe(now, &self.bufs, self.map_fd) {
+            if self.raw_readers.load(Ordering::Relaxed) {
+                adaptive.forbid_spill(&mut self.bufs, self.map_fd);
+            }
+            let result = match adaptive.observe(now, &mut self.bufs, self.map_fd, &self.epoll) {
                 Timer::Keep => match &mut self.timer {
                     Some(t) if in_poll && now.saturating_duration_since(t.since) >= adaptive::TICK / 2 => {
                         t.arm(adaptive::TICK)
@@ -607,7 +768,7 @@ impl PerfBuffer {
             if let Err(e) = result {
                 // Without a timer nothing bounds the delay: wake per record again.
                 log::debug(format_args!("adaptive wake-ups off: no timer: {e}"));
-                adaptive.abandon(&self.bufs, self.map_fd);
+                adaptive.abandon(&mut self.bufs, self.map_fd);
                 self.adaptive = None;
             }
         }
@@ -649,6 +810,20 @@ impl PerfBuffer {
         };
         for buf in &mut self.bufs {
             buf.publish();
+        }
+        // The ordered reader reads the caller's rings: records go there
+        // from now on, and what spill rings hold is delivered first.
+        *self.raw_readers.get_mut() = true;
+        if let Some(adaptive) = &mut self.adaptive {
+            adaptive.forbid_spill(&mut self.bufs, self.map_fd);
+            for idx in 0..self.bufs.len() {
+                if self.bufs[idx].spill.as_ref().is_some_and(|s| s.pending_bytes() > 0) {
+                    let err = self.process_records(idx);
+                    if err < 0 {
+                        return Err(Errno(-err));
+                    }
+                }
+            }
         }
         self.order = Some(Order::new(key, idle_wait, self.bufs.len()));
         Ok(())
@@ -722,31 +897,54 @@ impl PerfBuffer {
                 continue;
             }
             buf.publish();
-            let (cpu, stats) = (buf.cpu, &mut buf.stats);
-            let before = buf.ring.stats().records;
+            let (cpu, mut stats) = (buf.cpu, buf.stats);
+            let before = buf.records_read();
+            let owed = buf.deliver_owed(0, |rec| {
+                if let Record::Lost { lost } = record::parse(rec) {
+                    stats.lost += lost;
+                }
+                total += 1;
+                let batch = crate::abi::perfbuf_batch {
+                    cpu,
+                    reserved: 0,
+                    records: rec.as_ptr().cast(),
+                    len: rec.len(),
+                    samples: 0,
+                    others: 1,
+                };
+                sink(&batch)
+            });
+            if owed != 0 {
+                buf.stats = stats;
+                return owed;
+            }
             // Records other than samples seen since the last run was sent
             // (both closures need it: a Cell, not two &mut).
             let others = core::cell::Cell::new(0usize);
-            let ret = buf.ring.drain_spans(
-                |rec| {
-                    others.set(others.get() + 1);
-                    if let Record::Lost { lost } = record::parse(rec) {
-                        stats.lost += lost;
-                    }
-                },
-                |run, records| {
-                    let batch = crate::abi::perfbuf_batch {
-                        cpu,
-                        reserved: 0,
-                        records: run.as_ptr().cast(),
-                        len: run.len(),
-                        samples: records - others.get(),
-                        others: others.replace(0),
-                    };
-                    sink(&batch)
-                },
-            );
-            total += buf.ring.stats().records - before;
+            let ret = buf.drain_rings(0, &mut stats, |ring, head, stats| {
+                ring.drain_spans_until(
+                    head,
+                    |rec| {
+                        others.set(others.get() + 1);
+                        if let Record::Lost { lost } = record::parse(rec) {
+                            stats.lost += lost;
+                        }
+                    },
+                    |run, records| {
+                        let batch = crate::abi::perfbuf_batch {
+                            cpu,
+                            reserved: 0,
+                            records: run.as_ptr().cast(),
+                            len: run.len(),
+                            samples: records - others.get(),
+                            others: others.replace(0),
+                        };
+                        sink(&batch)
+                    },
+                )
+            });
+            buf.stats = stats;
+            total += buf.records_read() - before;
             if ret != 0 {
                 return ret;
             }
@@ -763,8 +961,10 @@ impl PerfBuffer {
         Ok(())
     }
 
-    /// Mutable access to ring `idx` for the record-level API.
+    /// Mutable access to ring `idx` for the record-level API, which reads
+    /// the caller's ring: from the next read on, records stay there.
     pub fn buf_mut(&mut self, idx: usize) -> Result<&mut CpuBuf> {
+        *self.raw_readers.get_mut() = true;
         self.bufs.get_mut(idx).ok_or(Errno::INVAL)
     }
 
@@ -796,6 +996,9 @@ impl PerfBuffer {
     pub fn set_paused(&self, paused: bool) -> Result<()> {
         for buf in &self.bufs {
             sys::perf_ioctl(&buf.fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, paused.into())?;
+        }
+        for fd in self.adaptive.iter().flat_map(Adaptive::spill_fds) {
+            sys::perf_ioctl(fd, PERF_EVENT_IOC_PAUSE_OUTPUT as libc::c_ulong, paused.into())?;
         }
         Ok(())
     }

@@ -102,11 +102,13 @@ impl Callbacks {
     /// Drains `ring` into the callbacks (see [`PerfRing::drain`]). The handler
     /// is matched once, outside the loop, so the common case (a sample
     /// callback) runs with the callback and ctx held in registers.
-    pub fn drain_ring(&self, ring: &mut PerfRing, cpu: c_int, stats: &mut DispatchStats) -> c_int {
+    /// `head`: see [`PerfRing::drain_until`].
+    pub fn drain_ring(&self, ring: &mut PerfRing, head: u64, cpu: c_int, stats: &mut DispatchStats) -> c_int {
         match self.handler {
             Handler::Parsed { sample: Some(cb), lost } => {
                 let ctx = self.ctx;
-                ring.drain_with(
+                ring.drain_until(
+                    head,
                     &mut (),
                     |(), header, rec| {
                         if let Some((data, size)) = raw_sample(header, rec) {
@@ -120,7 +122,7 @@ impl Callbacks {
                     |()| (),
                 )
             }
-            _ => ring.drain(|rec| self.dispatch(cpu, rec, stats)),
+            _ => ring.drain_until(head, &mut (), |(), _, rec| self.dispatch(cpu, rec, stats), |()| ()),
         }
     }
 

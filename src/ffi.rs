@@ -313,7 +313,8 @@ pub unsafe extern "C" fn perf_buffer__buffer_fd(pb: *const perf_buffer, buf_idx:
 /// kernel's `struct perf_event_mmap_page`, data follows one page later) and
 /// `*buf_size` = size of the data area only. Returns 0, or -EINVAL for a
 /// NULL argument or an index out of range (negative included); outputs are
-/// untouched on error.
+/// untouched on error. From then on adaptive batching keeps every record in
+/// this region (no spill rings; see README, adaptive wake-ups).
 ///
 /// # Safety
 /// `pb` is a live handle; `buf` and `buf_size` are valid for writes.
@@ -326,8 +327,7 @@ pub unsafe extern "C" fn perf_buffer__buffer(
 ) -> c_int {
     // SAFETY: per this function's contract.
     let ring = unsafe { handle_ref(pb) }
-        .and_then(|pb| pb.buf(usize::try_from(buf_idx).map_err(|_| Errno::INVAL)?))
-        .map(|b| b.ring());
+        .and_then(|pb| pb.raw_ring(usize::try_from(buf_idx).map_err(|_| Errno::INVAL)?));
     // SAFETY: valid for writes or NULL, per this function's contract.
     let outs = unsafe { buf.as_mut().zip(buf_size.as_mut()) }.ok_or(Errno::INVAL);
     ret_errno(ring.and_then(|ring| {

@@ -77,6 +77,9 @@ pub const PERF_TYPE_SOFTWARE: u32 = 1;
 pub const PERF_COUNT_SW_BPF_OUTPUT: u64 = 10;
 /// `PERF_SAMPLE_RAW`.
 pub const PERF_SAMPLE_RAW: u64 = 1 << 10;
+/// `PERF_FORMAT_LOST` (Linux 6.0): `read()` on the event also returns the
+/// records it could not write, whether reported in its ring yet or not.
+pub const PERF_FORMAT_LOST: u64 = 1 << 4;
 
 impl PerfEventAttr {
     /// The attr `perf_buffer__new` uses: a BPF output event sampling raw
@@ -108,6 +111,8 @@ impl PerfEventAttr {
     }
 }
 
+/// `perf_event_attr.disabled`.
+pub const ATTR_FLAG_DISABLED: u64 = 1;
 /// `perf_event_attr.watermark`: `wakeup` counts bytes, not events.
 pub const ATTR_FLAG_WATERMARK: u64 = 1 << 14;
 /// `perf_event_attr.write_backward`: the kernel writes from high to low

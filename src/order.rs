@@ -167,6 +167,13 @@ impl Order {
     /// undelivered record. Returns the number delivered, or a callback's
     /// stop value (libbpf's DONE → stop quietly, other values returned).
     pub fn round(&mut self, bufs: &mut [CpuBuf], callbacks: &Callbacks, flush: bool) -> Result<usize, c_int> {
+        for buf in bufs.iter_mut() {
+            match buf.dispatch_owed(callbacks) {
+                LIBBPF_PERF_EVENT_CONT => {}
+                0 => return Ok(0),
+                ret => return Err(ret),
+            }
+        }
         let now = Instant::now();
         self.scan(bufs, now);
         let horizon = if flush { u64::MAX } else { self.horizon(now) };

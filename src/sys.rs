@@ -252,6 +252,45 @@ pub fn write_u64(fd: RawFd, value: u64) -> Result<()> {
     check(unsafe { libc::write(fd, (&value as *const u64).cast(), 8) } as libc::c_long).map(drop)
 }
 
+/// The records a perf event opened with `PERF_FORMAT_LOST` (and no other
+/// `read_format` bit) failed to write over its life: `read()` returns
+/// `{ value, lost }`.
+pub fn read_lost(fd: &OwnedFd) -> Result<u64> {
+    let mut values = [0u64; 2];
+    // SAFETY: reads at most 16 bytes into a live [u64; 2].
+    let n = check(unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), 16) } as libc::c_long)?;
+    if n == 16 { Ok(values[1]) } else { Err(Errno(libc::EIO)) }
+}
+
+/// Whether this kernel takes `PERF_FORMAT_LOST` (6.0 and later), probed
+/// once with a BPF output event on the calling thread, closed at once.
+pub fn format_lost_supported() -> bool {
+    static SUPPORTED: once_cell::sync::OnceCell<bool> = once_cell::sync::OnceCell::new();
+    *SUPPORTED.get_or_init(|| {
+        let mut attr = PerfEventAttr::bpf_output(1);
+        attr.read_format = crate::kernel::PERF_FORMAT_LOST;
+        attr.flags |= crate::kernel::ATTR_FLAG_DISABLED;
+        // SAFETY: `attr` is a live, fully initialised attr the kernel only
+        // reads; pid 0 / cpu -1 is this thread on any CPU.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                0,
+                -1,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return false;
+        }
+        // SAFETY: the kernel returned a new fd that nothing else owns.
+        drop(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        true
+    })
+}
+
 /// Reads (and so resets) an eventfd or timerfd counter; 0 if none pending.
 pub fn read_u64(fd: RawFd) -> u64 {
     let mut value = 0u64;
