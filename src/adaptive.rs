@@ -397,30 +397,25 @@ impl Slot {
     /// Records the events writing into ring `which` failed to write that
     /// its `PERF_RECORD_LOST` records have not reported yet.
     fn unreported(&self, which: Which, buf: &CpuBuf) -> Result<u64> {
-        let (ring, mut failed) = match which {
-            Which::Caller => (Some(buf.ring()), sys::read_lost(buf.event())?),
-            Which::Spill => (buf.spill_ring(), 0),
-        };
-        let events = match (which, &self.spill) {
-            (Which::Caller, _) => [self.caller_batched.as_ref(), None],
+        let writers = match (which, &self.spill) {
+            (Which::Caller, _) => [Some(buf.event()), self.caller_batched.as_ref()],
             (Which::Spill, Some(s)) => [Some(&s.batched), s.per_record.as_ref()],
             (Which::Spill, None) => [None, None],
         };
-        for fd in events.into_iter().flatten() {
+        let mut failed = 0;
+        for fd in writers.into_iter().flatten() {
             failed += sys::read_lost(fd)?;
         }
-        Ok(failed.saturating_sub(ring.map_or(0, |r| r.stats().lost)))
+        Ok(failed.saturating_sub(ring_of(buf, which).map_or(0, |r| r.stats().lost)))
     }
 
     /// Once the ring the slot left is quiet and read, hands what it still
     /// owes to the reader as a lost record of our own.
     fn reconcile(&mut self, buf: &mut CpuBuf, now: Instant) {
         let Some((which, since)) = self.left else { return };
-        let ring = match which {
-            Which::Caller => Some(buf.ring()),
-            Which::Spill => buf.spill_ring(),
-        };
-        if now.duration_since(since) < QUIET_AFTER || ring.is_some_and(|r| r.pending_bytes() > 0) {
+        if now.duration_since(since) < QUIET_AFTER
+            || ring_of(buf, which).is_some_and(|r| r.pending_bytes() > 0)
+        {
             return;
         }
         self.left = None;
@@ -431,6 +426,14 @@ impl Slot {
                 log::warn(format_args!("cpu #{}: lost records of a ring left behind unknown: {e}", buf.cpu()))
             }
         }
+    }
+}
+
+/// Ring `which` of `buf`, if it has one.
+fn ring_of(buf: &CpuBuf, which: Which) -> Option<&PerfRing> {
+    match which {
+        Which::Caller => Some(buf.ring()),
+        Which::Spill => buf.spill_ring(),
     }
 }
 

@@ -129,13 +129,10 @@ impl CpuBuf {
         self.owed_lost > 0 || self.pending_bytes() > 0
     }
 
-    /// Hands the owed lost records, if any, to `deliver` as one
-    /// `PERF_RECORD_LOST`; returns what `deliver` did, or `go_on`.
-    fn deliver_owed(&mut self, go_on: c_int, deliver: impl FnOnce(&[u8]) -> c_int) -> c_int {
-        match core::mem::take(&mut self.owed_lost) {
-            0 => go_on,
-            lost => deliver(record::LostRecord::new(lost).bytes()),
-        }
+    /// The owed lost records, if any, now being delivered (see
+    /// [`Self::owe_lost`]).
+    fn take_owed(&mut self) -> Option<u64> {
+        Some(core::mem::take(&mut self.owed_lost)).filter(|&lost| lost > 0)
     }
 
     /// Drains this CPU's rings with `drain(ring, head, stats)` in the order
@@ -201,11 +198,6 @@ impl CpuBuf {
         self.spill_current = current && self.spill.is_some();
     }
 
-    /// Whether records go to the spill ring now.
-    pub fn spill_current(&self) -> bool {
-        self.spill_current
-    }
-
     /// Records read from this CPU's rings.
     pub fn records_read(&self) -> u64 {
         self.ring.stats().records + self.spill.as_ref().map_or(0, |s| s.stats().records)
@@ -223,11 +215,9 @@ impl CpuBuf {
     /// Hands the owed lost records, if any, to the callbacks (the ordered
     /// reader's way; see [`Self::owe_lost`]).
     pub(crate) fn dispatch_owed(&mut self, callbacks: &Callbacks) -> c_int {
-        let (cpu, stats) = (self.cpu, &mut self.stats);
-        match core::mem::take(&mut self.owed_lost) {
-            0 => LIBBPF_PERF_EVENT_CONT,
-            lost => callbacks.dispatch(cpu, record::LostRecord::new(lost).bytes(), stats),
-        }
+        self.take_owed().map_or(LIBBPF_PERF_EVENT_CONT, |lost| {
+            callbacks.dispatch(self.cpu, record::LostRecord::new(lost).bytes(), &mut self.stats)
+        })
     }
 
     /// Hands the `size`-byte record at `pos` to the callbacks.
@@ -363,6 +353,19 @@ impl Waker {
             Ok::<_, Errno>(efd)
         })?;
         sys::write_u64(efd.as_raw_fd(), 1)
+    }
+}
+
+/// A batch for `perfbuf_consume_batch`'s sink: `run`, whole records
+/// contiguous in memory, `samples` of them samples and `others` not.
+fn batch_of(cpu: c_int, run: &[u8], samples: usize, others: usize) -> crate::abi::perfbuf_batch {
+    crate::abi::perfbuf_batch {
+        cpu,
+        reserved: 0,
+        records: run.as_ptr().cast(),
+        len: run.len(),
+        samples,
+        others,
     }
 }
 
@@ -639,8 +642,9 @@ impl PerfBuffer {
         // Count in a local the callbacks cannot see, so the counters stay in
         // registers across the indirect calls; store them once per drain.
         let (cpu, mut stats) = (buf.cpu, buf.stats);
-        let mut ret =
-            buf.deliver_owed(LIBBPF_PERF_EVENT_CONT, |rec| callbacks.dispatch(cpu, rec, &mut stats));
+        let mut ret = buf.take_owed().map_or(LIBBPF_PERF_EVENT_CONT, |lost| {
+            callbacks.dispatch(cpu, record::LostRecord::new(lost).bytes(), &mut stats)
+        });
         if ret == LIBBPF_PERF_EVENT_CONT {
             ret = buf.drain_rings(LIBBPF_PERF_EVENT_CONT, &mut stats, |ring, head, stats| {
                 callbacks.drain_ring(ring, head, cpu, stats)
@@ -697,7 +701,7 @@ impl PerfBuffer {
                     let idx = token as usize;
                     // A ring and its spill ring share a token: one drain
                     // reads both.
-                    if (0..i).any(|j| self.events[j].u64 == token) {
+                    if self.bufs[idx].spill.is_some() && (0..i).any(|j| self.events[j].u64 == token) {
                         continue;
                     }
                     self.bufs[idx].wakeups += 1;
@@ -899,24 +903,14 @@ impl PerfBuffer {
             buf.publish();
             let (cpu, mut stats) = (buf.cpu, buf.stats);
             let before = buf.records_read();
-            let owed = buf.deliver_owed(0, |rec| {
-                if let Record::Lost { lost } = record::parse(rec) {
-                    stats.lost += lost;
-                }
-                total += 1;
-                let batch = crate::abi::perfbuf_batch {
-                    cpu,
-                    reserved: 0,
-                    records: rec.as_ptr().cast(),
-                    len: rec.len(),
-                    samples: 0,
-                    others: 1,
-                };
-                sink(&batch)
-            });
-            if owed != 0 {
+            if let Some(lost) = buf.take_owed() {
+                stats.lost += lost;
                 buf.stats = stats;
-                return owed;
+                total += 1;
+                let ret = sink(&batch_of(cpu, record::LostRecord::new(lost).bytes(), 0, 1));
+                if ret != 0 {
+                    return ret;
+                }
             }
             // Records other than samples seen since the last run was sent
             // (both closures need it: a Cell, not two &mut).
@@ -930,17 +924,7 @@ impl PerfBuffer {
                             stats.lost += lost;
                         }
                     },
-                    |run, records| {
-                        let batch = crate::abi::perfbuf_batch {
-                            cpu,
-                            reserved: 0,
-                            records: run.as_ptr().cast(),
-                            len: run.len(),
-                            samples: records - others.get(),
-                            others: others.replace(0),
-                        };
-                        sink(&batch)
-                    },
+                    |run, records| sink(&batch_of(cpu, run, records - others.get(), others.replace(0))),
                 )
             });
             buf.stats = stats;
