@@ -532,6 +532,11 @@ static void test_adaptive(void)
 	usleep(200);
 	r = perf_buffer__poll(pb, 0);
 	EXPECT(r == 1 && c.samples == before + 11, "one record: poll %d, delivered %u", r, c.samples - before);
+	/* Not batched, so no tick either: the epoll fd stays quiet. (A poll
+	 * that reads records must not start the stopped timer again.) */
+	struct epoll_event ev;
+	int ticks = epoll_wait(epfd, &ev, 1, 20);
+	EXPECT(ticks == 0, "not batched, yet the epoll fd became ready (%d): the timer ticks again", ticks);
 	perf_buffer__free(pb);
 
 	setenv("PERFBUF_ADAPTIVE", "0", 1);

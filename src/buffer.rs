@@ -433,6 +433,11 @@ impl Ticker {
         }
     }
 
+    /// Whether it is armed.
+    fn ticking(&self) -> bool {
+        !self.period.is_zero()
+    }
+
     /// Clears a tick that fired by `now`, so a caller waiting on the epoll
     /// fd is not left with a ready fd; reads the timerfd (about 0.3 µs)
     /// only when a tick can have fired.
@@ -757,8 +762,14 @@ impl PerfBuffer {
                 adaptive.forbid_spill(&mut self.bufs, self.map_fd);
             }
             let result = match adaptive.observe(now, &mut self.bufs, self.map_fd, &self.epoll) {
+                // Pushed back only while it ticks: a stopped timer stays
+                // stopped until a ring is batched again.
                 Timer::Keep => match &mut self.timer {
-                    Some(t) if in_poll && now.saturating_duration_since(t.since) >= adaptive::TICK / 2 => {
+                    Some(t)
+                        if in_poll
+                            && t.ticking()
+                            && now.saturating_duration_since(t.since) >= adaptive::TICK / 2 =>
+                    {
                         t.arm(adaptive::TICK)
                     }
                     _ => Ok(()),
