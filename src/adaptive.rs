@@ -46,6 +46,7 @@
 //! `perf_buffer__consume_buffer` keeps per-record wake-ups.
 
 use crate::buffer::CpuBuf;
+use crate::clock::Coarse;
 use crate::cpu;
 use crate::error::Result;
 use crate::fallible;
@@ -54,7 +55,7 @@ use crate::log;
 use crate::ring::PerfRing;
 use crate::sys::{self, AttrSource, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_OUTPUT};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Records per wake-up while batched.
 pub const BATCH_EVENTS: u32 = 64;
@@ -149,21 +150,24 @@ struct Slot {
     switches: u64,
     /// The ring the slot left last and when, until its lost records are
     /// reconciled.
-    left: Option<(Which, Instant)>,
+    left: Option<(Which, Coarse)>,
 }
 
 /// Per-buffer adaptive state.
 pub struct Adaptive {
     slots: Vec<Slot>,
-    window_start: Instant,
+    window_start: Coarse,
     /// Rings currently batched.
     batched: usize,
     /// After the last ring leaves batching, tick until then, so a record
     /// the batching event was writing during the switch is still read.
-    grace_until: Option<Instant>,
+    grace_until: Option<Coarse>,
     /// Slots may move to spill rings: every event counts its lost records
     /// and no one reads the caller's rings directly.
     spill_allowed: bool,
+    /// A slot failed to leave its spill ring after spilling was forbidden:
+    /// retried at the next read.
+    leave_failed: bool,
 }
 
 impl Adaptive {
@@ -173,10 +177,11 @@ impl Adaptive {
         let slots = fallible::collect(rings, core::iter::repeat_with(Slot::default))?;
         Ok(Adaptive {
             slots,
-            window_start: Instant::now(),
+            window_start: Coarse::now(),
             batched: 0,
             grace_until: None,
             spill_allowed: counted,
+            leave_failed: false,
         })
     }
 
@@ -195,11 +200,11 @@ impl Adaptive {
     /// has passed, moves rings between modes, reconciles the lost records
     /// of rings left a while ago, and says what to do with the timer.
     /// Cheap when called often: arithmetic until a window has passed.
-    pub fn observe(&mut self, now: Instant, bufs: &mut [CpuBuf], map_fd: RawFd, epoll: &OwnedFd) -> Timer {
-        let elapsed = now.duration_since(self.window_start);
-        if elapsed < WINDOW {
+    pub fn observe(&mut self, now: Coarse, bufs: &mut [CpuBuf], map_fd: RawFd, epoll: &OwnedFd) -> Timer {
+        if now < self.window_start + WINDOW {
             return self.grace_over(now);
         }
+        let elapsed = now.since(self.window_start);
         let micros = elapsed.as_micros().max(1) as u64;
         let was_batched = self.batched;
         for (idx, (slot, buf)) in self.slots.iter_mut().zip(bufs).enumerate() {
@@ -239,28 +244,25 @@ impl Adaptive {
     /// rings left behind, read by the next poll or consume.
     /// Cheap once done: retried only while a move back failed.
     pub fn forbid_spill(&mut self, bufs: &mut [CpuBuf], map_fd: RawFd) {
-        if !self.spill_allowed && !self.must_leave_spill() {
+        if !self.spill_allowed && !self.leave_failed {
             return;
         }
-        self.spill_allowed = false;
-        let now = Instant::now();
+        (self.spill_allowed, self.leave_failed) = (false, false);
+        let now = Coarse::now();
         for (slot, buf) in self.slots.iter_mut().zip(bufs) {
             if slot.target.ring() == Which::Spill {
                 match slot.point(Target::Caller, buf, map_fd) {
                     // The caller's ring is written again: the kernel reports
                     // what it may still owe there itself.
                     Ok(()) => slot.left = Some((Which::Spill, now)),
-                    Err(e) => log::warn(format_args!("cpu #{}: cannot leave the spill ring: {e}", buf.cpu())),
+                    Err(e) => {
+                        log::warn(format_args!("cpu #{}: cannot leave the spill ring: {e}", buf.cpu()));
+                        self.leave_failed = true;
+                    }
                 }
             }
         }
         self.batched = self.slots.iter().filter(|s| s.target.batched()).count();
-    }
-
-    /// Whether some slot still writes into a spill ring while spilling is
-    /// no longer allowed (a failed move back is retried).
-    fn must_leave_spill(&self) -> bool {
-        !self.spill_allowed && self.slots.iter().any(|s| s.target.ring() == Which::Spill)
     }
 
     /// The spill rings' batching events: pausing one pauses its ring for
@@ -269,7 +271,7 @@ impl Adaptive {
         self.slots.iter().filter_map(|s| s.spill.as_ref().map(|e| &e.batched))
     }
 
-    fn grace_over(&mut self, now: Instant) -> Timer {
+    fn grace_over(&mut self, now: Coarse) -> Timer {
         match self.grace_until {
             Some(t) if now >= t && self.batched == 0 => {
                 self.grace_until = None;
@@ -291,7 +293,7 @@ impl Slot {
         map_fd: RawFd,
         epoll: &OwnedFd,
         spill_allowed: bool,
-        now: Instant,
+        now: Coarse,
     ) {
         let cpu = buf.cpu();
         let result = match self.target {
@@ -411,11 +413,9 @@ impl Slot {
 
     /// Once the ring the slot left is quiet and read, hands what it still
     /// owes to the reader as a lost record of our own.
-    fn reconcile(&mut self, buf: &mut CpuBuf, now: Instant) {
+    fn reconcile(&mut self, buf: &mut CpuBuf, now: Coarse) {
         let Some((which, since)) = self.left else { return };
-        if now.duration_since(since) < QUIET_AFTER
-            || ring_of(buf, which).is_some_and(|r| r.pending_bytes() > 0)
-        {
+        if now.since(since) < QUIET_AFTER || ring_of(buf, which).is_some_and(|r| r.pending_bytes() > 0) {
             return;
         }
         self.left = None;

@@ -7,6 +7,7 @@
 use crate::abi::LIBBPF_PERF_EVENT_CONT;
 use crate::adaptive::{self, Adaptive, Timer};
 use crate::callbacks::{Callbacks, DispatchStats};
+use crate::clock::Coarse;
 use crate::cpu;
 use crate::error::{Errno, Result, libbpf_err};
 use crate::fallible;
@@ -427,7 +428,7 @@ impl Ticker {
     /// Reads the ticks that fired (epoll said so, or [`Self::clear`] knows).
     fn read(&mut self, now: Instant) {
         sys::read_u64(self.fd.as_raw_fd());
-        if !self.period.is_zero() {
+        if self.ticking() {
             let periods = now.saturating_duration_since(self.since).as_nanos() / self.period.as_nanos();
             self.since += self.period * periods.min(u32::MAX as u128) as u32;
         }
@@ -438,11 +439,15 @@ impl Ticker {
         !self.period.is_zero()
     }
 
-    /// Clears a tick that fired by `now`, so a caller waiting on the epoll
-    /// fd is not left with a ready fd; reads the timerfd (about 0.3 µs)
-    /// only when a tick can have fired.
-    fn clear(&mut self, now: Instant) {
-        if !self.period.is_zero() && now.saturating_duration_since(self.since) >= self.period {
+    /// Clears a tick that fired, so a caller waiting on the epoll fd is not
+    /// left with a ready fd; reads the timerfd (about 0.3 µs) only when a
+    /// tick can have fired, and the clock only while ticking.
+    fn clear(&mut self) {
+        if !self.ticking() {
+            return;
+        }
+        let now = Instant::now();
+        if now.saturating_duration_since(self.since) >= self.period {
             self.read(now);
         }
     }
@@ -756,20 +761,15 @@ impl PerfBuffer {
     /// start a period later (re-armed at most every half tick), and a tick
     /// it waited on is already read.
     fn end_read(&mut self, in_poll: bool) {
-        let now = Instant::now();
         if let Some(adaptive) = &mut self.adaptive {
             if self.raw_readers.load(Ordering::Relaxed) {
                 adaptive.forbid_spill(&mut self.bufs, self.map_fd);
             }
-            let result = match adaptive.observe(now, &mut self.bufs, self.map_fd, &self.epoll) {
+            let result = match adaptive.observe(Coarse::now(), &mut self.bufs, self.map_fd, &self.epoll) {
                 // Pushed back only while it ticks: a stopped timer stays
                 // stopped until a ring is batched again.
                 Timer::Keep => match &mut self.timer {
-                    Some(t)
-                        if in_poll
-                            && t.ticking()
-                            && now.saturating_duration_since(t.since) >= adaptive::TICK / 2 =>
-                    {
+                    Some(t) if in_poll && t.ticking() && t.since.elapsed() >= adaptive::TICK / 2 => {
                         t.arm(adaptive::TICK)
                     }
                     _ => Ok(()),
@@ -788,7 +788,7 @@ impl PerfBuffer {
             }
         }
         if !in_poll && let Some(timer) = &mut self.timer {
-            timer.clear(now);
+            timer.clear();
         }
     }
 

@@ -26,6 +26,7 @@ pub mod abi;
 pub mod adaptive;
 pub mod buffer;
 pub mod callbacks;
+pub mod clock;
 pub mod cpu;
 pub mod decode;
 pub mod error;
