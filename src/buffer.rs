@@ -148,6 +148,10 @@ impl CpuBuf {
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> c_int,
     {
         let mut drain_one = |ring: &mut PerfRing, head: u64| {
+            // An empty ring costs two loads: no drain set up, no tail store.
+            if head == ring.load_tail() {
+                return go_on;
+            }
             let before = stats.lost;
             let ret = drain(ring, head, stats);
             ring.count_lost(stats.lost - before);
