@@ -679,13 +679,18 @@ impl PerfBuffer {
         if self.order.is_some() {
             return self.poll_ordered(timeout_ms);
         }
-        let start = Instant::now();
+        // Only a wait that our own timer ended can need a second one, so
+        // the clock is read only while a timer exists.
+        let mut start = None;
         let mut wait_ms = timeout_ms;
         loop {
+            if self.timer.is_some() {
+                start.get_or_insert_with(Instant::now);
+            }
             if let Some(ret) = self.poll_once(wait_ms) {
                 return ret;
             }
-            wait_ms = match timeout_left(start, timeout_ms) {
+            wait_ms = match timeout_left(*start.get_or_insert_with(Instant::now), timeout_ms) {
                 Some(left) if timeout_ms != 0 => epoll_ms(left),
                 _ => return 0,
             };
