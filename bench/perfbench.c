@@ -211,6 +211,7 @@ struct pb_api {
 	struct perf_buffer *(*new_)(int, size_t, perf_buffer_sample_fn, perf_buffer_lost_fn, void *,
 				    const struct perf_buffer_opts *);
 	int (*consume)(struct perf_buffer *);
+	int (*poll)(struct perf_buffer *, int);
 	void (*free_)(struct perf_buffer *);
 	int (*buffer)(struct perf_buffer *, int, void **, size_t *);
 	int (*consume_batch)(struct perf_buffer *, batch_fn, void *);
@@ -240,6 +241,8 @@ static void load_api(struct pb_api *api, const char *name, const char *path, int
 	memcpy(&api->new_, &fn, sizeof(fn));
 	fn = must_sym(lib, "perf_buffer__consume", file);
 	memcpy(&api->consume, &fn, sizeof(fn));
+	fn = must_sym(lib, "perf_buffer__poll", file);
+	memcpy(&api->poll, &fn, sizeof(fn));
 	fn = must_sym(lib, "perf_buffer__free", file);
 	memcpy(&api->free_, &fn, sizeof(fn));
 	fn = must_sym(lib, "perf_buffer__buffer", file);
@@ -434,6 +437,37 @@ static struct perf_buffer *open_mode(enum attr_mode mode, struct tally *t, perf_
 	return ext_new ? ext_new(prod.map_fd, 64, cb, count_lost, t, &o) : NULL;
 }
 
+struct stream_run {
+	double wall_ns, cpu_ns;
+	uint64_t produced;
+};
+
+/* The producer on CPU 0 at `rate` records/s (0: as fast as it can;
+ * (unsigned)-1: none) for `seconds`, this thread in poll(pb, 100) on CPU 1
+ * until it stops, then one consume for what a batched reader still holds:
+ * wall time, this thread's CPU time, records produced. */
+static void run_stream(int (*poll)(struct perf_buffer *, int), int (*consume)(struct perf_buffer *),
+		       struct perf_buffer *pb, double seconds, unsigned rate, unsigned size, int stamped,
+		       struct stream_run *out)
+{
+	pin(1);
+	struct producer_arg a = {.seconds = seconds, .rate = rate, .size = size, .stamped = stamped};
+	pthread_t th;
+	double cpu0 = thread_cpu_ns(), t0 = now_ns();
+	if (rate != (unsigned)-1)
+		pthread_create(&th, NULL, produce, &a);
+	double end = t0 + seconds * 1e9;
+	while (rate == (unsigned)-1 ? now_ns() < end : !a.done)
+		poll(pb, 100);
+	out->wall_ns = now_ns() - t0;
+	if (rate != (unsigned)-1)
+		pthread_join(th, NULL);
+	consume(pb);
+	out->cpu_ns = thread_cpu_ns() - cpu0;
+	out->produced = a.produced;
+	pin(0);
+}
+
 static const char *mode_name[] = {"default", "raw_wakeup64", "perfbuf_wakeup64_delay1ms", "default_adaptive_off"};
 
 static void stream_row(const char *row, enum attr_mode mode, double seconds, unsigned rate, int latency)
@@ -446,23 +480,12 @@ static void stream_row(const char *row, enum attr_mode mode, double seconds, uns
 	struct perf_buffer *pb = open_mode(mode, &t, latency ? latency_sample : count_sample);
 	if (!pb)
 		return;
-	pin(1);
-	struct producer_arg a = {.seconds = seconds, .rate = rate, .size = latency ? 16 : 64, .stamped = latency};
-	pthread_t th;
-	double cpu0 = thread_cpu_ns(), t0 = now_ns();
-	if (rate != (unsigned)-1)
-		pthread_create(&th, NULL, produce, &a);
-	double end = t0 + seconds * 1e9;
-	while (rate == (unsigned)-1 ? now_ns() < end : !a.done)
-		perf_buffer__poll(pb, 100);
-	double wall = now_ns() - t0;
-	if (rate != (unsigned)-1)
-		pthread_join(th, NULL);
-	perf_buffer__consume(pb); /* what a batched reader still holds */
-	double cpu = thread_cpu_ns() - cpu0;
+	struct stream_run sr;
+	run_stream(perf_buffer__poll, perf_buffer__consume, pb, seconds, rate, latency ? 16 : 64, latency, &sr);
+	double wall = sr.wall_ns, cpu = sr.cpu_ns;
 	printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"%s\", \"produced\": %llu, \"delivered\": %llu, "
 	       "\"lost\": %llu, \"records_per_s\": %.0f, \"reader_cpu_ns_per_record\": %.1f, \"reader_cpu_ms\": %.2f",
-	       row, lib_name, mode_name[mode], (unsigned long long)a.produced, (unsigned long long)t.records,
+	       row, lib_name, mode_name[mode], (unsigned long long)sr.produced, (unsigned long long)t.records,
 	       (unsigned long long)t.lost, t.records / (wall / 1e9), t.records ? cpu / t.records : 0.0, cpu / 1e6);
 	if (latency && t.lat_n) {
 		qsort(t.lat, t.lat_n, sizeof(double), cmp_double);
@@ -472,7 +495,63 @@ static void stream_row(const char *row, enum attr_mode mode, double seconds, uns
 	printf("}\n");
 	free(t.lat);
 	perf_buffer__free(pb);
-	pin(0);
+}
+
+/* ---- quiet rows: both libraries in one process, alternating ---- */
+
+#define QUIET_SEGMENTS 8   /* per library and row */
+#define QUIET_SECONDS 0.5  /* per segment */
+
+/* Reader CPU when little happens: 1 k records/s (stream_1k) and none at
+ * all (idle), libbpf's default attr. A few microseconds per wake-up are
+ * the figure, and this machine's state drifts by as much between runs a
+ * few seconds apart, so the two libraries alternate in short segments in
+ * one process, each row the median of its segments. */
+static void quiet_rows(const struct pb_api apis[2])
+{
+	static const struct {
+		const char *row;
+		unsigned rate;
+	} rows[] = {{"stream_1k", 1000}, {"idle", (unsigned)-1}};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		double per_record[2][QUIET_SEGMENTS], cpu_ms[2][QUIET_SEGMENTS];
+		uint64_t produced[2] = {0}, delivered[2] = {0}, lost[2] = {0};
+		double wall[2] = {0};
+		for (int seg = 0; seg < QUIET_SEGMENTS; seg++)
+			for (int k = 0; k < 2; k++) {
+				int which = (seg + k) % 2;
+				const struct pb_api *api = &apis[which];
+				struct tally t = {0};
+				struct perf_buffer *pb = api->new_(prod.map_fd, 64, count_sample, count_lost, &t, NULL);
+				if (!pb) {
+					perror("perf_buffer__new");
+					exit(1);
+				}
+				struct stream_run sr;
+				run_stream(api->poll, api->consume, pb, QUIET_SECONDS, rows[i].rate, 64, 0, &sr);
+				api->free_(pb);
+				per_record[which][seg] = t.records ? sr.cpu_ns / t.records : 0;
+				cpu_ms[which][seg] = sr.cpu_ns / 1e6 / (sr.wall_ns / 1e9); /* per second */
+				produced[which] += sr.produced;
+				delivered[which] += t.records;
+				lost[which] += t.lost;
+				wall[which] += sr.wall_ns;
+			}
+		for (int which = 0; which < 2 && getenv("PERFBENCH_DUMP"); which++) {
+			fprintf(stderr, "%s %s us/record, cpu ms/s:", apis[which].name, rows[i].row);
+			for (int seg = 0; seg < QUIET_SEGMENTS; seg++)
+				fprintf(stderr, " %.2f/%.3f", per_record[which][seg] / 1e3, cpu_ms[which][seg]);
+			fprintf(stderr, "\n");
+		}
+		for (int which = 0; which < 2; which++)
+			printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"default\", \"produced\": %llu, "
+			       "\"delivered\": %llu, \"lost\": %llu, \"records_per_s\": %.0f, "
+			       "\"reader_cpu_ns_per_record\": %.1f, \"reader_cpu_ms\": %.3f}\n",
+			       rows[i].row, apis[which].name, (unsigned long long)produced[which],
+			       (unsigned long long)delivered[which], (unsigned long long)lost[which],
+			       delivered[which] / (wall[which] / 1e9), median(per_record[which], QUIET_SEGMENTS),
+			       median(cpu_ms[which], QUIET_SEGMENTS));
+	}
 }
 
 /* For callgrind: fill a ring with `records` 8-byte samples (the kernel's
@@ -530,27 +609,28 @@ int main(int argc, char **argv)
 		producer_close(&prod);
 		return 0;
 	}
-	if (!strncmp("drain", only, strlen(only))) {
+	int drain = !strncmp("drain", only, strlen(only)), quiet = !strncmp("quiet", only, strlen(only));
+	if (drain || quiet) {
 		/* Both libraries in this process: needs libbpf as linked, not
 		 * replaced by LD_PRELOAD, and libperfbuf's path. */
 		const char *path = getenv("PERFBENCH_LIBPERFBUF");
 		if (ext_new || !path) {
-			fprintf(stderr, "drain rows: run without LD_PRELOAD, with PERFBENCH_LIBPERFBUF=path\n");
+			fprintf(stderr, "drain and quiet rows: run without LD_PRELOAD, with PERFBENCH_LIBPERFBUF=path\n");
 			return 1;
 		}
 		struct pb_api apis[2];
 		load_api(&apis[0], "libbpf", "libbpf.so.1", 0);
 		load_api(&apis[1], "libperfbuf", path, 1);
-		for (unsigned i = 0, sizes[] = {8, 64, 512}; i < 3; i++)
+		for (unsigned i = 0, sizes[] = {8, 64, 512}; drain && i < 3; i++)
 			drain_rows(apis, sizes[i]);
+		if (quiet)
+			quiet_rows(apis);
 	}
 	if (!strncmp("stream", only, strlen(only))) {
 		for (int m = 0; m < 4; m++)
 			stream_row("stream_full", m, 1.0, 0, 0);
 		stream_row("stream_100k", ATTR_DEFAULT, 1.0, 100000, 0);
 		stream_row("stream_100k", ATTR_DEFAULT_PER_RECORD, 1.0, 100000, 0);
-		stream_row("stream_1k", ATTR_DEFAULT, 1.0, 1000, 0);
-		stream_row("idle", ATTR_DEFAULT, 1.0, (unsigned)-1, 0);
 	}
 	if (!strncmp("latency", only, strlen(only))) {
 		for (int m = 0; m < 3; m++)

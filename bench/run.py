@@ -4,7 +4,7 @@ several times; prints medians side by side with the ratio libperfbuf/libbpf
 and writes them as JSON. Also counts instructions per drained record under
 callgrind, a figure that does not depend on machine load.
 
-usage: bench/run.py BENCH_BINARY LIBPERFBUF_SO OUT_JSON [--reps N] [--rows drain,stream,latency]
+usage: bench/run.py BENCH_BINARY LIBPERFBUF_SO OUT_JSON [--reps N] [--rows drain,stream,quiet,latency]
 """
 import argparse
 import json
@@ -64,15 +64,16 @@ def main():
     ap.add_argument("lib")
     ap.add_argument("out")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--rows", default="drain,stream,latency")
+    ap.add_argument("--rows", default="drain,stream,quiet,latency")
     a = ap.parse_args()
 
     samples = {}  # (row, mode, lib) -> list of result dicts
     for rep in range(a.reps):
         for row in a.rows.split(","):
-            # The drain rows load both libraries in one process; the others
-            # alternate two processes, so drift hits both alike.
-            runs = ([run(a.binary, None, row, {"PERFBENCH_LIBPERFBUF": a.lib})] if row == "drain"
+            # The drain and quiet rows load both libraries in one process and
+            # alternate between them inside it; the others alternate two
+            # processes, so drift hits both alike.
+            runs = ([run(a.binary, None, row, {"PERFBENCH_LIBPERFBUF": a.lib})] if row in ("drain", "quiet")
                     else [run(a.binary, lib, row) for lib in (None, a.lib)])
             for out in runs:
                 for r in out:
