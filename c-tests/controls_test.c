@@ -644,6 +644,37 @@ static void test_spill(void)
 	       (unsigned long long)moved);
 	perf_buffer__free(pb);
 
+	/* A raw reader that ends batching itself: spilled and batched at 10 k/s
+	 * (below the rate that starts batching, above the one that stops it),
+	 * perf_buffer__buffer sends the slot back to the caller's per-record
+	 * event, and the timer must stop after its grace ticks. */
+	memset(&c, 0, sizeof(c));
+	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "new");
+	unsigned long long produced = emit_fast(pb, 200);
+	for (int phase = 0; phase < 2; phase++) {
+		if (phase == 1)
+			EXPECT(perf_buffer__buffer(pb, 0, &base, &size) == 0, "buffer");
+		for (double t = now_ms(); now_ms() - t < 150; produced += 10) {
+			emit(0, 16, 1, 10, NULL);
+			for (double n = now_ms(); now_ms() - n < 1;)
+				perf_buffer__poll(pb, 0);
+		}
+		EXPECT(ring_figures(pb, 0).batched == (phase == 0), "phase %d: batched %llu", phase,
+		       (unsigned long long)ring_figures(pb, 0).batched);
+	}
+	for (double t = now_ms(); now_ms() - t < 100;)
+		perf_buffer__poll(pb, 10);
+	struct epoll_event ev;
+	int ticks = epoll_wait(perf_buffer__epoll_fd(pb), &ev, 1, 20);
+	printf("  spill: a raw reader ended batching at 10 k/s: delivered %u of %llu, lost %llu, then idle: epoll fd "
+	       "ready %d\n",
+	       c.samples, produced, c.lost, ticks);
+	EXPECT(c.samples == produced && c.lost == 0, "delivered %u lost %llu of %llu", c.samples, c.lost, produced);
+	EXPECT(ticks == 0, "a raw reader ended batching, yet the epoll fd became ready (%d): the timer ticks on",
+	       ticks);
+	perf_buffer__free(pb);
+
 	/* The kernel reports the stall's refused records with the next record
 	 * it writes into that ring. */
 	pb = spilled_then_stalled(&c, 1, 1000);

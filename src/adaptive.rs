@@ -55,7 +55,7 @@ use crate::log;
 use crate::ring::PerfRing;
 use crate::sys::{self, AttrSource, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_OUTPUT};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Records per wake-up while batched.
 pub const BATCH_EVENTS: u32 = 64;
@@ -161,7 +161,8 @@ pub struct Adaptive {
     batched: usize,
     /// After the last ring leaves batching, tick until then, so a record
     /// the batching event was writing during the switch is still read.
-    grace_until: Option<Coarse>,
+    /// On the fine clock: it is two ticks, shorter than a jiffy.
+    grace_until: Option<Instant>,
     /// Slots may move to spill rings: every event counts its lost records
     /// and no one reads the caller's rings directly.
     spill_allowed: bool,
@@ -202,7 +203,7 @@ impl Adaptive {
     /// Cheap when called often: arithmetic until a window has passed.
     pub fn observe(&mut self, now: Coarse, bufs: &mut [CpuBuf], map_fd: RawFd, epoll: &OwnedFd) -> Timer {
         if now < self.window_start + WINDOW {
-            return self.grace_over(now);
+            return self.grace_over();
         }
         let elapsed = now.since(self.window_start);
         let micros = elapsed.as_micros().max(1) as u64;
@@ -221,10 +222,10 @@ impl Adaptive {
             return if was_batched == 0 { Timer::Arm } else { Timer::Keep };
         }
         if was_batched > 0 {
-            self.grace_until = Some(now + 2 * TICK);
+            self.start_grace();
             return Timer::Keep;
         }
-        self.grace_over(now)
+        self.grace_over()
     }
 
     /// Points every slot back at its per-record event, for good.
@@ -262,7 +263,11 @@ impl Adaptive {
                 }
             }
         }
-        self.batched = self.slots.iter().filter(|s| s.target.batched()).count();
+        let was_batched =
+            core::mem::replace(&mut self.batched, self.slots.iter().filter(|s| s.target.batched()).count());
+        if was_batched > 0 && self.batched == 0 {
+            self.start_grace();
+        }
     }
 
     /// The spill rings' batching events: pausing one pauses its ring for
@@ -271,9 +276,15 @@ impl Adaptive {
         self.slots.iter().filter_map(|s| s.spill.as_ref().map(|e| &e.batched))
     }
 
-    fn grace_over(&mut self, now: Coarse) -> Timer {
+    /// The last batched ring just left batching: the timer ticks on for
+    /// two ticks more, then stops.
+    fn start_grace(&mut self) {
+        self.grace_until = Some(Instant::now() + 2 * TICK);
+    }
+
+    fn grace_over(&mut self) -> Timer {
         match self.grace_until {
-            Some(t) if now >= t && self.batched == 0 => {
+            Some(t) if self.batched == 0 && Instant::now() >= t => {
                 self.grace_until = None;
                 Timer::Disarm
             }
