@@ -539,6 +539,30 @@ static void test_adaptive(void)
 	EXPECT(ticks == 0, "not batched, yet the epoll fd became ready (%d): the timer ticks again", ticks);
 	perf_buffer__free(pb);
 
+	/* Ordered reading takes no adaptive decisions: turning it on while
+	 * batched sends the ring back to per-record wake-ups and stops the
+	 * timer, so the epoll fd is quiet and one record makes it ready. */
+	memset(&c, 0, sizeof(c));
+	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "new");
+	produced = emit_fast(pb, 200);
+	EXPECT(ring_figures(pb, 0).batched == 1, "not batched before ordering");
+	struct perfbuf_order_opts oo = {.sz = sizeof(oo), .idle_wait_ms = 1};
+	EXPECT(perfbuf_set_order(pb, &oo) == 0, "set_order");
+	while (c.samples + c.lost < produced && perf_buffer__poll(pb, 50) > 0)
+		;
+	perfbuf_ordered_flush(pb);
+	epfd = perf_buffer__epoll_fd(pb);
+	int ready = epoll_wait(epfd, &ev, 1, 20);
+	EXPECT(ready == 0, "ordered after batching: the epoll fd became ready (%d) with nothing written", ready);
+	emit(0, 16, 3, 1, NULL);
+	ready = epoll_wait(epfd, &ev, 1, 100);
+	printf("  adaptive: ordered after batching: delivered %u of %llu, one record makes the fd ready: %d\n",
+	       c.samples, produced, ready);
+	EXPECT(ready == 1 && ev.data.u64 == 0, "one record did not wake ring 0 (%d, token %llu)", ready,
+	       (unsigned long long)ev.data.u64);
+	perf_buffer__free(pb);
+
 	setenv("PERFBUF_ADAPTIVE", "0", 1);
 	struct counts off = {0};
 	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &off, NULL);

@@ -34,9 +34,11 @@
 //! Records stay in the caller's ring, batched there through
 //! `PERF_EVENT_IOC_SET_OUTPUT`, when the spill ring cannot be had
 //! (memory-lock limits, say) or the caller reads the caller's rings itself
-//! (`perf_buffer__buffer`, the record-level API, ordered reading): then a
-//! spilled slot goes back to the caller's event, and what the spill ring
-//! holds is delivered by the next poll or consume.
+//! (`perf_buffer__buffer`, the record-level API): then a spilled slot goes
+//! back to the caller's event, and what the spill ring holds is delivered
+//! by the next poll or consume. Ordered reading turns this mode off for
+//! good ([`Adaptive::abandon`]): its rounds end no read of every ring, so
+//! no decision would ever be taken again.
 //!
 //! The caller's fds are untouched (`perf_buffer__buffer_fd` is still the
 //! per-record event), and pausing or freeing covers the spill rings too.

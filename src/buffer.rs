@@ -849,6 +849,16 @@ impl PerfBuffer {
                 }
             }
         }
+        // The ordered reader takes no adaptive decisions (it never ends a
+        // read the way poll and consume do), so rings go back to waking
+        // per record for good and the timer stops: a batched ring would
+        // otherwise stay batched, and the timer tick, for the buffer's life.
+        if let Some(mut adaptive) = self.adaptive.take() {
+            adaptive.abandon(&mut self.bufs, self.map_fd);
+            if let Some(Err(e)) = self.timer.as_mut().map(|t| t.arm(Duration::ZERO)) {
+                log::warn(format_args!("cannot stop the adaptive timer: {e}"));
+            }
+        }
         self.order = Some(Order::new(key, idle_wait, self.bufs.len()));
         Ok(())
     }
