@@ -9,11 +9,11 @@
  * bench/run.py runs both libraries several times, takes medians and prints
  * the side-by-side table.
  *
- * The drain rows load both libraries into one process instead (see
- * struct pb_api): run them without LD_PRELOAD and with
- * PERFBENCH_LIBPERFBUF=/path/to/libperfbuf.so.
+ * The drain and quiet rows load both libraries into one process instead
+ * (see struct pb_api) and alternate between them: run them without
+ * LD_PRELOAD and with PERFBENCH_LIBPERFBUF=/path/to/libperfbuf.so.
  *
- * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "latency") */
+ * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "quiet", "latency") */
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
 #include <dlfcn.h>

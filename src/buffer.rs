@@ -679,12 +679,12 @@ impl PerfBuffer {
         if self.order.is_some() {
             return self.poll_ordered(timeout_ms);
         }
-        // Only a wait that our own timer ended can need a second one, so
-        // the clock is read only while a timer exists.
+        // Only a wait that our own tick ended can need a second one, so
+        // the clock is read only while the timer ticks.
         let mut start = None;
         let mut wait_ms = timeout_ms;
         loop {
-            if self.timer.is_some() {
+            if self.timer.as_ref().is_some_and(Ticker::ticking) {
                 start.get_or_insert_with(Instant::now);
             }
             if let Some(ret) = self.poll_once(wait_ms) {
