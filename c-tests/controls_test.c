@@ -647,6 +647,7 @@ static void test_spill(void)
 	 * reports what the spill ring refused. The 5 refused while paused
 	 * count too: the kernel reports them with the first of the 3000. */
 	memset(&c, 0, sizeof(c));
+	struct perfbuf_ring_stats before = ring_figures(pb, 0);
 	emit(0, 16, 1, 3000, NULL);
 	void *base;
 	size_t size;
@@ -664,6 +665,10 @@ static void test_spill(void)
 	       "%llu bytes in the caller's ring\n",
 	       c.samples, c.lost, (unsigned long long)moved);
 	EXPECT(c.samples + c.lost == 3015 && c.lost > 5, "delivered %u + lost %llu of 3015", c.samples, c.lost);
+	/* The lost report perfbuf made for the spill ring counts as a record. */
+	unsigned long long records = ring_figures(pb, 0).records - before.records;
+	EXPECT(records == c.samples + c.lost_records, "figures: %llu records, callbacks: %u + %u lost reports", records,
+	       c.samples, c.lost_records);
 	EXPECT(moved >= 10 * 32, "records did not come back to the caller's ring: %llu bytes",
 	       (unsigned long long)moved);
 	perf_buffer__free(pb);

@@ -167,7 +167,9 @@ struct perfbuf_ring_stats {
    */
   int reserved;
   /*
-   Records read from the ring (samples, lost reports and any other type).
+   Records read from the ring (samples, lost reports and any other
+   type), plus the lost reports libperfbuf delivers for a ring the
+   kernel no longer writes to (adaptive wake-ups): one per lost callback.
    */
   uint64_t records;
   /*

@@ -131,7 +131,9 @@ pub struct perfbuf_ring_stats {
     pub cpu: c_int,
     /// Reserved, 0.
     pub reserved: c_int,
-    /// Records read from the ring (samples, lost reports and any other type).
+    /// Records read from the ring (samples, lost reports and any other
+    /// type), plus the lost reports libperfbuf delivers for a ring the
+    /// kernel no longer writes to (adaptive wake-ups): one per lost callback.
     pub records: u64,
     /// Bytes of those records, headers included.
     pub bytes: u64,

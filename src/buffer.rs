@@ -87,6 +87,9 @@ pub struct CpuBuf {
     /// Lost records the kernel will not report in a ring (see
     /// [`crate::adaptive`]), delivered before the next records read.
     owed_lost: u64,
+    /// Lost reports delivered for `owed_lost`: the figures count them with
+    /// the records read, as the ring would have held them.
+    lost_reports_made: u64,
 }
 
 impl CpuBuf {
@@ -133,7 +136,11 @@ impl CpuBuf {
     /// The owed lost records, if any, now being delivered (see
     /// [`Self::owe_lost`]).
     fn take_owed(&mut self) -> Option<u64> {
-        Some(core::mem::take(&mut self.owed_lost)).filter(|&lost| lost > 0)
+        let lost = core::mem::take(&mut self.owed_lost);
+        (lost > 0).then(|| {
+            self.lost_reports_made += 1;
+            lost
+        })
     }
 
     /// Drains this CPU's rings with `drain(ring, head, stats)` in the order
@@ -190,6 +197,7 @@ impl CpuBuf {
             spill: None,
             spill_current: false,
             owed_lost: 0,
+            lost_reports_made: 0,
         }
     }
 
@@ -282,6 +290,8 @@ impl CpuBuf {
     /// Current figures, in the C layout (`sz` left for the caller).
     pub fn figures(&self) -> crate::abi::perfbuf_ring_stats {
         let mut ring = self.ring.stats();
+        ring.records += self.lost_reports_made;
+        ring.bytes += self.lost_reports_made * record::LOST_RECORD_SIZE as u64;
         if let Some(spill) = &self.spill {
             let s = spill.stats();
             ring.records += s.records;
@@ -607,6 +617,7 @@ impl PerfBuffer {
             spill: None,
             spill_current: false,
             owed_lost: 0,
+            lost_reports_made: 0,
         });
         sys::map_update_u32(self.map_fd, map_key as u32, perf_fd as u32).inspect_err(|e| {
             log::warn(format_args!("failed to set cpu #{cpu}, key {map_key} -> perf FD {perf_fd}: {e}"));

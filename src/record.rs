@@ -45,7 +45,7 @@ fn u64_at(rec: &[u8], off: usize) -> Option<u64> {
 pub struct LostRecord([u8; LOST_RECORD_SIZE]);
 
 /// Header, `id` and `lost`.
-const LOST_RECORD_SIZE: usize = 24;
+pub const LOST_RECORD_SIZE: usize = 24;
 
 impl LostRecord {
     /// A record reporting `lost` records (`id` 0).
