@@ -209,7 +209,6 @@ impl Adaptive {
         }
         let elapsed = now.since(self.window_start);
         let micros = elapsed.as_micros().max(1) as u64;
-        let was_batched = self.batched;
         for (idx, (slot, buf)) in self.slots.iter_mut().zip(bufs).enumerate() {
             let records = buf.records_read();
             let rate = records.wrapping_sub(slot.mark).saturating_mul(1_000_000) / micros;
@@ -217,15 +216,14 @@ impl Adaptive {
             slot.decide(rate, buf, idx, map_fd, epoll, self.spill_allowed, now);
             slot.reconcile(buf, now);
         }
-        self.batched = self.slots.iter().filter(|s| s.target.batched()).count();
+        let was_batched = self.recount_batched();
         self.window_start = now;
         if self.batched > 0 {
             self.grace_until = None;
             return if was_batched == 0 { Timer::Arm } else { Timer::Keep };
         }
         if was_batched > 0 {
-            self.start_grace();
-            return Timer::Keep;
+            return Timer::Keep; // the grace period has just begun
         }
         self.grace_over()
     }
@@ -265,11 +263,7 @@ impl Adaptive {
                 }
             }
         }
-        let was_batched =
-            core::mem::replace(&mut self.batched, self.slots.iter().filter(|s| s.target.batched()).count());
-        if was_batched > 0 && self.batched == 0 {
-            self.start_grace();
-        }
+        self.recount_batched();
     }
 
     /// The spill rings' batching events: pausing one pauses its ring for
@@ -278,10 +272,16 @@ impl Adaptive {
         self.slots.iter().filter_map(|s| s.spill.as_ref().map(|e| &e.batched))
     }
 
-    /// The last batched ring just left batching: the timer ticks on for
-    /// two ticks more, then stops.
-    fn start_grace(&mut self) {
-        self.grace_until = Some(Instant::now() + 2 * TICK);
+    /// Counts the batched rings after slots moved; returns the count
+    /// before. When the last batched ring has left batching, wherever it
+    /// moved, the timer ticks on for two ticks more, then stops.
+    fn recount_batched(&mut self) -> usize {
+        let was =
+            core::mem::replace(&mut self.batched, self.slots.iter().filter(|s| s.target.batched()).count());
+        if was > 0 && self.batched == 0 {
+            self.grace_until = Some(Instant::now() + 2 * TICK);
+        }
+        was
     }
 
     fn grace_over(&mut self) -> Timer {
