@@ -88,6 +88,26 @@ static int count_batch(void *ctx, const struct perfbuf_batch *batch)
 	return 0;
 }
 
+/* A caller's own loop on `epfd` for `ms`, waiting `wait_ms` at a time and
+ * draining `pb` after each wake-up, by consume and by the batch API in
+ * turn. Returns the wake-ups: each drain must clear a tick of the delay
+ * timer, or the fd stays ready and the loop spins. */
+static unsigned own_epoll_loop(int epfd, struct perf_buffer *pb, struct counts *c, double ms, int wait_ms)
+{
+	unsigned wakes = 0;
+	for (double t0 = now_ms(); now_ms() - t0 < ms;) {
+		struct epoll_event ev;
+		if (epoll_wait(epfd, &ev, 1, wait_ms) > 0) {
+			wakes++;
+			if (wakes % 2)
+				perf_buffer__consume(pb);
+			else
+				perfbuf_consume_batch(pb, count_batch, c);
+		}
+	}
+	return wakes;
+}
+
 static void test_batching(void)
 {
 	struct counts dflt = {0}, batched = {0};
@@ -139,16 +159,7 @@ static void test_batching(void)
 	/* That caller drains with consume or the batch API: each clears the
 	 * tick, so its epoll_wait is not left returning at once (ticks every
 	 * 15 ms here: a handful in 100 ms). */
-	unsigned wakes = 0;
-	for (t0 = now_ms(); now_ms() - t0 < 100;) {
-		if (epoll_wait(outer, &ev, 1, 10) > 0) {
-			wakes++;
-			if (wakes % 2)
-				perf_buffer__consume(b);
-			else
-				perfbuf_consume_batch(b, count_batch, &c);
-		}
-	}
+	unsigned wakes = own_epoll_loop(outer, b, &c, 100, 10);
 	printf("  batching: an own epoll loop on the epoll fd woke %u times in 100 ms\n", wakes);
 	EXPECT(wakes < 30, "epoll fd ready %u times in 100 ms: a tick is never cleared", wakes);
 	close(outer);
@@ -487,17 +498,7 @@ static void test_adaptive(void)
 	/* A caller waiting on the epoll fd itself: consume and the batch API
 	 * clear a tick, so the fd is not left ready (epoll_wait spinning). */
 	int epfd = perf_buffer__epoll_fd(pb);
-	unsigned wakes = 0;
-	for (double t = now_ms(); now_ms() - t < 20;) {
-		struct epoll_event ev;
-		if (epoll_wait(epfd, &ev, 1, 5) > 0) {
-			wakes++;
-			if (wakes % 2)
-				perf_buffer__consume(pb);
-			else
-				perfbuf_consume_batch(pb, count_batch, &c);
-		}
-	}
+	unsigned wakes = own_epoll_loop(epfd, pb, &c, 20, 5);
 	printf("  adaptive: an own epoll_wait on the epoll fd returned %u times in 20 ms\n", wakes);
 	EXPECT(wakes < 200, "epoll fd ready %u times in 20 ms: a tick is never cleared", wakes);
 	/* The delay timer ticks every 0.5 ms, but as in libbpf an empty poll
