@@ -60,6 +60,20 @@ $(BUILD)/controls_test: c-tests/controls_test.c $(TESTUTIL) c-tests/testutil.h c
 controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
 
+# Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
+# slow callbacks, raw readers): each scenario's transcript on libbpf, on
+# and on libperfbuf's default, compared file by file.
+CALLERS := $(BUILD)/callers
+
+$(BUILD)/callers_test: c-tests/callers_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/callers_test.c $(TESTUTIL) -lbpf -lpthread -ldl
+
+callers-test: $(BUILD)/callers_test lib
+	rm -rf $(CALLERS) && mkdir -p $(CALLERS)/libbpf $(CALLERS)/libperfbuf $(CALLERS)/fast
+	$(BUILD)/callers_test libbpf $(CALLERS)/libbpf
+	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/callers_test libperfbuf $(CALLERS)/libperfbuf
+	c-tests/compare-transcripts.sh $(CALLERS)/libbpf $(CALLERS)/libperfbuf $(CALLERS)/fast
+
 # ---- reliability ---------------------------------------------------------------
 
 FAULT_REL := target/fault/release
@@ -215,7 +229,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linked-test difftest preload-test callers-test controls-test decode-test examples-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -230,7 +244,7 @@ lint:
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test callers-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 test: lint cargo-test c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"

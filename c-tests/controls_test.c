@@ -481,6 +481,7 @@ static unsigned long long emit_fast(struct perf_buffer *pb, double ms)
  * record again and the timer stops, so an idle poll sleeps its timeout. */
 static void test_adaptive(void)
 {
+	setenv("PERFBUF_ADAPTIVE", "1", 1); /* the opt-in */
 	struct counts c = {0};
 	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
 	EXPECT(pb, "new");
@@ -564,14 +565,20 @@ static void test_adaptive(void)
 	       (unsigned long long)ev.data.u64);
 	perf_buffer__free(pb);
 
-	setenv("PERFBUF_ADAPTIVE", "0", 1);
-	struct counts off = {0};
-	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &off, NULL);
-	EXPECT(pb, "new with PERFBUF_ADAPTIVE=0");
-	emit_fast(pb, 120);
-	s = ring_figures(pb, 0);
-	EXPECT(s.batched == 0 && s.batch_switches == 0, "PERFBUF_ADAPTIVE=0 batched anyway");
-	perf_buffer__free(pb);
+	/* Off by default and with PERFBUF_ADAPTIVE=0: libbpf's wake-ups. */
+	for (int opt = 0; opt < 2; opt++) {
+		if (opt)
+			setenv("PERFBUF_ADAPTIVE", "0", 1);
+		else
+			unsetenv("PERFBUF_ADAPTIVE");
+		struct counts off = {0};
+		pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &off, NULL);
+		EXPECT(pb, "new without the opt-in");
+		emit_fast(pb, 120);
+		s = ring_figures(pb, 0);
+		EXPECT(s.batched == 0 && s.batch_switches == 0, "batched without the opt-in (%d)", opt);
+		perf_buffer__free(pb);
+	}
 	setenv("PERFBUF_ADAPTIVE", "maybe", 1);
 	errno = 0;
 	pb = perf_buffer__new(prod.map_fd, 1, NULL, NULL, NULL, NULL);
@@ -625,6 +632,7 @@ static struct perf_buffer *spilled_then_stalled(struct counts *c, int raw_reader
  * overflows. */
 static void test_spill(void)
 {
+	setenv("PERFBUF_ADAPTIVE", "1", 1); /* the opt-in */
 	struct counts c = {0};
 	struct perf_buffer *pb = spilled_then_stalled(&c, 0, 1000);
 	perf_buffer__consume(pb);
@@ -715,7 +723,7 @@ static void test_spill(void)
 	       c.lost);
 	EXPECT(c.samples < 1000 && c.lost > 0 && c.samples + c.lost == 1001, "raw reader: delivered %u lost %llu",
 	       c.samples, c.lost);
-	perf_buffer__free(pb);
+	perf_buffer__free(pb);	unsetenv("PERFBUF_ADAPTIVE");
 }
 
 int main(void)

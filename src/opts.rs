@@ -205,13 +205,13 @@ pub fn env_batching(wakeup_events: Option<&str>, max_delay_ms: Option<&str>) -> 
     Batching::new(events, 0, delay).map(Some)
 }
 
-/// `PERFBUF_ADAPTIVE`: `0` keeps libbpf's per-record wake-ups under the
-/// default attr; unset or `1` lets rings batch while their rate is high.
-/// Anything else is an error, never silently ignored.
+/// `PERFBUF_ADAPTIVE`: `1` opts in to the fast mode (adaptive wake-ups)
+/// under the default attr; unset or `0` keeps libbpf's per-record
+/// wake-ups. Anything else is an error, never silently ignored.
 pub fn env_adaptive(value: Option<&str>) -> Result<bool> {
     match value.map(str::trim) {
-        None | Some("1") => Ok(true),
-        Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        None | Some("0") => Ok(false),
         Some(other) => {
             log::warn(format_args!("PERFBUF_ADAPTIVE={other:?} is not 0 or 1; refusing to start"));
             Err(Errno::INVAL)
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn adaptive_env_is_strict() {
-        assert_eq!(env_adaptive(None), Ok(true));
+        assert_eq!(env_adaptive(None), Ok(false));
         assert_eq!(env_adaptive(Some("1")), Ok(true));
         assert_eq!(env_adaptive(Some(" 0 ")), Ok(false));
         assert_eq!(env_adaptive(Some("no")), Err(Errno::INVAL));
