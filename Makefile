@@ -21,7 +21,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test lint c-tests check-exports check-header-compat \
+.PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib examples
@@ -62,7 +62,8 @@ controls-test: $(BUILD)/controls_test
 
 # Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
 # slow callbacks, raw readers): each scenario's transcript on libbpf, on
-# and on libperfbuf's default, compared file by file.
+# on libperfbuf's default and on its fast mode (PERFBUF_ADAPTIVE=1, the
+# scenarios it supports), compared file by file.
 CALLERS := $(BUILD)/callers
 
 $(BUILD)/callers_test: c-tests/callers_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h | $(BUILD)
@@ -72,6 +73,7 @@ callers-test: $(BUILD)/callers_test lib
 	rm -rf $(CALLERS) && mkdir -p $(CALLERS)/libbpf $(CALLERS)/libperfbuf $(CALLERS)/fast
 	$(BUILD)/callers_test libbpf $(CALLERS)/libbpf
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/callers_test libperfbuf $(CALLERS)/libperfbuf
+	PERFBUF_ADAPTIVE=1 LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/callers_test fast $(CALLERS)/fast
 	c-tests/compare-transcripts.sh $(CALLERS)/libbpf $(CALLERS)/libperfbuf $(CALLERS)/fast
 
 # ---- reliability ---------------------------------------------------------------
@@ -156,11 +158,21 @@ $(BUILD)/perfbench: bench/perfbench.c c-tests/producer.c c-tests/producer.h | $(
 	$(CC) $(TEST_CFLAGS) -o $@ bench/perfbench.c c-tests/producer.c -lbpf -lpthread -ldl
 
 BENCH_REPS ?= 5
+BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency
+
+# The peer readers over the same producer: cilium/ebpf (Go, Debian's
+# golang-github-cilium-ebpf-dev) and aya (Rust, crates.io). Each one whose
+# toolchain or sources are missing is skipped, with the reason printed.
+.PHONY: bench-peers
+bench-peers: | $(BUILD)
+	bench/peers/build.sh $(BUILD)
 
 # The same binary on libbpf and on libperfbuf (LD_PRELOAD), alternating;
-# medians with spread, ratios, JSON in build/bench.json, plot in docs/.
-bench: $(BUILD)/perfbench lib
-	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) $(BUILD)/bench.json --reps $(BENCH_REPS)
+# the BPF ring buffer and the peer readers on the same producer; medians
+# with spread, ratios, JSON in build/bench.json, plot in docs/.
+bench: $(BUILD)/perfbench lib bench-peers
+	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) $(BUILD)/bench.json --reps $(BENCH_REPS) \
+		--rows $(BENCH_ROWS) --peers-dir $(BUILD)
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
 	python3 bench/plot.py $(BUILD)/bench.json docs/bench.png
 
@@ -189,7 +201,7 @@ examples-test: examples
 	$(BUILD)/ordered_builtin 50000 50000 64
 
 $(BUILD)/decode_test: c-tests/decode_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ c-tests/decode_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+	$(CC) $(TEST_CFLAGS) -fno-omit-frame-pointer -o $@ c-tests/decode_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
 
 decode-test: $(BUILD)/decode_test
 	$(BUILD)/decode_test
@@ -235,18 +247,32 @@ c-tests: check-exports check-header-compat install-test linked-test difftest pre
 
 # The fuzz crate is its own workspace: its tests replay the seed corpus and
 # the regressions on stable and check the corpus is what gen-corpus writes.
-cargo-test:
+cargo-test: producer-lib
 	$(CARGO) test --release
 	cd fuzz && $(CARGO) test --release
+
+# The Rust examples against the real producer: a stream with the builder
+# (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd.
+rust-examples-test: producer-lib
+	$(CARGO) build --release --examples
+	$(REL)/examples/stream_reader --demo 200000
+	$(REL)/examples/stream_reader --demo 1000000 --fast
+	$(REL)/examples/async_reader --demo 200000
+
+# The crate is publishable: packaged, then built from the package alone.
+package-check:
+	$(CARGO) package --allow-dirty --quiet
+	@echo "package: perfbuf-$(VERSION).crate builds from its own files"
 
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test check-exports check-header-compat install-test linked-test difftest preload-test callers-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint cargo-test rust-examples-test package-check check-exports check-header-compat install-test linked-test difftest preload-test callers-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
-test: lint cargo-test c-tests
+test: lint cargo-test rust-examples-test package-check c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"
 
 # ---- install -----------------------------------------------------------------

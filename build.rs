@@ -10,11 +10,11 @@ use std::path::PathBuf;
 /// Major version in the SONAME; bumped on an ABI break of the extensions.
 const SOVERSION: &str = "0";
 
+/// The files of the C face, in header order.
+const FFI_SOURCES: &[&str] = &["abi.rs", "libbpf.rs", "ext.rs", "decode.rs", "records.rs"];
+
 fn main() {
-    println!("cargo:rerun-if-changed=src/abi.rs");
-    println!("cargo:rerun-if-changed=src/ffi.rs");
-    println!("cargo:rerun-if-changed=src/ffi_decode.rs");
-    println!("cargo:rerun-if-changed=src/ffi_records.rs");
+    println!("cargo:rerun-if-changed=src/ffi");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=PERFBUF_WRITE_HEADER");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libperfbuf.so.{SOVERSION}");
@@ -22,15 +22,13 @@ fn main() {
     let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("perfbuf.h");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
-    cbindgen::Builder::new()
-        .with_config(config)
-        .with_src(crate_dir.join("src/abi.rs"))
-        .with_src(crate_dir.join("src/ffi.rs"))
-        .with_src(crate_dir.join("src/ffi_decode.rs"))
-        .with_src(crate_dir.join("src/ffi_records.rs"))
-        .generate()
-        .expect("cbindgen could not generate perfbuf.h")
-        .write_to_file(&out);
+    // The C face is src/ffi/: its types and shims are the header (in a
+    // fixed order, so the header does not change with the directory's).
+    let mut builder = cbindgen::Builder::new().with_config(config);
+    for file in FFI_SOURCES {
+        builder = builder.with_src(crate_dir.join("src/ffi").join(file));
+    }
+    builder.generate().expect("cbindgen could not generate perfbuf.h").write_to_file(&out);
 
     if std::env::var("PERFBUF_WRITE_HEADER").as_deref() == Ok("1") {
         std::fs::copy(&out, crate_dir.join("include/perfbuf.h")).expect("write include/perfbuf.h");

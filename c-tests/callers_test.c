@@ -452,9 +452,13 @@ static void child_main(int cmd, int reply, unsigned map_id)
 		_exit(1);
 	int ms;
 	while (read(cmd, &ms, sizeof(ms)) == sizeof(ms) && ms > 0) {
-		/* What an earlier phase left in the rings is not counted. */
+		/* What an earlier phase left in the rings is not counted; the
+		 * parent produces only once this is done. */
 		perf_buffer__consume(pb);
 		tally_reset(&t);
+		char ready = 1;
+		if (write(reply, &ready, 1) != 1)
+			_exit(1);
 		for (double t0 = now_ms(); now_ms() - t0 < ms;)
 			perf_buffer__poll(pb, 5);
 		perf_buffer__consume(pb);
@@ -485,9 +489,12 @@ static bool child_start(struct child *c, unsigned map_id)
 	return read(c->reply, &ok, sizeof(ok)) == sizeof(ok) && ok == 1;
 }
 
+/* Tells the child to poll for `ms`, and waits until it has started. */
 static void child_poll(struct child *c, int ms)
 {
 	EXPECT(write(c->cmd, &ms, sizeof(ms)) == sizeof(ms), "command to child %d", c->pid);
+	char ready = 0;
+	EXPECT(read(c->reply, &ready, 1) == 1 && ready == 1, "child %d did not start polling", c->pid);
 }
 
 static void child_counts(struct child *c, unsigned long long out[3])

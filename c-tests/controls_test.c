@@ -586,55 +586,30 @@ static void test_adaptive(void)
 	unsetenv("PERFBUF_ADAPTIVE");
 }
 
-/* Drives a 1-page ring (128 records of 16 bytes) with bursts of 100 until
- * adaptive batching gives it a spill ring (or for 300 ms with a raw
- * reader, which keeps records in the caller's ring), reads everything,
- * then emits `stall` records with nobody reading. */
-static struct perf_buffer *spilled_then_stalled(struct counts *c, int raw_reader, unsigned stall)
+/* Emits `n` records on CPU 0 one call each, seed i for the i-th, with
+ * nobody reading. */
+static void stall(unsigned n)
 {
-	memset(c, 0, sizeof(*c));
-	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, on_sample, on_lost, c, NULL);
-	EXPECT(pb, "new");
-	if (raw_reader) {
-		void *base;
-		size_t size;
-		EXPECT(perf_buffer__buffer(pb, 0, &base, &size) == 0 && size == 4096, "buffer");
-	}
-	unsigned long long produced = 0;
-	for (double t = now_ms(); now_ms() - t < (raw_reader ? 300 : 2000) && !ring_figures(pb, 0).spill_size;) {
-		emit(0, 16, 1, 100, NULL);
-		produced += 100;
-		perf_buffer__poll(pb, 0);
-	}
-	/* Past adaptive's quiet time, so the left ring's account is settled. */
-	for (double t = now_ms(); now_ms() - t < 250;)
-		perf_buffer__poll(pb, 1);
-	struct perfbuf_ring_stats s = ring_figures(pb, 0);
-	printf("  spill: %llu records in bursts into a 128-record ring: delivered %u + lost %llu, switches %llu, "
-	       "spill ring %llu bytes\n",
-	       produced, c->samples, c->lost, (unsigned long long)s.batch_switches, (unsigned long long)s.spill_size);
-	EXPECT(s.batch_switches >= 1, "ring never batched");
-	EXPECT(raw_reader ? s.spill_size == 0 : s.spill_size == 16 * 4096, "spill ring of %llu bytes",
-	       (unsigned long long)s.spill_size);
-	EXPECT(c->samples + c->lost == produced, "delivered %u + lost %llu of %llu", c->samples, c->lost, produced);
-	memset(c, 0, sizeof(*c));
-	for (unsigned i = 0; i < stall; i++)
+	for (unsigned i = 0; i < n; i++)
 		emit(0, 16, (uint8_t)i, 1, NULL);
-	return pb;
 }
 
-/* Adaptive batching writes into a spill ring 16 times the caller's: a
- * stall of 1000 records, 8 times what the caller's 1-page ring holds, loses
- * nothing and keeps the order. Pausing covers the spill ring. A caller that
- * starts reading its rings itself gets records there again, and what the
- * spill ring failed to write is still reported exactly. Where the caller
- * read its ring itself from the start, records stay there, which
- * overflows. */
+/* The fast mode's spill ring: from the start, a CPU's records go to a ring
+ * 16 times the caller's, so a stall of 1000 records, 8 times what the
+ * caller's 1-page ring holds, loses nothing and keeps the order. Pausing
+ * covers the spill ring. A caller that starts reading its ring itself gets
+ * the records there from then on, and what the spill ring failed to write
+ * is still reported exactly. A caller that reads its ring from the start
+ * gets libbpf's ring, which overflows as libbpf's does. */
 static void test_spill(void)
 {
 	setenv("PERFBUF_ADAPTIVE", "1", 1); /* the opt-in */
 	struct counts c = {0};
-	struct perf_buffer *pb = spilled_then_stalled(&c, 0, 1000);
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, on_sample, on_lost, &c, NULL);
+	EXPECT(pb, "new");
+	EXPECT(ring_figures(pb, 0).spill_size == 16 * 4096, "spill ring of %llu bytes",
+	       (unsigned long long)ring_figures(pb, 0).spill_size);
+	stall(1000);
 	perf_buffer__consume(pb);
 	unsigned in_order = 0;
 	while (in_order < 512 && c.seeds[in_order] == (uint8_t)(in_order + 14))
@@ -669,61 +644,57 @@ static void test_spill(void)
 	for (double t = now_ms(); now_ms() - t < 250;)
 		perf_buffer__poll(pb, 1);
 	perf_buffer__consume(pb);
+	struct perfbuf_ring_stats after = ring_figures(pb, 0);
 	printf("  spill: 5 paused + 3000 into the spill ring, a raw reader, 10 more: delivered %u + lost %llu; the 10 "
-	       "put "
-	       "%llu bytes in the caller's ring\n",
-	       c.samples, c.lost, (unsigned long long)moved);
+	       "put %llu bytes in the caller's ring; spill ring then %llu bytes\n",
+	       c.samples, c.lost, (unsigned long long)moved, (unsigned long long)after.spill_size);
 	EXPECT(c.samples + c.lost == 3015 && c.lost > 5, "delivered %u + lost %llu of 3015", c.samples, c.lost);
 	/* The lost report perfbuf made for the spill ring counts as a record. */
-	unsigned long long records = ring_figures(pb, 0).records - before.records;
+	unsigned long long records = after.records - before.records;
 	EXPECT(records == c.samples + c.lost_records, "figures: %llu records, callbacks: %u + %u lost reports", records,
 	       c.samples, c.lost_records);
-	EXPECT(moved >= 10 * 32, "records did not come back to the caller's ring: %llu bytes",
-	       (unsigned long long)moved);
+	EXPECT(moved == 10 * 32, "the 10 did not land in the caller's ring: %llu bytes", (unsigned long long)moved);
+	EXPECT(after.spill_size == 0, "the spill ring was not released once quiet and read");
 	perf_buffer__free(pb);
 
-	/* A raw reader that ends batching itself: spilled and batched at 10 k/s
-	 * (below the rate that starts batching, above the one that stops it),
-	 * perf_buffer__buffer sends the slot back to the caller's per-record
-	 * event, and the timer must stop after its grace ticks. */
+	/* Batched, then a raw reader: the ring goes back to the caller's
+	 * event, and with nothing batched the timer stops at once (a raw
+	 * reader may never call what would stop it later). */
 	memset(&c, 0, sizeof(c));
 	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
 	EXPECT(pb, "new");
 	unsigned long long produced = emit_fast(pb, 200);
-	for (int phase = 0; phase < 2; phase++) {
-		if (phase == 1)
-			EXPECT(perf_buffer__buffer(pb, 0, &base, &size) == 0, "buffer");
-		for (double t = now_ms(); now_ms() - t < 150; produced += 10) {
-			emit(0, 16, 1, 10, NULL);
-			for (double n = now_ms(); now_ms() - n < 1;)
-				perf_buffer__poll(pb, 0);
-		}
-		EXPECT(ring_figures(pb, 0).batched == (phase == 0), "phase %d: batched %llu", phase,
-		       (unsigned long long)ring_figures(pb, 0).batched);
-	}
-	for (double t = now_ms(); now_ms() - t < 100;)
-		perf_buffer__poll(pb, 10);
+	EXPECT(ring_figures(pb, 0).batched == 1, "not batched at full rate");
+	perf_buffer__consume(pb);
+	for (size_t i = 0; i < perf_buffer__buffer_cnt(pb); i++)
+		EXPECT(perf_buffer__buffer(pb, (int)i, &base, &size) == 0, "buffer");
 	struct epoll_event ev;
 	int ticks = epoll_wait(perf_buffer__epoll_fd(pb), &ev, 1, 20);
-	printf("  spill: a raw reader ended batching at 10 k/s: delivered %u of %llu, lost %llu, then idle: epoll fd "
-	       "ready %d\n",
+	perf_buffer__consume(pb);
+	printf("  spill: batched, then a raw reader: delivered %u of %llu, lost %llu, then idle: epoll fd ready %d\n",
 	       c.samples, produced, c.lost, ticks);
+	EXPECT(ring_figures(pb, 0).batched == 0, "still batched after perf_buffer__buffer");
 	EXPECT(c.samples == produced && c.lost == 0, "delivered %u lost %llu of %llu", c.samples, c.lost, produced);
-	EXPECT(ticks == 0, "a raw reader ended batching, yet the epoll fd became ready (%d): the timer ticks on",
+	EXPECT(ticks == 0, "a raw reader stood the ring down, yet the epoll fd became ready (%d): the timer ticks on",
 	       ticks);
 	perf_buffer__free(pb);
 
-	/* The kernel reports the stall's refused records with the next record
-	 * it writes into that ring. */
-	pb = spilled_then_stalled(&c, 1, 1000);
+	/* A raw reader from the start: the caller's 128-record ring, which
+	 * overflows, and the kernel reports the stall's refused records with
+	 * the next record it writes there. */
+	memset(&c, 0, sizeof(c));
+	pb = perf_buffer__new(prod.map_fd, 1, on_sample, on_lost, &c, NULL);
+	EXPECT(pb && perf_buffer__buffer(pb, 0, &base, &size) == 0 && size == 4096, "raw reader from the start");
+	stall(1000);
 	perf_buffer__consume(pb);
 	emit(0, 16, 1, 1, NULL);
 	perf_buffer__consume(pb);
-	printf("  spill: the same with a raw reader, and one more record: delivered %u, lost %llu\n", c.samples,
-	       c.lost);
+	printf("  spill: a raw reader from the start, a 1000-record stall and one more: delivered %u, lost %llu\n",
+	       c.samples, c.lost);
 	EXPECT(c.samples < 1000 && c.lost > 0 && c.samples + c.lost == 1001, "raw reader: delivered %u lost %llu",
 	       c.samples, c.lost);
-	perf_buffer__free(pb);	unsetenv("PERFBUF_ADAPTIVE");
+	perf_buffer__free(pb);
+	unsetenv("PERFBUF_ADAPTIVE");
 }
 
 int main(void)

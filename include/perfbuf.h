@@ -93,6 +93,16 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_F_OVERWRITE 1
 
 /*
+ `perfbuf_opts.flags`: the fast mode (adaptive wake-ups; what
+ `PERFBUF_ADAPTIVE=1` turns on for `perf_buffer__new`). While a CPU's
+ rate is high, the kernel wakes the reader every 64 records into a
+ spill ring, and a timer delivers the rest within 1 ms. Needs
+ per-record wake-ups and forward rings. See README for the callers it
+ does not suit.
+ */
+#define PERFBUF_F_ADAPTIVE 2
+
+/*
  `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
  (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
  */
@@ -169,7 +179,7 @@ struct perfbuf_ring_stats {
   /*
    Records read from the ring (samples, lost reports and any other
    type), plus the lost reports libperfbuf delivers for a ring the
-   kernel no longer writes to (adaptive wake-ups): one per lost callback.
+   kernel no longer writes to (the fast mode): one per lost callback.
    */
   uint64_t records;
   /*
@@ -209,8 +219,8 @@ struct perfbuf_ring_stats {
    */
   uint64_t overwritten_bytes;
   /*
-   1 while the ring has batched wake-ups (adaptive mode under libbpf's
-   default attr, see README), else 0.
+   1 while the ring has batched wake-ups (the fast mode, see README),
+   else 0.
    */
   uint64_t batched;
   /*
@@ -218,8 +228,8 @@ struct perfbuf_ring_stats {
    */
   uint64_t batch_switches;
   /*
-   Size of the data area of the spill ring adaptive batching gave this
-   CPU (0: none; see README, adaptive wake-ups).
+   Size of the data area of the spill ring the fast mode gave this CPU
+   (0: none; see README, the fast mode).
    */
   uint64_t spill_size;
 };
@@ -645,7 +655,7 @@ extern "C" {
  each count of records the kernel dropped; either may be NULL.
 
  Returns a new handle, or NULL with `errno` set (EINVAL for a bad
- `page_cnt`, `opts` or map type, EBADFD for a bad `map_fd`, or the error of
+ `page_cnt`, `opts` or map type, EBADF for a bad `map_fd`, or the error of
  the failing system call). Free it with `perf_buffer__free`.
 
  # Safety
@@ -728,6 +738,8 @@ size_t perf_buffer__buffer_cnt(const struct perf_buffer *pb);
 
 /*
  The perf event fd of ring `buf_idx` (owned by the buffer), or -EINVAL.
+ In the fast mode, the ring's map slot points at this event again from
+ now on, so the caller's ioctls and epoll see libbpf's behaviour.
 
  # Safety
  `pb` is a live handle.
@@ -739,8 +751,8 @@ int perf_buffer__buffer_fd(const struct perf_buffer *pb, size_t buf_idx);
  kernel's `struct perf_event_mmap_page`, data follows one page later) and
  `*buf_size` = size of the data area only. Returns 0, or -EINVAL for a
  NULL argument or an index out of range (negative included); outputs are
- untouched on error. From then on adaptive batching keeps every record in
- this region (no spill rings; see README, adaptive wake-ups).
+ untouched on error. In the fast mode, every record from now on is
+ written in this region.
 
  # Safety
  `pb` is a live handle; `buf` and `buf_size` are valid for writes.
@@ -749,15 +761,17 @@ int perf_buffer__buffer(struct perf_buffer *pb, int buf_idx, void **buf, size_t 
 
 /*
  Creates a perf buffer like `perf_buffer__new`, with perfbuf's options:
- batched wakeups with a bounded delay, overwritable rings, a CPU subset.
- `opts` may be NULL (then this is `perf_buffer__new` with no opts).
+ batched wakeups with a bounded delay, overwritable rings, a CPU subset,
+ the fast mode (`PERFBUF_F_ADAPTIVE`). `opts` may be NULL (then this is
+ `perf_buffer__new` with no opts, environment variables included).
 
  Batching (`wakeup_events > 1` or `wakeup_bytes > 0`) asks the kernel to
  wake the reader less often; a timer in the epoll set makes `poll` (and
  any loop waiting on `perf_buffer__epoll_fd`) drain every ring holding
  data at least every `max_delay_ms`, so no record waits longer.
 
- Returns a handle, or NULL with `errno` (EINVAL for bad options).
+ Returns a handle, or NULL with `errno` (EINVAL for bad options, with a
+ message saying which; see `perfbuf_last_error`).
 
  # Safety
  As `perf_buffer__new`; `opts` is NULL or a `struct perfbuf_opts` readable
@@ -777,8 +791,9 @@ struct perf_buffer *perfbuf_new(int map_fd, size_t page_cnt, perf_buffer_sample_
 int perfbuf_wake(const struct perf_buffer *pb);
 
 /*
- Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`):
- records produced meanwhile are dropped and reported later as lost.
+ Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`),
+ the fast mode's spill rings included: records produced meanwhile are
+ dropped and reported later as lost.
 
  # Safety
  `pb` is a live handle.
@@ -816,14 +831,24 @@ int perfbuf_buffer_cpu(const struct perf_buffer *pb, size_t buf_idx);
 
 /*
  Fills `*stats` with ring `buf_idx`'s figures: records, bytes, lost,
- wakeups, the current fill level, recovery counters. Set `stats->sz =
- sizeof(*stats)` first; only that many bytes are written. Returns 0 or
- -EINVAL (NULL, bad index, `sz` below 16).
+ wakeups, the current fill level, recovery counters, the fast mode's
+ state. Set `stats->sz = sizeof(*stats)` first; only that many bytes are
+ written. Returns 0 or -EINVAL (NULL, bad index, `sz` below 16).
 
  # Safety
  `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
  */
 int perfbuf_ring_stats(const struct perf_buffer *pb, size_t buf_idx, struct perfbuf_ring_stats *stats);
+
+/*
+ The text of the last error a `perfbuf_*` or `perf_buffer__*` call of
+ this thread returned: what failed, the errno's name and text, and a
+ hint at the fix when there is one (e.g. "failed to open perf buffer
+ event on cpu #0: Permission denied (EACCES); run as root, or grant
+ CAP_BPF and CAP_PERFMON ..."). An empty string before any error. The
+ string is this thread's and valid until its next call of this function.
+ */
+const char *perfbuf_last_error(void);
 
 /*
  The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way

@@ -1,64 +1,340 @@
-//! One error type for the whole crate: a positive errno value, converted at
-//! the C boundary the way libbpf's `libbpf_err` / `libbpf_err_ptr` do.
+//! The crate's one error type: an OS error number (what the C face
+//! returns as `-errno`), what failed, and for the common failures a hint
+//! at the fix. It never allocates: the context is a small typed value,
+//! formatted only when shown.
 
-use std::fmt;
-
-/// A positive `errno` value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Errno(pub i32);
+use core::fmt;
 
 /// Result of every fallible operation in the crate.
-pub type Result<T> = std::result::Result<T, Errno>;
+pub type Result<T, E = Error> = core::result::Result<T, E>;
 
-impl Errno {
-    /// Invalid argument.
-    pub const INVAL: Errno = Errno(libc::EINVAL);
-    /// Out of memory.
-    pub const NOMEM: Errno = Errno(libc::ENOMEM);
+/// An error from perfbuf.
+///
+/// [`Error::errno`] is the error number libbpf would report for the same
+/// failure; [`Error::kind`] classifies it; `Display` says what failed, the
+/// errno's name and text, and, where one helps, the likely fix:
+///
+/// ```
+/// let e = perfbuf::Error::from_errno(libc::EACCES);
+/// assert_eq!(e.kind(), perfbuf::ErrorKind::PermissionDenied);
+/// assert!(e.to_string().contains("EACCES"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Error {
+    errno: i32,
+    what: What,
+}
 
-    /// The calling thread's current `errno`, as left by a failed syscall.
-    pub fn last() -> Errno {
-        Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+/// What kind of failure an [`Error`] is.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// An argument or option was invalid (EINVAL, EBADF, ERANGE...).
+    InvalidArgument,
+    /// The process lacks a privilege (EPERM, EACCES).
+    PermissionDenied,
+    /// The kernel or the hardware lacks a feature (EOPNOTSUPP, ENOENT,
+    /// ENODEV, ENOSYS...).
+    Unsupported,
+    /// Memory, file descriptors or locked memory ran out (ENOMEM, EMFILE,
+    /// ENFILE).
+    ResourceExhausted,
+    /// A wake-up from another thread ended the wait (ECANCELED).
+    Cancelled,
+    /// A callback stopped the read with this value (libbpf's
+    /// `bpf_perf_event_ret` other than `CONT` and `DONE`).
+    Stopped(i32),
+    /// A record of a type the sample/lost callbacks cannot take.
+    UnknownRecord(u32),
+    /// Anything else; see [`Error::errno`].
+    Other,
+}
+
+/// What failed. Kept small and `Copy` so errors never allocate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum What {
+    /// Nothing more to say than the errno.
+    Os,
+    /// A named argument or option, with why it is invalid.
+    Arg(&'static str),
+    /// A page count that is not a power of two.
+    PageCount(usize),
+    /// A page count whose mapping size overflows.
+    PageCountOverflow(usize),
+    /// The map is not a `BPF_MAP_TYPE_PERF_EVENT_ARRAY` (its type).
+    NotPerfEventArray(u32),
+    /// `BPF_OBJ_GET_INFO_BY_FD` on the map failed.
+    MapInfo(i32),
+    /// Creating the epoll instance failed.
+    EpollCreate,
+    /// Reading the online CPU mask failed.
+    OnlineCpus,
+    /// `perf_event_open` on this CPU failed.
+    OpenEvent(i32),
+    /// Mapping this CPU's ring failed.
+    MapRing(i32),
+    /// Enabling this CPU's event failed.
+    EnableEvent(i32),
+    /// Storing this CPU's event in the map failed: cpu, key, fd.
+    SetSlot(i32, i32, i32),
+    /// Adding this CPU's event to the epoll set failed: cpu, fd.
+    EpollAdd(i32, i32),
+    /// A callback stopped the read with this value.
+    Stopped(i32),
+    /// A record of this type reached the sample/lost callbacks.
+    UnknownRecord(u32),
+    /// A ring index out of range.
+    RingIndex(usize),
+    /// A record that wraps the ring's end could not be copied.
+    RecordCopy,
+}
+
+impl Error {
+    /// An error with only an errno (for callers that have nothing to add).
+    pub fn from_errno(errno: i32) -> Error {
+        Error { errno, what: What::Os }
     }
 
-    /// Sets the calling thread's `errno` to this value.
-    pub fn set(self) {
-        set_errno(self.0);
+    pub(crate) const fn new(errno: i32, what: What) -> Error {
+        Error { errno, what }
+    }
+
+    /// EINVAL for the argument or option described by `why`.
+    pub(crate) const fn invalid(why: &'static str) -> Error {
+        Error { errno: libc::EINVAL, what: What::Arg(why) }
+    }
+
+    pub(crate) const INVAL: Error = Error::from_errno_const(libc::EINVAL);
+    pub(crate) const NOMEM: Error = Error::from_errno_const(libc::ENOMEM);
+
+    const fn from_errno_const(errno: i32) -> Error {
+        Error { errno, what: What::Os }
+    }
+
+    /// The calling thread's `errno`, as a failed system call left it.
+    pub(crate) fn last_os() -> Error {
+        Error::from_errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    /// The same errno, with what failed.
+    pub(crate) const fn with(self, what: What) -> Error {
+        Error { errno: self.errno, what }
+    }
+
+    /// The same context, with another errno.
+    pub(crate) const fn with_errno(self, errno: i32) -> Error {
+        Error { errno, what: self.what }
+    }
+
+    /// A callback stopped the read with `value`.
+    pub(crate) const fn stopped(value: i32) -> Error {
+        // libbpf returns the value; negative ones also set errno.
+        Error { errno: if value < 0 { value.wrapping_neg() } else { 0 }, what: What::Stopped(value) }
+    }
+
+    /// A record of `type_` reached the sample/lost callbacks (libbpf
+    /// stops with `LIBBPF_PERF_EVENT_ERROR`, i.e. -1 and errno EPERM).
+    pub(crate) const fn unknown_record(type_: u32) -> Error {
+        Error { errno: libc::EPERM, what: What::UnknownRecord(type_) }
+    }
+
+    /// The positive error number (0 only for a callback that stopped the
+    /// read with a non-negative value).
+    pub fn errno(&self) -> i32 {
+        self.errno
+    }
+
+    /// What the C face returns for this error: `-errno`, or the value a
+    /// callback stopped with (libbpf returns that value as is).
+    pub fn code(&self) -> i32 {
+        match self.what {
+            What::Stopped(v) => v,
+            What::UnknownRecord(_) | What::RecordCopy => -1,
+            _ => -self.errno,
+        }
+    }
+
+    /// The classification of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self.what {
+            What::Stopped(v) => return ErrorKind::Stopped(v),
+            What::UnknownRecord(t) => return ErrorKind::UnknownRecord(t),
+            _ => {}
+        }
+        match self.errno {
+            libc::EINVAL | libc::EBADF | libc::ERANGE | libc::E2BIG | libc::EBADFD | libc::ENODATA => {
+                ErrorKind::InvalidArgument
+            }
+            libc::EPERM | libc::EACCES => ErrorKind::PermissionDenied,
+            libc::EOPNOTSUPP | libc::ENOENT | libc::ENODEV | libc::ENOSYS | libc::ENXIO => {
+                ErrorKind::Unsupported
+            }
+            libc::ENOMEM | libc::EMFILE | libc::ENFILE | libc::ENOSPC => ErrorKind::ResourceExhausted,
+            libc::ECANCELED => ErrorKind::Cancelled,
+            _ => ErrorKind::Other,
+        }
+    }
+
+    /// A hint at the fix, for the failures users meet most.
+    pub fn hint(&self) -> Option<&'static str> {
+        match (self.errno, self.what) {
+            (_, What::NotPerfEventArray(_)) => {
+                Some("pass the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY map (bpftool map show lists map types)")
+            }
+            (_, What::PageCount(_)) => Some("use a power of two, e.g. 64"),
+            (libc::EPERM | libc::EACCES, _) => {
+                Some("run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8)")
+            }
+            (libc::EBADF, What::MapInfo(_)) => Some("the map fd is not open"),
+            (libc::EMFILE | libc::ENFILE, _) => {
+                Some("raise the open-file limit (ulimit -n): each CPU needs an fd")
+            }
+            (libc::ENOMEM, What::MapRing(_)) => Some(
+                "the rings exceed the locked-memory allowance: use fewer pages, raise RLIMIT_MEMLOCK \
+                 (ulimit -l) or kernel.perf_event_mlock_kb, or grant CAP_IPC_LOCK",
+            ),
+            (libc::ENOENT | libc::ENODEV, What::OpenEvent(_)) => Some(
+                "this kernel lacks the event (CONFIG_PERF_EVENTS, CONFIG_BPF_EVENTS), or the CPU is offline",
+            ),
+            _ => None,
+        }
     }
 }
 
-impl fmt::Display for Errno {
+impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+        match self.what {
+            What::Os => {}
+            What::Arg(why) => write!(f, "{why}: ")?,
+            What::PageCount(n) => write!(f, "page count should be power of two, but is {n}: ")?,
+            What::PageCountOverflow(n) => write!(f, "page count {n} overflows the mapping size: ")?,
+            What::NotPerfEventArray(t) => {
+                write!(f, "map should be BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4), but is of type {t}: ")?
+            }
+            What::MapInfo(fd) => write!(f, "failed to get map info for map FD {fd}: ")?,
+            What::EpollCreate => write!(f, "failed to create epoll instance: ")?,
+            What::OnlineCpus => write!(f, "failed to get online CPU mask: ")?,
+            What::OpenEvent(cpu) => write!(f, "failed to open perf buffer event on cpu #{cpu}: ")?,
+            What::MapRing(cpu) => write!(f, "failed to mmap perf buffer on cpu #{cpu}: ")?,
+            What::EnableEvent(cpu) => write!(f, "failed to enable perf buffer event on cpu #{cpu}: ")?,
+            What::SetSlot(cpu, key, fd) => {
+                write!(f, "failed to set cpu #{cpu}, key {key} -> perf FD {fd}: ")?
+            }
+            What::EpollAdd(cpu, fd) => write!(f, "failed to epoll_ctl cpu #{cpu} perf FD {fd}: ")?,
+            What::Stopped(v) => return write!(f, "a callback stopped the read with {v}"),
+            What::UnknownRecord(t) => return write!(f, "unknown perf sample type {t}"),
+            What::RingIndex(i) => write!(f, "no ring at index {i}: ")?,
+            What::RecordCopy => write!(f, "cannot copy a record that wraps the ring's end: ")?,
+        }
+        let mut buf = [0u8; 128];
+        write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;
+        if let Some(hint) = self.hint() {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> std::io::Error {
+        std::io::Error::new(std::io::Error::from_raw_os_error(e.errno).kind(), e)
+    }
+}
+
+/// `strerror(errno)`, into `buf` (no allocation: errors are shown on
+/// out-of-memory paths too).
+fn strerror(errno: i32, buf: &mut [u8; 128]) -> &str {
+    // SAFETY: `buf` is writable for its length; the XSI strerror_r writes a
+    // NUL-terminated string of at most that length.
+    let ret = unsafe { libc::strerror_r(errno, buf.as_mut_ptr().cast(), buf.len()) };
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match core::str::from_utf8(&buf[..len]) {
+        Ok(text) if ret == 0 && !text.is_empty() => text,
+        _ => "Unknown error",
+    }
+}
+
+/// The symbolic name of an errno value, e.g. `"EACCES"`.
+pub fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::ESRCH => "ESRCH",
+        libc::EINTR => "EINTR",
+        libc::EIO => "EIO",
+        libc::ENXIO => "ENXIO",
+        libc::E2BIG => "E2BIG",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENFILE => "ENFILE",
+        libc::EMFILE => "EMFILE",
+        libc::ENOSPC => "ENOSPC",
+        libc::ERANGE => "ERANGE",
+        libc::ENOSYS => "ENOSYS",
+        libc::ENODATA => "ENODATA",
+        libc::EBADFD => "EBADFD",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ECANCELED => "ECANCELED",
+        524 => "ENOTSUPP",
+        _ => "errno",
     }
 }
 
 /// Sets `errno` for the calling thread.
-pub fn set_errno(value: i32) {
+pub(crate) fn set_errno(value: i32) {
     // SAFETY: __errno_location returns a valid pointer to this thread's errno.
     unsafe { *libc::__errno_location() = value };
 }
 
 /// Reads `errno` of the calling thread.
-pub fn get_errno() -> i32 {
+pub(crate) fn get_errno() -> i32 {
     // SAFETY: __errno_location returns a valid pointer to this thread's errno.
     unsafe { *libc::__errno_location() }
 }
 
-/// libbpf's `libbpf_err`: a negative return value also sets `errno` to its
-/// absolute value; other values pass through untouched.
-pub fn libbpf_err(ret: i32) -> i32 {
-    if ret < 0 {
-        set_errno(ret.wrapping_neg());
-    }
-    ret
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Converts a result to libbpf's int convention: `Ok(v)` is `v`, `Err(e)`
-/// is `-e` with `errno = e`.
-pub fn ret_errno(result: Result<i32>) -> i32 {
-    match result {
-        Ok(v) => v,
-        Err(e) => libbpf_err(-e.0),
+    #[test]
+    fn says_what_failed_the_errno_and_the_fix() {
+        let e = Error::from_errno(libc::EACCES).with(What::OpenEvent(0));
+        assert_eq!(
+            e.to_string(),
+            "failed to open perf buffer event on cpu #0: Permission denied (EACCES); run as root, or grant \
+             CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8)"
+        );
+        assert_eq!((e.errno(), e.code(), e.kind()), (13, -13, ErrorKind::PermissionDenied));
+        let e = Error::new(libc::EINVAL, What::NotPerfEventArray(1));
+        assert!(
+            e.to_string()
+                .starts_with("map should be BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4), but is of type 1")
+        );
+        assert!(e.to_string().contains("(EINVAL); pass the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY"));
+    }
+
+    #[test]
+    fn stops_keep_the_callbacks_value() {
+        assert_eq!(Error::stopped(5).code(), 5);
+        assert_eq!(Error::stopped(5).errno(), 0);
+        assert_eq!(Error::stopped(-1).errno(), 1);
+        assert_eq!(Error::stopped(-1).kind(), ErrorKind::Stopped(-1));
+        assert_eq!(Error::unknown_record(3).code(), -1);
+        assert_eq!(Error::unknown_record(3).errno(), libc::EPERM);
+    }
+
+    #[test]
+    fn converts_to_io_error() {
+        let io: std::io::Error = Error::from_errno(libc::ENOMEM).into();
+        assert_eq!(io.kind(), std::io::ErrorKind::OutOfMemory);
     }
 }

@@ -6,25 +6,25 @@
 //! NULL with ENOMEM as libbpf does. Each call is also the fault point
 //! `"alloc"`, which the fault test fails in turn.
 
-use crate::error::{Errno, Result};
-use crate::sys::fault;
+use crate::error::{Error, Result};
+use crate::kernel::sys::fault;
 
 /// An empty vector with room for `capacity` elements.
-pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
+pub(crate) fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
     fault("alloc")?;
     let mut v = Vec::new();
-    v.try_reserve_exact(capacity).map_err(|_| Errno::NOMEM)?;
+    v.try_reserve_exact(capacity).map_err(|_| Error::NOMEM)?;
     Ok(v)
 }
 
 /// Room for `additional` more elements in `v`.
-pub fn reserve<T>(v: &mut Vec<T>, additional: usize) -> Result<()> {
+pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) -> Result<()> {
     fault("alloc")?;
-    v.try_reserve(additional).map_err(|_| Errno::NOMEM)
+    v.try_reserve(additional).map_err(|_| Error::NOMEM)
 }
 
 /// A vector of the items of `iter`, which yields exactly `len` of them.
-pub fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
+pub(crate) fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
     let mut v = vec_with_capacity(len)?;
     for item in iter.into_iter().take(len) {
         v.push(item); // within the reserved capacity: no allocation
@@ -33,11 +33,11 @@ pub fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T
 }
 
 /// `Box::new(value)`, or ENOMEM.
-pub fn boxed<T>(value: T) -> Result<Box<T>> {
+pub(crate) fn boxed<T>(value: T) -> Result<Box<T>> {
     let mut v = vec_with_capacity(1)?;
     v.push(value);
     // Capacity equals length, so this keeps the allocation.
-    let one: Box<[T; 1]> = v.into_boxed_slice().try_into().map_err(|_| Errno::NOMEM)?;
+    let one: Box<[T; 1]> = v.into_boxed_slice().try_into().map_err(|_| Error::NOMEM)?;
     let raw = Box::into_raw(one).cast::<T>();
     // SAFETY: `[T; 1]` and `T` have the same size and alignment, so the
     // allocation Box<[T; 1]> owned is exactly what a Box<T> owns.

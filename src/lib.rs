@@ -1,19 +1,37 @@
-//! perfbuf: a drop-in replacement for libbpf's perf buffer consumer.
+//! perfbuf: a perf buffer reader for BPF tools, with libbpf's C API and a
+//! safe Rust API over the same core.
 //!
-//! The crate exports libbpf's ten `perf_buffer__*` functions with libbpf 1.x
-//! semantics (see `include/perfbuf.h`), so it can be linked with `-lperfbuf`,
-//! preloaded under a program built against libbpf, or `dlopen`ed.
+//! BPF programs send records to user space with `bpf_perf_event_output`
+//! into a `BPF_MAP_TYPE_PERF_EVENT_ARRAY`; a reader opens a perf event per
+//! CPU, maps its ring, waits with epoll and drains the records. From Rust:
 //!
-//! Layout: the kernel-facing unsafe code lives in [`sys`] and [`ring`], the
-//! C-facing unsafe code in [`ffi`]; everything else is safe Rust.
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> perfbuf::Result<()> {
+//! # let map: std::os::fd::OwnedFd = unimplemented!();
+//! // `map`: the PERF_EVENT_ARRAY, from aya, libbpf-rs or a raw fd.
+//! let mut pb = perfbuf::PerfBuffer::builder(&map)
+//!     .pages(64)
+//!     .on_sample(|cpu, data: &[u8]| println!("cpu {cpu}: {} bytes", data.len()))
+//!     .on_lost(|cpu, n| eprintln!("cpu {cpu}: {n} records lost"))
+//!     .build()?;
+//! loop {
+//!     pb.poll(Some(Duration::from_millis(100)))?;
+//! }
+//! # }
+//! ```
 //!
-//! # Safety vocabulary (used by every `extern "C"` function)
-//! - *a live handle*: NULL, or a pointer returned by `perf_buffer__new` /
-//!   `perf_buffer__new_raw` and not yet passed to `perf_buffer__free`.
-//! - *valid for writes*: NULL, or a pointer to writable, aligned memory of the
-//!   pointee type.
-//! - *callbacks*: function pointers given at construction are called with the
-//!   caller's `ctx` on the thread that polls; they must not free the buffer.
+//! The same crate is `libperfbuf.so`: libbpf's ten `perf_buffer__*`
+//! functions with libbpf 1.x semantics (linked, `LD_PRELOAD`ed under a
+//! program built against libbpf, or `dlopen`ed) plus the `perfbuf_*`
+//! extensions, declared in `include/perfbuf.h`.
+//!
+//! Layout, dependencies pointing one way: the faces ([`PerfBuffer`] and
+//! the C face in `ffi/`) over the reader (`reader/`), which uses the fast
+//! mode (`adaptive/`) and the ordered reader (`order`), both over the ring
+//! (`ring/`), over the kernel (`kernel/`: uapi, system calls, clocks, and
+//! a fake kernel for tests). The decoder ([`decode`]) stands alone. Only
+//! `ffi/` knows errno, C structs and C function pointers.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -22,24 +40,49 @@
 // function aborts rather than unwinding, whatever the profile (cargo test
 // builds the library with unwinding, so a compile-time guard cannot be used).
 
-pub mod abi;
-pub mod adaptive;
-pub mod buffer;
-pub mod callbacks;
-pub mod clock;
-pub mod cpu;
+mod adaptive;
 pub mod decode;
-pub mod error;
-pub mod fallible;
-#[cfg(feature = "fault-injection")]
-pub mod fault;
-pub mod ffi;
-pub mod ffi_decode;
-pub mod ffi_records;
-pub mod kernel;
-pub mod log;
-pub mod opts;
-pub mod order;
-pub mod record;
-pub mod ring;
-pub mod sys;
+mod error;
+mod fallible;
+mod ffi;
+mod kernel;
+mod log;
+mod order;
+mod perf_buffer;
+mod reader;
+mod ring;
+
+pub use error::{Error, ErrorKind, Result};
+pub use kernel::PerfEventAttr;
+pub use order::{OrderKey, OrderStats};
+pub use perf_buffer::{Builder, PerfBuffer, RingReader, Waker};
+pub use reader::batch::Batch;
+pub use reader::config::Wakeup;
+pub use reader::stats::RingStats;
+
+/// The perf uapi constants a caller building its own [`PerfEventAttr`]
+/// needs: event types, `PERF_SAMPLE_*`, `PERF_FORMAT_*`, attr flag bits.
+pub mod uapi {
+    pub use crate::kernel::{
+        ATTR_FLAG_DISABLED, ATTR_FLAG_FREQ, ATTR_FLAG_INHERIT, ATTR_FLAG_SAMPLE_ID_ALL, ATTR_FLAG_WATERMARK,
+        ATTR_FLAG_WRITE_BACKWARD, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_BPF_OUTPUT,
+        PERF_COUNT_SW_CPU_CLOCK, PERF_FORMAT_GROUP, PERF_FORMAT_ID, PERF_FORMAT_LOST,
+        PERF_FORMAT_TOTAL_TIME_ENABLED, PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_RECORD_LOST, PERF_RECORD_SAMPLE,
+        PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_RAW, PERF_SAMPLE_TID,
+        PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT,
+    };
+}
+
+/// Internals for the fuzz targets (feature `internals`; not a stable API).
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::ffi::abi::{perf_event_attr, perf_event_header};
+    pub use crate::ffi::decode::{
+        c_decode_attr, decode_to_c, layout_of_perf_event_attr, parse_decode_attr, perfbuf_decode,
+        perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample,
+    };
+    pub use crate::kernel::{MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
+    pub use crate::ring::record::{self, Record};
+    pub use crate::ring::{At, Counters, HEADER_SIZE, Header, PerfRing, Stop};
+}

@@ -10,29 +10,56 @@
 //! back; a record that then arrives older than one already delivered is
 //! delivered at once and counted as late, never dropped or reordered.
 
-use crate::abi::LIBBPF_PERF_EVENT_CONT;
-use crate::buffer::CpuBuf;
-use crate::callbacks::Callbacks;
 use crate::kernel::PERF_RECORD_SAMPLE;
-use crate::record::{self, Record};
+use crate::kernel::clock::Moment;
+use crate::reader::cpu_buf::CpuBuf;
+use crate::reader::deliver::{Halt, Handler};
 use crate::ring::At;
-use core::ffi::{c_int, c_void};
+use crate::ring::record::{self, LostRecord, Record};
+use core::ops::ControlFlow;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Where a record's key comes from.
-#[derive(Clone, Copy)]
-pub enum KeySource {
-    /// The first 8 bytes of a `PERF_SAMPLE_RAW` sample's data (native
-    /// endian), e.g. a `bpf_ktime_get_ns()` the program wrote first.
+/// What records of all CPUs are ordered by.
+#[non_exhaustive]
+pub enum OrderKey<'a> {
+    /// The first 8 bytes of each sample's raw data, native endian (e.g. a
+    /// `bpf_ktime_get_ns()` the BPF program wrote first).
+    RawPrefix,
+    /// The record's `PERF_SAMPLE_TIME` field (an attr that samples TIME).
+    SampleTime,
+    /// A function of `(cpu, whole record)`.
+    Fn(KeyFn<'a>),
+}
+
+/// What a face asks the reader to order by (a key function lives in the
+/// face's handler).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OrderBy {
+    /// See [`OrderKey::RawPrefix`].
+    RawPrefix,
+    /// See [`OrderKey::SampleTime`].
+    SampleTime,
+    /// The handler's [`Handler::order_key`].
+    Handler,
+}
+
+/// A key function: `(cpu, whole record)` to an ordered key.
+pub type KeyFn<'a> = Box<dyn FnMut(u32, &[u8]) -> u64 + 'a>;
+
+/// Where the reader takes a record's key from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeySource {
+    /// See [`OrderKey::RawPrefix`].
     RawPrefix,
     /// The `PERF_SAMPLE_TIME` field, at this byte offset in a SAMPLE record.
     SampleTime(usize),
-    /// The caller's function of `(ctx, cpu, record)`.
-    Callback(unsafe extern "C" fn(*mut c_void, c_int, *const c_void) -> u64, *mut c_void),
+    /// The handler's [`Handler::order_key`].
+    Handler,
 }
 
 /// Counters of the ordered reader.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OrderStats {
     /// Records delivered in order.
@@ -55,11 +82,11 @@ struct RingIndex {
     scanned_to: Option<u64>,
     entries: VecDeque<Entry>,
     newest: Option<u64>,
-    last_progress: Instant,
+    last_progress: Moment,
 }
 
 /// The ordered reader's state for one buffer.
-pub struct Order {
+pub(crate) struct Order {
     key: KeySource,
     idle_wait: Duration,
     rings: Vec<RingIndex>,
@@ -69,8 +96,8 @@ pub struct Order {
 
 impl Order {
     /// An ordered reader over `rings` rings.
-    pub fn new(key: KeySource, idle_wait: Duration, rings: usize) -> Self {
-        let now = Instant::now();
+    pub(crate) fn new(key: KeySource, idle_wait: Duration, rings: usize) -> Self {
+        let now = Moment::now();
         let rings = (0..rings)
             .map(|_| RingIndex {
                 scanned_to: None,
@@ -83,21 +110,21 @@ impl Order {
     }
 
     /// Current counters.
-    pub fn stats(&self) -> OrderStats {
+    pub(crate) fn stats(&self) -> OrderStats {
         self.stats
     }
 
     /// How long an idle ring may hold the horizon back.
-    pub fn idle_wait(&self) -> Duration {
+    pub(crate) fn idle_wait(&self) -> Duration {
         self.idle_wait
     }
 
     /// Whether records are indexed but held back by the horizon.
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.stats.pending > 0
     }
 
-    fn key_of(&self, cpu: c_int, rec: &[u8], fallback: u64) -> u64 {
+    fn key_of<H: Handler>(&self, handler: &mut H, cpu: i32, rec: &[u8], fallback: u64) -> u64 {
         if record::record_type(rec) != PERF_RECORD_SAMPLE {
             return fallback; // LOST and friends keep their place in the ring
         }
@@ -111,24 +138,22 @@ impl Order {
             KeySource::SampleTime(off) => {
                 rec.get(off..off + 8).map_or(fallback, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
             }
-            // SAFETY: the caller registered this function for this ctx and
-            // promised it may be called with any record of the buffer.
-            KeySource::Callback(f, ctx) => unsafe { f(ctx, cpu, rec.as_ptr().cast()) },
+            KeySource::Handler => handler.order_key(cpu, rec),
         }
     }
 
     /// Indexes what each ring gained since the last round.
-    fn scan(&mut self, bufs: &mut [CpuBuf], now: Instant) {
+    fn scan<H: Handler>(&mut self, bufs: &mut [CpuBuf], handler: &mut H, now: Moment) {
         for (i, buf) in bufs.iter_mut().enumerate() {
-            let cpu = buf.cpu();
-            let ring = buf.ring_mut();
+            let cpu = buf.cpu;
+            let ring = buf.rings.main_mut();
             let head = ring.load_head();
             let mut pos = self.rings[i].scanned_to.unwrap_or_else(|| ring.load_tail());
             let start = pos;
             loop {
                 let fallback = self.rings[i].newest.unwrap_or(0);
                 let (size, key) = match ring.record_at(pos, head) {
-                    At::Record(rec) => (rec.len(), self.key_of(cpu, rec, fallback)),
+                    At::Record(rec) => (rec.len(), self.key_of(handler, cpu, rec, fallback)),
                     At::End | At::NoMemory => break,
                     At::Corrupt => {
                         // Keep what was indexed; give up on the rest.
@@ -153,29 +178,36 @@ impl Order {
     }
 
     /// The newest key every ring that still counts has reached.
-    fn horizon(&self, now: Instant) -> u64 {
+    fn horizon(&self, now: Moment) -> u64 {
         self.rings
             .iter()
-            .filter(|r| now.duration_since(r.last_progress) < self.idle_wait)
+            .filter(|r| now.since(r.last_progress) < self.idle_wait)
             .map(|r| r.newest.unwrap_or(0))
             .min()
             .unwrap_or(u64::MAX)
     }
 
-    /// One round: index new records, deliver those at or below the horizon
-    /// (all of them when `flush`), publish each ring's tail up to its first
-    /// undelivered record. Returns the number delivered, or a callback's
-    /// stop value (libbpf's DONE → stop quietly, other values returned).
-    pub fn round(&mut self, bufs: &mut [CpuBuf], callbacks: &Callbacks, flush: bool) -> Result<usize, c_int> {
+    /// One round: deliver what the library owes first (lost reports it
+    /// made, spill-ring leftovers of the fast mode), index new records,
+    /// deliver those at or below the horizon (all of them when `flush`),
+    /// publish each ring's tail up to its first undelivered record.
+    /// Returns the number delivered, or why a handler stopped (`Done`
+    /// stops quietly).
+    pub(crate) fn round<H: Handler>(
+        &mut self,
+        bufs: &mut [CpuBuf],
+        handler: &mut H,
+        flush: bool,
+    ) -> Result<usize, Halt> {
         for buf in bufs.iter_mut() {
-            match buf.dispatch_owed(callbacks) {
-                LIBBPF_PERF_EVENT_CONT => {}
-                0 => return Ok(0),
-                ret => return Err(ret),
+            match owed(buf, handler) {
+                ControlFlow::Continue(()) => {}
+                ControlFlow::Break(Halt::Done) => return Ok(0),
+                ControlFlow::Break(halt) => return Err(halt),
             }
         }
-        let now = Instant::now();
-        self.scan(bufs, now);
+        let now = Moment::now();
+        self.scan(bufs, handler, now);
         let horizon = if flush { u64::MAX } else { self.horizon(now) };
         let mut delivered = 0;
         let mut stop = None;
@@ -188,36 +220,66 @@ impl Order {
             }
             let entry = self.rings[i].entries.pop_front().expect("front exists");
             self.stats.pending -= 1;
-            let buf = &mut bufs[i];
-            let cpu = buf.cpu();
-            let ret = buf.dispatch_at(callbacks, cpu, entry.pos, entry.size as usize);
+            let ret = deliver_at(&mut bufs[i], handler, entry.pos, entry.size as usize);
             delivered += 1;
             self.stats.delivered += 1;
             if self.last_key.is_some_and(|last| key < last) {
                 self.stats.late += 1;
             }
             self.last_key = Some(self.last_key.map_or(key, |l| l.max(key)));
-            if ret != LIBBPF_PERF_EVENT_CONT {
-                stop = Some(ret);
+            if let ControlFlow::Break(halt) = ret {
+                stop = Some(halt);
                 break;
             }
         }
         for (i, buf) in bufs.iter_mut().enumerate() {
             let idx = &self.rings[i];
             if let Some(scanned) = idx.scanned_to {
-                buf.ring().store_tail(idx.entries.front().map_or(scanned, |e| e.pos));
+                buf.rings.main().store_tail(idx.entries.front().map_or(scanned, |e| e.pos));
             }
         }
         match stop {
-            Some(ret) if ret != 0 => Err(ret),
+            Some(halt) if halt != Halt::Done => Err(halt),
             _ => Ok(delivered),
         }
     }
 }
 
+/// Hands over what a CPU owes before its ring's records: a lost report
+/// the library made, and records left in a spill ring the fast mode used
+/// before ordering began (they are older than any in the caller's ring).
+fn owed<H: Handler>(buf: &mut CpuBuf, handler: &mut H) -> ControlFlow<Halt> {
+    if let Some(lost) = buf.rings.take_owed() {
+        handler.deliver(buf.cpu, LostRecord::new(lost).bytes(), &mut buf.stats)?;
+    }
+    let (cpu, stats) = (buf.cpu, &mut buf.stats);
+    if let Some(spill) = buf.rings.spill_mut().filter(|s| s.pending_bytes() > 0) {
+        let head = spill.load_head();
+        if let ControlFlow::Break(stop) = handler.drain(spill, head, cpu, stats) {
+            return ControlFlow::Break(match stop {
+                crate::ring::Stop::By(halt) => halt,
+                crate::ring::Stop::NoMemory => Halt::Code(-1),
+            });
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+/// Hands the `size`-byte record at `pos` of the CPU's ring over.
+fn deliver_at<H: Handler>(buf: &mut CpuBuf, handler: &mut H, pos: u64, size: usize) -> ControlFlow<Halt> {
+    let ring = buf.rings.main_mut();
+    let ret = match ring.record_at(pos, pos.wrapping_add(size as u64)) {
+        At::Record(rec) => handler.deliver(buf.cpu, rec, &mut buf.stats),
+        _ => return ControlFlow::Continue(()),
+    };
+    buf.rings.main_mut().count_read(1, size as u64);
+    ret
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reader::deliver::Collect;
     use crate::ring::PerfRing;
 
     /// Appends a raw sample whose data starts with `stamp` (plays the kernel).
@@ -227,83 +289,76 @@ mod tests {
         rec[6..8].copy_from_slice(&24u16.to_ne_bytes());
         rec[8..12].copy_from_slice(&12u32.to_ne_bytes());
         rec[12..20].copy_from_slice(&stamp.to_ne_bytes());
-        let ring = buf.ring_mut();
+        let ring = buf.rings.main_mut();
         let head = ring.load_head();
         ring.write_data(head, &rec);
         ring.store_head(head + 24);
     }
 
-    unsafe extern "C" fn collect(ctx: *mut c_void, cpu: c_int, data: *mut c_void, _size: u32) {
-        // SAFETY: ctx is the test's Vec; data holds at least 8 bytes.
-        unsafe {
-            let out = &mut *(ctx as *mut Vec<(c_int, u64)>);
-            out.push((cpu, (data as *const u64).read_unaligned()));
-        }
-    }
-
-    /// Two heap rings, an ordered reader, and where its callback writes.
-    type Fixture = (Vec<CpuBuf>, Order, Box<Vec<(c_int, u64)>>, Callbacks);
+    /// Two heap rings, an ordered reader, and a handler that collects
+    /// `(cpu, first 8 bytes)` of each sample.
+    type Fixture = (Vec<CpuBuf>, Order, Collect);
 
     fn setup(idle_ms: u64) -> Fixture {
         let bufs: Vec<CpuBuf> =
             (0..2).map(|c| CpuBuf::for_test(c, PerfRing::heap(2048, 1).unwrap())).collect();
-        let mut out = Box::new(Vec::new());
-        // SAFETY: `collect` matches the sample callback type and `out` lives
-        // as long as the callbacks in each test.
-        let cb = unsafe { Callbacks::parsed(Some(collect), None, (&mut *out as *mut Vec<_>).cast()) };
-        (bufs, Order::new(KeySource::RawPrefix, Duration::from_millis(idle_ms), 2), out, cb)
+        (bufs, Order::new(KeySource::RawPrefix, Duration::from_millis(idle_ms), 2), Collect::default())
     }
 
     #[test]
     fn merges_up_to_the_horizon_then_flushes() {
-        let (mut bufs, mut order, out, cb) = setup(10_000);
+        let (mut bufs, mut order, mut out) = setup(10_000);
         for s in [1, 4, 7] {
             push(&mut bufs[0], s);
         }
         for s in [2, 3, 9] {
             push(&mut bufs[1], s);
         }
-        assert_eq!(order.round(&mut bufs, &cb, false), Ok(5));
-        assert_eq!(out.iter().map(|r| r.1).collect::<Vec<_>>(), vec![1, 2, 3, 4, 7]);
-        assert_eq!(out.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1, 1, 0, 0]);
+        assert_eq!(order.round(&mut bufs, &mut out, false), Ok(5));
+        assert_eq!(out.0.iter().map(|r| r.1).collect::<Vec<_>>(), vec![1, 2, 3, 4, 7]);
+        assert_eq!(out.0.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1, 1, 0, 0]);
         // The undelivered 9 keeps ring 1's tail in front of it.
-        assert_eq!(bufs[0].ring().load_tail(), 72);
-        assert_eq!(bufs[1].ring().load_tail(), 48);
+        assert_eq!(bufs[0].rings.main().load_tail(), 72);
+        assert_eq!(bufs[1].rings.main().load_tail(), 48);
         assert_eq!(order.stats().pending, 1);
-        assert_eq!(order.round(&mut bufs, &cb, true), Ok(1));
-        assert_eq!(out.last().unwrap().1, 9);
-        assert_eq!(bufs[1].ring().load_tail(), 72);
+        assert_eq!(order.round(&mut bufs, &mut out, true), Ok(1));
+        assert_eq!(out.0.last().unwrap().1, 9);
+        assert_eq!(bufs[1].rings.main().load_tail(), 72);
         assert_eq!(order.stats().late, 0);
     }
 
     #[test]
     fn an_idle_ring_holds_delivery_back_only_for_the_idle_bound() {
-        let (mut bufs, mut order, out, cb) = setup(30);
+        let (mut bufs, mut order, mut out) = setup(30);
         push(&mut bufs[0], 5);
-        assert_eq!(order.round(&mut bufs, &cb, false), Ok(0), "ring 1 might still produce something older");
+        assert_eq!(
+            order.round(&mut bufs, &mut out, false),
+            Ok(0),
+            "ring 1 might still produce something older"
+        );
         std::thread::sleep(Duration::from_millis(40));
         push(&mut bufs[0], 6); // ring 0 progresses, ring 1 stays idle
-        assert_eq!(order.round(&mut bufs, &cb, false), Ok(2));
+        assert_eq!(order.round(&mut bufs, &mut out, false), Ok(2));
         // A record older than what was delivered arrives from the idle ring:
         // delivered at once and counted late.
         push(&mut bufs[1], 3);
         push(&mut bufs[0], 8);
-        assert_eq!(order.round(&mut bufs, &cb, false), Ok(1));
-        assert_eq!(out.iter().map(|r| r.1).collect::<Vec<_>>(), vec![5, 6, 3]);
+        assert_eq!(order.round(&mut bufs, &mut out, false), Ok(1));
+        assert_eq!(out.0.iter().map(|r| r.1).collect::<Vec<_>>(), vec![5, 6, 3]);
         assert_eq!(order.stats().late, 1);
     }
 
     #[test]
     fn memory_is_bounded_by_the_rings() {
-        let (mut bufs, mut order, _out, cb) = setup(10_000);
+        let (mut bufs, mut order, mut out) = setup(10_000);
         // Ring 1 never shows a key, so nothing from ring 0 can go; ring 0
         // fills up and the index holds exactly what the ring holds.
         for s in 1..=(2048 / 24) {
             push(&mut bufs[0], s);
         }
-        assert_eq!(order.round(&mut bufs, &cb, false), Ok(0));
+        assert_eq!(order.round(&mut bufs, &mut out, false), Ok(0));
         assert_eq!(order.stats().pending, 2048 / 24);
-        assert_eq!(order.round(&mut bufs, &cb, false), Ok(0));
+        assert_eq!(order.round(&mut bufs, &mut out, false), Ok(0));
         assert_eq!(order.stats().max_pending, 2048 / 24);
     }
 }

@@ -1,7 +1,7 @@
 //! The decode target: an attr layout and a record from the input, decoded
 //! by the Rust API (`perfbuf::decode::decode`), the C entry points
 //! (`perfbuf_decode`, `perfbuf_decode_attr_from`) and libbpf's record
-//! classifier (`perfbuf::record::parse`).
+//! classifier (`perfbuf::internals::record::parse`).
 //!
 //! Checks: every slice and C pointer lies inside the record; a successful
 //! decode has exactly the fields `sample_type` selects and re-encodes to
@@ -29,11 +29,19 @@
 
 use core::mem::{offset_of, size_of};
 use perfbuf::decode::*;
-use perfbuf::ffi_decode::{
-    PERFBUF_DECODE_F_BRANCH_COUNTERS, PERFBUF_DECODE_F_BRANCH_HW_IDX, PERFBUF_DECODE_F_READ_GROUP,
-    perfbuf_decode, perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample,
+use perfbuf::internals::{
+    perf_event_header, perfbuf_decode, perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample, record,
 };
-use perfbuf::record;
+
+// `perfbuf_sample.flags` bits. `perfbuf::internals` does not re-export the
+// library's constants, so these are the C ABI's values (`include/perfbuf.h`,
+// checked against it by `tests/abi.rs`).
+/// `PERFBUF_DECODE_F_BRANCH_HW_IDX`: `branch_hw_idx` is valid.
+pub const PERFBUF_DECODE_F_BRANCH_HW_IDX: u32 = 1;
+/// `PERFBUF_DECODE_F_BRANCH_COUNTERS`: `branch_counters` is valid.
+pub const PERFBUF_DECODE_F_BRANCH_COUNTERS: u32 = 2;
+/// `PERFBUF_DECODE_F_READ_GROUP`: the READ values are a group.
+pub const PERFBUF_DECODE_F_READ_GROUP: u32 = 4;
 
 /// Bytes of an input before the record.
 pub const PREFIX: usize = 48;
@@ -149,7 +157,7 @@ pub fn run(input: &[u8]) {
 /// Every NULL argument is EINVAL, never a dereference.
 fn check_nulls(buffer: &[u8], rec_len: usize) {
     const EINVAL: i32 = 22;
-    let rec: *const perfbuf::abi::perf_event_header = buffer.as_ptr().cast();
+    let rec: *const perf_event_header = buffer.as_ptr().cast();
     let attr = perfbuf_decode_attr { sz: size_of::<perfbuf_decode_attr>(), ..Default::default() };
     let mut out = [0u64; size_of::<perfbuf_sample>() / 8];
     out[0] = size_of::<perfbuf_sample>() as u64;

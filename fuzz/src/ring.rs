@@ -23,12 +23,12 @@
 //! | 24.. | bytes written into the data area, wrapping (one ring's worth at most) |
 
 use core::cell::Cell;
-use core::ffi::c_int;
+use core::ops::ControlFlow;
 use core::sync::atomic::{AtomicU64, Ordering};
-use perfbuf::abi::{LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE};
-use perfbuf::kernel::{MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
-use perfbuf::record::{self, Record};
-use perfbuf::ring::{At, HEADER_SIZE, Header, PerfRing, RingStats};
+use perfbuf::internals::record::{self, Record};
+use perfbuf::internals::{
+    At, Counters, HEADER_SIZE, Header, MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE, PerfRing, Stop,
+};
 
 /// Page size of the synthetic rings.
 pub const PAGE: usize = 4096;
@@ -178,16 +178,15 @@ pub fn run(input: &[u8]) {
     for (i, &b) in data.iter().enumerate() {
         image[(at as usize).wrapping_add(i) & (ds - 1)] = b;
     }
-    let stop = c_int::from(case.stop_value);
     let t = Check {
         image,
         tail,
         head,
         data: ring.base() as usize + ring.data_offset(),
         stop_at: usize::from(case.stop_at),
-        // `drain` goes on with CONT, `drain_spans` with 0: stop with anything else.
-        drain_stop: if stop == LIBBPF_PERF_EVENT_CONT { LIBBPF_PERF_EVENT_DONE } else { stop },
-        spans_stop: if stop == 0 { 1 } else { stop },
+        // Callbacks stop with `Break(value)` and go on with `Continue`, so
+        // every value of the input is a stop value.
+        stop_value: i32::from(case.stop_value),
     };
     t.reset(&ring);
     assert_eq!(ring.pending_bytes(), head.wrapping_sub(tail).min(ds as u64));
@@ -212,14 +211,36 @@ struct Check {
     head: u64,
     /// Address of the ring's data area.
     data: usize,
+    /// Callbacks break at their `stop_at`-th call (0: never)...
     stop_at: usize,
-    drain_stop: c_int,
-    spans_stop: c_int,
+    /// ... with this value.
+    stop_value: i32,
 }
 
 impl Check {
     fn ds(&self) -> usize {
         self.image.len()
+    }
+
+    /// A callback's answer at its `calls`-th call: break with the input's
+    /// value at the `stop_at`-th, go on otherwise.
+    fn answer(&self, calls: usize) -> ControlFlow<i32> {
+        if calls == self.stop_at { ControlFlow::Break(self.stop_value) } else { ControlFlow::Continue(()) }
+    }
+
+    /// A drain's result: `true` if it read up to the head; otherwise it
+    /// must have been stopped by its callback, with the input's value, at
+    /// the `stop_at`-th call (`calls` made in this drain), and never for
+    /// lack of memory.
+    fn read_to_head(&self, reader: &str, ret: ControlFlow<Stop<i32>>, calls: usize) -> bool {
+        match ret {
+            ControlFlow::Continue(()) => true,
+            ControlFlow::Break(Stop::By(value)) => {
+                assert_eq!((value, calls), (self.stop_value, self.stop_at), "{reader}: returned early");
+                false
+            }
+            ControlFlow::Break(Stop::NoMemory) => panic!("{reader}: no memory for a copy"),
+        }
     }
 
     fn offset(&self, pos: u64) -> usize {
@@ -338,11 +359,11 @@ impl Check {
     }
 
     /// Stats moved by exactly what the model delivered and skipped.
-    fn check_stats(&self, reader: &str, before: RingStats, after: RingStats, walk: &Walk, counted: bool) {
+    fn check_stats(&self, reader: &str, before: Counters, after: Counters, walk: &Walk, counted: bool) {
         let bytes: usize = walk.recs.iter().map(|r| r.1).sum();
         let (records, bytes) = if counted { (walk.recs.len() as u64, bytes as u64) } else { (0, 0) };
         let skipped = walk.corrupt.map_or(0, |p| self.head.wrapping_sub(p).min(self.ds() as u64));
-        let expected = RingStats {
+        let expected = Counters {
             records: before.records + records,
             bytes: before.bytes + bytes,
             resyncs: before.resyncs + u64::from(walk.corrupt.is_some()),
@@ -377,25 +398,25 @@ impl Check {
                 let &(pos, size) = walk.recs.get(next).expect("drain: a record the model does not have");
                 self.check_record(rec, pos, size);
                 (next, calls, bytes) = (next + 1, calls + 1, bytes + size);
-                if calls == self.stop_at { self.drain_stop } else { LIBBPF_PERF_EVENT_CONT }
+                self.answer(calls)
             });
             assert!(bytes <= self.ds(), "drain: more than the ring in one call");
-            if ret == LIBBPF_PERF_EVENT_CONT {
+            if self.read_to_head("drain", ret, calls) {
                 break;
             }
-            assert_eq!((ret, calls), (self.drain_stop, self.stop_at), "drain: returned early");
             self.check_stopped_tail("drain", ring, &walk, next);
         }
         assert_eq!(next, walk.recs.len(), "drain: records missing");
         assert_eq!(ring.load_tail(), self.head, "drain: tail not at the head");
         self.check_stats("drain", before, ring.stats(), &walk, true);
         let settled = ring.stats();
-        assert_eq!(ring.drain(|_| panic!("drain: a record delivered twice")), LIBBPF_PERF_EVENT_CONT);
+        let ret = ring.drain(|_| -> ControlFlow<i32> { panic!("drain: a record delivered twice") });
+        assert_eq!(ret, ControlFlow::Continue(()), "drain: a drained ring");
         self.check_settled("drain", settled, ring.stats());
     }
 
     /// A second drain of a drained ring changes no counter.
-    fn check_settled(&self, reader: &str, settled: RingStats, now: RingStats) {
+    fn check_settled(&self, reader: &str, settled: Counters, now: Counters) {
         assert_eq!(now, settled, "{reader}: a drain of a drained ring changed the stats");
     }
 
@@ -428,7 +449,7 @@ impl Check {
                         walk.recs.get(st.next).expect("drain_with: a record the model does not have");
                     self.check_record(rec, pos, size);
                     (st.next, st.calls) = (st.next + 1, st.calls + 1);
-                    if st.calls == self.stop_at { self.drain_stop } else { LIBBPF_PERF_EVENT_CONT }
+                    self.answer(st.calls)
                 },
                 |st| {
                     st.finished += 1;
@@ -436,10 +457,9 @@ impl Check {
                 },
             );
             assert_eq!(st.finished, 1, "drain_with: finish must run once");
-            if ret == LIBBPF_PERF_EVENT_CONT {
+            if self.read_to_head("drain_with", ret, st.calls) {
                 break;
             }
-            assert_eq!((ret, st.calls), (self.drain_stop, self.stop_at), "drain_with: returned early");
             self.check_stopped_tail("drain_with", ring, &walk, st.next);
         }
         assert_eq!(st.next, walk.recs.len(), "drain_with: records missing");
@@ -494,14 +514,13 @@ impl Check {
                         next.set(next.get() + 1);
                     }
                     assert_eq!(count, next.get() - first, "drain_spans: wrong record count for a span");
-                    if spans == self.stop_at { self.spans_stop } else { 0 }
+                    self.answer(spans)
                 },
             );
             assert!(bytes <= self.ds(), "drain_spans: more than the ring in one call");
-            if ret == 0 {
+            if self.read_to_head("drain_spans", ret, spans) {
                 break;
             }
-            assert_eq!((ret, spans), (self.spans_stop, self.stop_at), "drain_spans: returned early");
             self.check_stopped_tail("drain_spans", ring, &walk, next.get());
         }
         assert_eq!((next.get(), next_noted), (walk.recs.len(), noted.len()), "drain_spans: records missing");
@@ -510,9 +529,9 @@ impl Check {
         let settled = ring.stats();
         let ret = ring.drain_spans(
             |_| panic!("drain_spans: on_record twice"),
-            |_, _| panic!("drain_spans: a span twice"),
+            |_, _| -> ControlFlow<i32> { panic!("drain_spans: a span twice") },
         );
-        assert_eq!(ret, 0);
+        assert_eq!(ret, ControlFlow::Continue(()), "drain_spans: a drained ring");
         self.check_settled("drain_spans", settled, ring.stats());
     }
 

@@ -8,16 +8,17 @@
 //! Ordered: `perfbuf_set_order` makes `perf_buffer__poll` / `__consume`
 //! deliver records of all CPUs in timestamp order through the usual callbacks.
 
-use crate::abi::{
+use super::abi::{
     PERFBUF_ORDER_SAMPLE_TIME, perf_buffer, perf_event_header, perfbuf_batch_fn, perfbuf_order_opts,
     perfbuf_order_stats,
 };
-use crate::buffer::OrderKey;
-use crate::error::{Errno, ret_errno};
-use crate::ffi::{handle_mut, handle_ref, opts_bytes};
-use crate::opts;
-use core::ffi::c_int;
-use core::ffi::c_void;
+use super::callbacks::call_batch_fn;
+use super::handle::{reader_mut, reader_ref};
+use super::{opts, out_sz, ret_errno, sized_in, write_sized};
+use crate::error::Error;
+use crate::order::OrderBy;
+use crate::reader::BatchStop;
+use core::ffi::{c_int, c_void};
 use std::time::Duration;
 
 /// Shows the next record of ring `buf_idx` without consuming it:
@@ -41,9 +42,9 @@ pub unsafe extern "C" fn perfbuf_ring_peek(
     size: *mut usize,
 ) -> c_int {
     // SAFETY: valid for writes or NULL, per this function's contract.
-    let outs = unsafe { record.as_mut().zip(size.as_mut()) }.ok_or(Errno::INVAL);
+    let outs = unsafe { record.as_mut().zip(size.as_mut()) }.ok_or(Error::INVAL);
     // SAFETY: per this function's contract.
-    let buf = unsafe { handle_mut(pb) }.and_then(|pb| pb.buf_mut(buf_idx));
+    let buf = unsafe { reader_mut(pb) }.and_then(|r| r.cpu_buf(buf_idx));
     ret_errno(buf.and_then(|buf| {
         let (record, size) = outs?;
         Ok(match buf.peek()? {
@@ -66,7 +67,7 @@ pub unsafe extern "C" fn perfbuf_ring_peek(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_ring_advance(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.buf_mut(buf_idx)?.advance()).map(|()| 0))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.cpu_buf(buf_idx)?.advance()).map(|()| 0))
 }
 
 /// Publishes ring `buf_idx`'s read position as `data_tail` (a release
@@ -78,27 +79,7 @@ pub unsafe extern "C" fn perfbuf_ring_advance(pb: *mut perf_buffer, buf_idx: usi
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_ring_publish(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.publish(buf_idx)).map(|()| 0))
-}
-
-/// The ordered reader's key and idle bound from parsed options.
-fn order_key(f: opts::OrderFields) -> (OrderKey, Duration) {
-    let key = if f.key_fn != 0 {
-        // SAFETY: a non-zero key_fn is the caller's function pointer of type
-        // perfbuf_key_fn; the record argument's pointee type (header vs void)
-        // does not change the ABI.
-        let f_ptr = unsafe {
-            core::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, c_int, *const c_void) -> u64>(
-                f.key_fn,
-            )
-        };
-        OrderKey::Callback(f_ptr, f.key_ctx as *mut c_void)
-    } else if f.flags & PERFBUF_ORDER_SAMPLE_TIME != 0 {
-        OrderKey::SampleTime
-    } else {
-        OrderKey::RawPrefix
-    };
-    (key, Duration::from_millis(f.idle_wait_ms.into()))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.publish(buf_idx)).map(|()| 0))
 }
 
 /// Turns on ordered delivery for the whole buffer: from now on
@@ -117,9 +98,29 @@ fn order_key(f: opts::OrderFields) -> (OrderKey, Duration) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_set_order(pb: *mut perf_buffer, opts: *const perfbuf_order_opts) -> c_int {
     // SAFETY: per this function's contract.
-    let key = unsafe { opts_bytes(opts.cast()) }.and_then(opts::order_opts).map(order_key);
+    let fields = unsafe { sized_in(opts.cast()) }.and_then(opts::order_opts);
     // SAFETY: per this function's contract.
-    ret_errno(key.and_then(|(key, idle)| unsafe { handle_mut(pb) }?.set_order(key, idle)).map(|()| 0))
+    let reader = unsafe { reader_mut(pb) };
+    ret_errno(fields.and_then(|f| {
+        let reader = reader?;
+        let by = if f.key_fn != 0 {
+            // SAFETY: a non-zero key_fn is the caller's function pointer of
+            // type perfbuf_key_fn, callable with key_ctx (contract).
+            unsafe {
+                let key = core::mem::transmute::<
+                    usize,
+                    unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64,
+                >(f.key_fn);
+                reader.handler_mut().set_key(key, f.key_ctx as *mut c_void);
+            }
+            OrderBy::Handler
+        } else if f.flags & PERFBUF_ORDER_SAMPLE_TIME != 0 {
+            OrderBy::SampleTime
+        } else {
+            OrderBy::RawPrefix
+        };
+        reader.set_order(by, Duration::from_millis(f.idle_wait_ms.into())).map(|()| 0)
+    }))
 }
 
 /// In ordered mode, delivers every record already in the rings in key
@@ -131,7 +132,7 @@ pub unsafe extern "C" fn perfbuf_set_order(pb: *mut perf_buffer, opts: *const pe
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_ordered_flush(pb: *mut perf_buffer) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { handle_mut(pb) }.and_then(|pb| pb.flush_ordered()))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.flush_ordered()).map(|n| n as c_int))
 }
 
 /// Fills `*stats` with the ordered reader's counters (set `stats->sz`
@@ -145,29 +146,19 @@ pub unsafe extern "C" fn perfbuf_order_stats(
     stats: *mut perfbuf_order_stats,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    let s = unsafe { handle_ref(pb) }.and_then(|pb| pb.order_stats().ok_or(Errno::INVAL));
+    let s = unsafe { reader_ref(pb) }.and_then(|r| r.order_stats().ok_or(Error::INVAL));
     ret_errno(s.and_then(|s| {
         // SAFETY: `stats` is NULL or starts with a readable size_t.
-        let sz = unsafe { stats.cast::<usize>().as_ref() }.copied().ok_or(Errno::INVAL)?;
-        if sz < 16 {
-            return Err(Errno::INVAL);
-        }
-        let full = perfbuf_order_stats {
+        let sz = unsafe { out_sz(stats.cast(), 16) }?;
+        let c = perfbuf_order_stats {
             sz,
             delivered: s.delivered,
             late: s.late,
             pending: s.pending,
             max_pending: s.max_pending,
         };
-        let n = sz.min(size_of::<perfbuf_order_stats>());
-        // SAFETY: the caller's struct is writable for `sz` ≥ n bytes.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                (&full as *const perfbuf_order_stats).cast::<u8>(),
-                stats.cast(),
-                n,
-            )
-        };
+        // SAFETY: the caller's struct is writable for `sz` bytes.
+        unsafe { write_sized(stats, &c, sz) };
         Ok(0)
     }))
 }
@@ -188,10 +179,18 @@ pub unsafe extern "C" fn perfbuf_consume_batch(
     batch_fn: perfbuf_batch_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    let Some(f) = batch_fn else { return ret_errno(Err(Errno::INVAL)) };
+    if batch_fn.is_none() {
+        return ret_errno(Err(Error::INVAL));
+    }
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { handle_mut(pb) }.map(|pb| {
-        // SAFETY: `batch_fn` is callable with `ctx`; the run lives until it returns.
-        pb.consume_batch(|batch| unsafe { f(ctx, batch) })
-    }))
+    let reader = match unsafe { reader_mut(pb) } {
+        Ok(r) => r,
+        Err(e) => return ret_errno(Err(e)),
+    };
+    // SAFETY: `batch_fn` is callable with `ctx`; a run lives until it returns.
+    match reader.consume_batch(|batch| unsafe { call_batch_fn(batch_fn, ctx, batch) }) {
+        Ok(n) => n as c_int,
+        Err(BatchStop::Sink(v)) => v,
+        Err(BatchStop::Error(e)) => ret_errno(Err(e)),
+    }
 }

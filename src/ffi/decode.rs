@@ -7,9 +7,10 @@
 
 #![allow(non_camel_case_types, reason = "these are the C names")]
 
-use crate::abi::{perf_event_attr, perf_event_header};
+use super::abi::{perf_event_attr, perf_event_header};
+use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use crate::decode::{self, Body, DecodeAttr, DecodeError, ReadValues, Record, U64s};
-use crate::error::{Errno, Result, ret_errno};
+use crate::error::{Error, Result};
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 
@@ -212,9 +213,6 @@ const _: () = {
     assert!(size_of::<perfbuf_sample>() == 424);
 };
 
-/// Largest `sz` read from a caller's struct; more is garbage.
-const MAX_STRUCT_SIZE: usize = 4096;
-
 /// Bytes of `struct perf_event_attr` up to `sample_regs_intr`
 /// (`PERF_ATTR_SIZE_VER4`); later fields do not affect the layout.
 const ATTR_BYTES_USED: usize = 104;
@@ -405,8 +403,8 @@ fn fill_sample(o: &mut perfbuf_sample, s: &decode::Sample<'_>) {
 
 /// The errno of a decoding error: EBADMSG for a malformed record,
 /// EOPNOTSUPP for one this decoder cannot decode.
-pub fn errno_of(e: &DecodeError) -> Errno {
-    if e.is_malformed() { Errno(libc::EBADMSG) } else { Errno(libc::EOPNOTSUPP) }
+pub fn errno_of(e: &DecodeError) -> Error {
+    Error::from_errno(if e.is_malformed() { libc::EBADMSG } else { libc::EOPNOTSUPP })
 }
 
 fn u64_at(bytes: &[u8], offset: usize) -> u64 {
@@ -416,12 +414,7 @@ fn u64_at(bytes: &[u8], offset: usize) -> u64 {
 /// Parses the caller's `struct perfbuf_decode_attr` (its `sz` bytes), with
 /// libbpf's rules for option structs.
 pub fn parse_decode_attr(bytes: &[u8]) -> Result<DecodeAttr> {
-    if bytes.len() < size_of::<usize>() {
-        return Err(Errno::INVAL);
-    }
-    if bytes.len() > DECODE_ATTR_LAST_END && bytes[DECODE_ATTR_LAST_END..].iter().any(|&b| b != 0) {
-        return Err(Errno::INVAL);
-    }
+    check_tail(bytes, DECODE_ATTR_LAST_END, "perfbuf_decode_attr: bad size or non-zero reserved bytes")?;
     let sample_id_all = bytes
         .get(offset_of!(perfbuf_decode_attr, sample_id_all)..DECODE_ATTR_LAST_END)
         .is_some_and(|b| b.iter().any(|&x| x != 0));
@@ -440,7 +433,7 @@ pub fn parse_decode_attr(bytes: &[u8]) -> Result<DecodeAttr> {
 pub fn attr_bytes_to_read(size: u32) -> Result<usize> {
     let size = if size == 0 { ATTR_SIZE_VER0 } else { size as usize };
     if size < ATTR_SIZE_VER0 {
-        return Err(Errno::INVAL);
+        return Err(Error::INVAL);
     }
     Ok(size.min(ATTR_BYTES_USED))
 }
@@ -461,60 +454,13 @@ pub fn layout_of_perf_event_attr(bytes: &[u8]) -> DecodeAttr {
     }
 }
 
-/// Writes `src` into the caller's struct: its first `src.sz` bytes (at
-/// most a whole `T`).
+/// The caller's struct as its `sz` bytes (NULL is EINVAL here).
 ///
 /// # Safety
-/// `dst` is writable for `src.sz` bytes.
-unsafe fn write_prefix<T: Copy + HasSz>(src: &T, dst: *mut T) {
-    let n = src.sz().min(size_of::<T>());
-    // SAFETY: `dst` is writable for sz >= n bytes (contract), `src` is a
-    // whole T, so both hold n bytes.
-    unsafe { core::ptr::copy_nonoverlapping((src as *const T).cast::<u8>(), dst.cast::<u8>(), n) };
-}
-
-/// A C struct whose first field is its caller's `sz`.
-trait HasSz {
-    fn sz(&self) -> usize;
-}
-
-impl HasSz for perfbuf_sample {
-    fn sz(&self) -> usize {
-        self.sz
-    }
-}
-
-impl HasSz for perfbuf_decode_attr {
-    fn sz(&self) -> usize {
-        self.sz
-    }
-}
-
-/// The `sz` a caller set in its out struct, if it is at least `min`.
-///
-/// # Safety
-/// `out` is NULL or points to a readable `size_t`.
-unsafe fn out_sz(out: *const usize, min: usize) -> Result<usize> {
-    // SAFETY: per this function's contract.
-    unsafe { out.as_ref() }.copied().filter(|&sz| sz >= min).ok_or(Errno::INVAL)
-}
-
-/// The caller's struct as its `sz` bytes.
-///
-/// # Safety
-/// `ptr` is NULL or points to a struct whose first field is a `size_t sz`
-/// and which is readable for `sz` bytes.
+/// As for [`sized_in`].
 unsafe fn struct_bytes<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
-    if ptr.is_null() {
-        return Err(Errno::INVAL);
-    }
-    // SAFETY: non-NULL, starts with a readable size_t (contract).
-    let sz = unsafe { ptr.cast::<usize>().read_unaligned() };
-    if sz > MAX_STRUCT_SIZE {
-        return Err(Errno::INVAL);
-    }
-    // SAFETY: readable for `sz` bytes (contract).
-    Ok(unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), sz) })
+    // SAFETY: per this function's contract.
+    unsafe { sized_in(ptr) }?.ok_or(Error::INVAL)
 }
 
 /// The bytes of a record: at most 65535 (a `header.size` cannot be more),
@@ -524,7 +470,7 @@ unsafe fn struct_bytes<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
 /// `rec` is NULL or readable for `rec_len` bytes.
 unsafe fn record_bytes<'a>(rec: *const perf_event_header, rec_len: usize) -> Result<&'a [u8]> {
     if rec.is_null() || !rec.cast::<u64>().is_aligned() {
-        return Err(Errno::INVAL);
+        return Err(Error::INVAL);
     }
     let len = rec_len.min(usize::from(u16::MAX));
     // SAFETY: non-NULL and readable for rec_len >= len bytes (contract).
@@ -538,7 +484,7 @@ unsafe fn record_bytes<'a>(rec: *const perf_event_header, rec_len: usize) -> Res
 /// `size` is 0).
 unsafe fn perf_event_attr_bytes<'a>(attr: *const perf_event_attr) -> Result<&'a [u8]> {
     if attr.is_null() {
-        return Err(Errno::INVAL);
+        return Err(Error::INVAL);
     }
     // SAFETY: a non-NULL attr has its u32 `size` at offset 4 (contract).
     let size = unsafe { attr.cast::<u8>().add(4).cast::<u32>().read_unaligned() };
@@ -554,7 +500,7 @@ pub fn decode_to_c(
     attr: Result<DecodeAttr>,
     sz: Result<usize>,
 ) -> (Option<perfbuf_sample>, Result<c_int>) {
-    let Ok(sz) = sz else { return (None, Err(Errno::INVAL)) };
+    let Ok(sz) = sz else { return (None, Err(Error::INVAL)) };
     let mut failed = perfbuf_sample::empty(sz);
     let (rec, attr) = match (rec, attr) {
         (Ok(rec), Ok(attr)) => (rec, attr),
@@ -611,7 +557,7 @@ pub unsafe extern "C" fn perfbuf_decode(
     let (value, ret) = decode_to_c(rec, attr, sz);
     if let Some(value) = value {
         // SAFETY: `out` is writable for `out->sz` = `value.sz` bytes.
-        unsafe { write_prefix(&value, out) };
+        unsafe { write_sized(out, &value, value.sz) };
     }
     ret_errno(ret)
 }
@@ -642,7 +588,7 @@ pub unsafe extern "C" fn perfbuf_decode_attr_from(
     ret_errno(sz.and_then(|sz| {
         let value = c_decode_attr(&layout?, sz);
         // SAFETY: `out` is writable for `out->sz` = `value.sz` bytes.
-        unsafe { write_prefix(&value, out) };
+        unsafe { write_sized(out, &value, value.sz) };
         Ok(0)
     }))
 }
@@ -800,7 +746,7 @@ mod tests {
         // `reserved` is beyond the known fields too.
         let mut bytes = bytes_of(&[56, PERF_SAMPLE_IP, 0, 0, 0, 0, 0]);
         bytes[52] = 1;
-        assert_eq!(parse_decode_attr(&bytes), Err(Errno::INVAL));
+        assert_eq!(parse_decode_attr(&bytes).map_err(|e| e.errno()).err(), Some(libc::EINVAL));
         bytes[52] = 0;
         bytes[48] = 2;
         assert!(parse_decode_attr(&bytes).expect("valid").sample_id_all);

@@ -1,6 +1,6 @@
 //! CPU masks from sysfs and the page size, cached like libbpf caches them.
 
-use crate::error::{Errno, Result};
+use crate::error::{Error, Result};
 use crate::fallible;
 use crate::log;
 use once_cell::sync::OnceCell;
@@ -10,11 +10,11 @@ const ONLINE: &str = "/sys/devices/system/cpu/online";
 
 /// Parses a kernel CPU list such as `"0-3,8,10-11\n"` into a mask indexed by
 /// CPU id. Empty lists and reversed ranges are errors.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
+pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
     let text = text.trim_end_matches(['\n', '\0']);
     if text.is_empty() {
         log::warn(format_args!("Empty CPU range"));
-        return Err(Errno::INVAL);
+        return Err(Error::INVAL);
     }
     let mut mask = Vec::new();
     for item in text.split(',') {
@@ -24,7 +24,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
         };
         if lo > hi {
             log::warn(format_args!("Invalid CPU range [{lo},{hi}]"));
-            return Err(Errno::INVAL);
+            return Err(Error::INVAL);
         }
         if mask.len() <= hi {
             let more = hi + 1 - mask.len();
@@ -44,7 +44,7 @@ fn parse_id(s: &str) -> Result<usize> {
         Ok(v) if v < MAX_CPU_ID => Ok(v),
         _ => {
             log::warn(format_args!("Failed to get CPU range {s}"));
-            Err(Errno::INVAL)
+            Err(Error::INVAL)
         }
     }
 }
@@ -56,26 +56,34 @@ fn read_cpu_list(path: &str) -> Result<Vec<bool>> {
     let read = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut buf));
     let n = read.map_err(|e| {
         log::warn(format_args!("Failed to read cpu mask from {path}: {e}"));
-        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+        Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
     })?;
-    let text = core::str::from_utf8(&buf[..n]).map_err(|_| Errno::INVAL)?;
+    let text = core::str::from_utf8(&buf[..n]).map_err(|_| Error::INVAL)?;
     parse_cpu_list(text)
 }
 
 /// Number of possible CPUs: the number of set bits in the possible mask
 /// (libbpf's `libbpf_num_possible_cpus`), cached after the first success.
-pub fn possible_cpu_count() -> Result<usize> {
+pub(crate) fn possible_cpu_count() -> Result<usize> {
+    #[cfg(test)]
+    if let Some(n) = super::fake::with(|k| k.possible_cpus()) {
+        return Ok(n);
+    }
     static COUNT: OnceCell<usize> = OnceCell::new();
     COUNT.get_or_try_init(|| Ok(read_cpu_list(POSSIBLE)?.iter().filter(|&&b| b).count())).copied()
 }
 
 /// The online mask, read fresh each time (CPUs come and go).
-pub fn online_mask() -> Result<Vec<bool>> {
+pub(crate) fn online_mask() -> Result<Vec<bool>> {
+    #[cfg(test)]
+    if let Some(mask) = super::fake::with(|k| k.online_mask()) {
+        return mask;
+    }
     read_cpu_list(ONLINE)
 }
 
 /// The system page size, cached.
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     static SIZE: OnceCell<usize> = OnceCell::new();
     // SAFETY: sysconf has no memory-safety preconditions.
     *SIZE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize)
@@ -94,11 +102,11 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert_eq!(parse_cpu_list(""), Err(Errno::INVAL));
-        assert_eq!(parse_cpu_list("\n"), Err(Errno::INVAL));
-        assert_eq!(parse_cpu_list("3-1"), Err(Errno::INVAL));
-        assert_eq!(parse_cpu_list("x"), Err(Errno::INVAL));
-        assert_eq!(parse_cpu_list("0-99999999"), Err(Errno::INVAL));
+        assert_eq!(parse_cpu_list(""), Err(Error::INVAL));
+        assert_eq!(parse_cpu_list("\n"), Err(Error::INVAL));
+        assert_eq!(parse_cpu_list("3-1"), Err(Error::INVAL));
+        assert_eq!(parse_cpu_list("x"), Err(Error::INVAL));
+        assert_eq!(parse_cpu_list("0-99999999"), Err(Error::INVAL));
     }
 
     #[test]

@@ -5,11 +5,11 @@
 //! Armed from C with `perfbuf_fault_arm(point, nth, errno)`, exported only
 //! by builds with the feature.
 
-use crate::error::{Errno, Result};
+use crate::error::{Error, Result};
 use std::sync::Mutex;
 
-/// The failure points, named after the [`crate::sys`] wrappers.
-pub const POINTS: &[&str] = &[
+/// The failure points, named after the [`super::sys`] wrappers.
+pub(crate) const POINTS: &[&str] = &[
     "epoll_create",
     "perf_event_open",
     "mmap",
@@ -30,15 +30,15 @@ struct Armed {
 static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
 
 /// Arms `point` to fail on its `nth` call from now (1 = the next one).
-pub fn arm(point: &str, nth: u32, errno: i32) -> Result<()> {
-    let point = POINTS.iter().find(|&&p| p == point).ok_or(Errno::INVAL)?;
+pub(crate) fn arm(point: &str, nth: u32, errno: i32) -> Result<()> {
+    let point = POINTS.iter().find(|&&p| p == point).ok_or(Error::INVAL)?;
     let mut armed = ARMED.lock().unwrap_or_else(|e| e.into_inner());
     *armed = (nth > 0).then_some(Armed { point, remaining: nth, errno });
     Ok(())
 }
 
 /// Called by each wrapper before its system call.
-pub fn check(point: &str) -> Result<()> {
+pub(crate) fn check(point: &str) -> Result<()> {
     let mut armed = ARMED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(a) = armed.as_mut()
         && a.point == point
@@ -47,7 +47,7 @@ pub fn check(point: &str) -> Result<()> {
         if a.remaining == 0 {
             let errno = a.errno;
             *armed = None;
-            return Err(Errno(errno));
+            return Err(Error::from_errno(errno));
         }
     }
     Ok(())

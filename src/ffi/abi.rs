@@ -34,8 +34,6 @@ pub type perf_buffer_event_fn =
 
 /// `enum bpf_perf_event_ret`: stop, success.
 pub const LIBBPF_PERF_EVENT_DONE: c_int = 0;
-/// `enum bpf_perf_event_ret`: stop, error.
-pub const LIBBPF_PERF_EVENT_ERROR: c_int = -1;
 /// `enum bpf_perf_event_ret`: keep going.
 pub const LIBBPF_PERF_EVENT_CONT: c_int = -2;
 
@@ -93,6 +91,14 @@ const _: () = {
 /// around the read and delivers what was written since the last read.
 pub const PERFBUF_F_OVERWRITE: u32 = 1;
 
+/// `perfbuf_opts.flags`: the fast mode (adaptive wake-ups; what
+/// `PERFBUF_ADAPTIVE=1` turns on for `perf_buffer__new`). While a CPU's
+/// rate is high, the kernel wakes the reader every 64 records into a
+/// spill ring, and a timer delivers the rest within 1 ms. Needs
+/// per-record wake-ups and forward rings. See README for the callers it
+/// does not suit.
+pub const PERFBUF_F_ADAPTIVE: u32 = 2;
+
 /// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -133,7 +139,7 @@ pub struct perfbuf_ring_stats {
     pub reserved: c_int,
     /// Records read from the ring (samples, lost reports and any other
     /// type), plus the lost reports libperfbuf delivers for a ring the
-    /// kernel no longer writes to (adaptive wake-ups): one per lost callback.
+    /// kernel no longer writes to (the fast mode): one per lost callback.
     pub records: u64,
     /// Bytes of those records, headers included.
     pub bytes: u64,
@@ -153,13 +159,13 @@ pub struct perfbuf_ring_stats {
     pub malformed: u64,
     /// Overwritable rings: bytes overwritten before they were read.
     pub overwritten_bytes: u64,
-    /// 1 while the ring has batched wake-ups (adaptive mode under libbpf's
-    /// default attr, see README), else 0.
+    /// 1 while the ring has batched wake-ups (the fast mode, see README),
+    /// else 0.
     pub batched: u64,
     /// Times the ring switched to batched wake-ups.
     pub batch_switches: u64,
-    /// Size of the data area of the spill ring adaptive batching gave this
-    /// CPU (0: none; see README, adaptive wake-ups).
+    /// Size of the data area of the spill ring the fast mode gave this CPU
+    /// (0: none; see README, the fast mode).
     pub spill_size: u64,
 }
 

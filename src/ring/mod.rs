@@ -10,17 +10,19 @@
 //! Nothing the control page says is trusted for sizes: a tail that is
 //! misaligned or further than one ring from the head, or a record header whose
 //! size is zero, misaligned or larger than what the head covers, makes the
-//! reader resynchronise at the head (counted in [`RingStats`]) instead of
+//! reader resynchronise at the head (counted in [`Counters`]) instead of
 //! looping or reading outside the mapping.
 
-use crate::abi::{LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_ERROR};
-use crate::error::{Errno, Result};
+pub(crate) mod pair;
+pub mod record;
+
+use crate::error::{Error, Result};
+use crate::kernel::sys::{self, Mapping};
 use crate::kernel::{MMAP_PAGE_DATA_HEAD, MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
-use core::ffi::c_int;
+use core::ops::ControlFlow;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
-use memmap2::MmapRaw;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 /// Size of `struct perf_event_header`.
 pub const HEADER_SIZE: usize = 8;
@@ -28,7 +30,7 @@ pub const HEADER_SIZE: usize = 8;
 /// What the reader read, and what it had to skip because the ring state
 /// was inconsistent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RingStats {
+pub struct Counters {
     /// Records handed out.
     pub records: u64,
     /// Their bytes, headers included.
@@ -39,6 +41,16 @@ pub struct RingStats {
     pub skipped_bytes: u64,
     /// Records reported lost by the `PERF_RECORD_LOST` records read here.
     pub lost: u64,
+}
+
+/// Why a drain stopped before the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop<B> {
+    /// The handler (or sink) said so, with this value.
+    By(B),
+    /// A record that wraps the ring's end could not be copied; it stays
+    /// in the ring.
+    NoMemory,
 }
 
 /// What [`PerfRing::record_at`] found.
@@ -55,8 +67,9 @@ pub enum At<'a> {
 
 enum Backing {
     /// Shared with the kernel through the perf fd.
-    Kernel(#[allow(dead_code, reason = "owns the mapping; unmapped on drop")] MmapRaw),
+    Kernel(#[allow(dead_code, reason = "owns the mapping; unmapped on drop")] Mapping),
     /// Ordinary memory laid out like a perf mapping (tests, fuzzing).
+    #[cfg(any(test, feature = "internals"))]
     Heap(#[allow(dead_code, reason = "owns the memory behind `base`")] Vec<u64>),
 }
 
@@ -67,7 +80,7 @@ pub struct PerfRing {
     page_size: usize,
     data_size: usize,
     scratch: Vec<u64>,
-    stats: RingStats,
+    stats: Counters,
 }
 
 // SAFETY: the ring is owned memory (a private mapping or a Vec) reachable only
@@ -79,22 +92,28 @@ impl PerfRing {
     /// default) makes the kernel honour our tail and never overwrite unread
     /// data; read-only makes it an overwritable ring (the tail is ignored and
     /// must never be stored).
-    pub fn map(fd: RawFd, page_size: usize, data_pages: usize, writable: bool) -> Result<Self> {
+    pub(crate) fn map(
+        fd: BorrowedFd<'_>,
+        page_size: usize,
+        data_pages: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let data_size = checked_data_size(page_size, data_pages)?;
-        let map = crate::sys::mmap_perf(fd, page_size + data_size, !writable)?;
-        let base = NonNull::new(map.as_mut_ptr()).ok_or(Errno::NOMEM)?;
+        let map = sys::mmap_perf(fd, page_size + data_size, !writable)?;
+        let base = NonNull::new(map.ptr()).ok_or(Error::NOMEM)?;
         Ok(Self::with_backing(Backing::Kernel(map), base, page_size, data_size))
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// A ring over zeroed heap memory with the same layout as a perf
     /// mapping, for tests and fuzzing: the caller plays the kernel.
     pub fn heap(page_size: usize, data_pages: usize) -> Result<Self> {
         if page_size < MMAP_PAGE_DATA_TAIL + 8 || page_size % 8 != 0 {
-            return Err(Errno::INVAL);
+            return Err(Error::INVAL);
         }
         let data_size = checked_data_size(page_size, data_pages)?;
         let mut words = vec![0u64; (page_size + data_size) / 8];
-        let base = NonNull::new(words.as_mut_ptr().cast::<u8>()).ok_or(Errno::NOMEM)?;
+        let base = NonNull::new(words.as_mut_ptr().cast::<u8>()).ok_or(Error::NOMEM)?;
         Ok(Self::with_backing(Backing::Heap(words), base, page_size, data_size))
     }
 
@@ -105,7 +124,7 @@ impl PerfRing {
             page_size,
             data_size,
             scratch: Vec::new(),
-            stats: RingStats::default(),
+            stats: Counters::default(),
         }
     }
 
@@ -114,18 +133,19 @@ impl PerfRing {
         self.base.as_ptr()
     }
 
+    /// Offset of the data area from [`Self::base`] (one page).
+    #[cfg(feature = "internals")]
+    pub fn data_offset(&self) -> usize {
+        self.page_size
+    }
+
     /// Size of the data area in bytes.
     pub fn data_size(&self) -> usize {
         self.data_size
     }
 
-    /// Offset of the data area from [`Self::base`] (one page).
-    pub fn data_offset(&self) -> usize {
-        self.page_size
-    }
-
     /// Counters of what recovery skipped.
-    pub fn stats(&self) -> RingStats {
+    pub fn stats(&self) -> Counters {
         self.stats
     }
 
@@ -153,11 +173,13 @@ impl PerfRing {
         self.control_word(MMAP_PAGE_DATA_TAIL).store(tail, Ordering::Release)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Test/fuzz helper standing in for the kernel: sets `data_head`.
     pub fn store_head(&self, head: u64) {
         self.control_word(MMAP_PAGE_DATA_HEAD).store(head, Ordering::Release)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Test/fuzz helper standing in for the kernel: writes `bytes` at ring
     /// position `pos` (wrapping at the end of the data area).
     pub fn write_data(&mut self, pos: u64, bytes: &[u8]) {
@@ -169,6 +191,7 @@ impl PerfRing {
         data[..bytes.len() - first].copy_from_slice(&bytes[first..]);
     }
 
+    #[cfg(any(test, feature = "internals"))]
     fn data_mut(&mut self) -> &mut [u8] {
         assert!(matches!(self._backing, Backing::Heap(_)), "only heap rings are written by us");
         // SAFETY: heap rings are private memory owned by self; `&mut self`
@@ -182,18 +205,20 @@ impl PerfRing {
         self.load_head().wrapping_sub(self.load_tail()).min(self.data_size as u64)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Reads every record between the tail and a snapshot of the head, calls
     /// `handler` with each whole record (header included, contiguous even
     /// when it wraps), and publishes the new tail once at the end.
     ///
-    /// The handler returns libbpf's `bpf_perf_event_ret`: `CONT` goes on,
-    /// anything else stops after this record (which counts as consumed) and
-    /// is returned. An empty ring returns `CONT`. A record that cannot be
-    /// copied for lack of memory returns `ERROR` and stays in the ring.
-    pub fn drain<F: FnMut(&[u8]) -> c_int>(&mut self, mut handler: F) -> c_int {
+    /// The handler returns `Continue` to go on, or `Break` to stop after
+    /// this record (which counts as consumed); the break value is returned
+    /// in [`Stop::By`]. A record that cannot be copied for lack of memory
+    /// stops the drain with [`Stop::NoMemory`] and stays in the ring.
+    pub fn drain<B, F: FnMut(&[u8]) -> ControlFlow<B>>(&mut self, mut handler: F) -> ControlFlow<Stop<B>> {
         self.drain_with(&mut (), |(), _, rec| handler(rec), |()| ())
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// [`Self::drain`] with a state shared by `handler` and `finish`, which
     /// runs after the last record and before the tail is published (so the
     /// records handed out are still valid there). The handler also gets the
@@ -201,9 +226,9 @@ impl PerfRing {
     /// the same header it is one value, so what the handler decides from it
     /// can be decided once for the run.
     #[inline(always)]
-    pub fn drain_with<S, F, G>(&mut self, state: &mut S, handler: F, finish: G) -> c_int
+    pub fn drain_with<S, B, F, G>(&mut self, state: &mut S, handler: F, finish: G) -> ControlFlow<Stop<B>>
     where
-        F: FnMut(&mut S, Header, &[u8]) -> c_int,
+        F: FnMut(&mut S, Header, &[u8]) -> ControlFlow<B>,
         G: FnOnce(&mut S),
     {
         self.drain_until(self.load_head(), state, handler, finish)
@@ -213,14 +238,21 @@ impl PerfRing {
     /// (with acquire) earlier; a reader of two rings uses it to keep order
     /// (see `CpuBuf::drain_rings`).
     #[inline(always)]
-    pub fn drain_until<S, F, G>(&mut self, head: u64, state: &mut S, mut handler: F, finish: G) -> c_int
+    pub fn drain_until<S, B, F, G>(
+        &mut self,
+        head: u64,
+        state: &mut S,
+        mut handler: F,
+        finish: G,
+    ) -> ControlFlow<Stop<B>>
     where
-        F: FnMut(&mut S, Header, &[u8]) -> c_int,
+        F: FnMut(&mut S, Header, &[u8]) -> ControlFlow<B>,
         G: FnOnce(&mut S),
     {
         let mut tail = self.load_tail();
         let mask = self.data_size as u64 - 1;
-        let mut ret = LIBBPF_PERF_EVENT_CONT;
+        let mut ret = ControlFlow::Continue(());
+        let mut no_memory = false;
 
         // Checked once: an aligned tail within one ring of an aligned head.
         // Records are multiples of 8, so these hold for every record below.
@@ -229,12 +261,12 @@ impl PerfRing {
             self.resync(avail);
             finish(state);
             self.store_tail(head);
-            return ret;
+            return ControlFlow::Continue(());
         }
         // Counted in locals, stored once; bytes follow from the tail.
         let (start, mut records) = (tail, 0u64);
         let (data, data_size) = (self.data_ptr(), self.data_size);
-        while tail != head && ret == LIBBPF_PERF_EVENT_CONT {
+        while tail != head && ret.is_continue() {
             // Records up to the ring's end or the head, whichever is first,
             // by pointer: few values live across the handler's calls, so
             // they all stay in registers.
@@ -268,19 +300,19 @@ impl PerfRing {
                     left -= 1;
                     // SAFETY: `left` more records fit, so the header at `at` is
                     // inside the run.
-                    if ret != LIBBPF_PERF_EVENT_CONT || left == 0 || unsafe { header_word(at) } != word {
+                    if ret.is_break() || left == 0 || unsafe { header_word(at) } != word {
                         break;
                     }
                 }
                 count += (fit - left) as u64;
-                if ret != LIBBPF_PERF_EVENT_CONT {
+                if ret.is_break() {
                     break 'run;
                 }
             }
             records += count;
             // SAFETY: both inside the same data area.
             tail = tail.wrapping_add(unsafe { at.offset_from(first) } as u64);
-            if at == end || ret != LIBBPF_PERF_EVENT_CONT {
+            if at == end || ret.is_break() {
                 continue; // at the head, at the ring's end, or stopped
             }
             let avail = head.wrapping_sub(tail);
@@ -293,11 +325,11 @@ impl PerfRing {
                 self.resync(avail);
                 finish(state);
                 self.store_tail(head);
-                return ret;
+                return ControlFlow::Continue(());
             };
             // The one record that wraps the ring's end, copied whole.
             let Some(record) = self.record_bytes(offset, size) else {
-                ret = LIBBPF_PERF_EVENT_ERROR;
+                no_memory = true;
                 break;
             };
             ret = handler(state, header, record);
@@ -307,9 +339,10 @@ impl PerfRing {
         finish(state);
         self.store_tail(tail);
         self.count_read(records, tail.wrapping_sub(start));
-        ret
+        if no_memory { ControlFlow::Break(Stop::NoMemory) } else { ret.map_break(Stop::By) }
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Drains like [`Self::drain`] but hands `sink(run, records)` runs of
     /// whole records that are contiguous in memory (the ring itself, except a
     /// record that wraps the end, which comes alone from scratch), with the
@@ -317,19 +350,24 @@ impl PerfRing {
     /// sink may walk the run by `header.size`.
     /// `on_record(record)` sees each record other than a sample first (for
     /// counting lost ones).
-    /// A non-zero sink result stops after that run and is returned.
-    pub fn drain_spans<F, R>(&mut self, on_record: R, sink: F) -> c_int
+    /// A sink's `Break` stops after that run and is returned.
+    pub fn drain_spans<B, F, R>(&mut self, on_record: R, sink: F) -> ControlFlow<Stop<B>>
     where
-        F: FnMut(&[u8], usize) -> c_int,
+        F: FnMut(&[u8], usize) -> ControlFlow<B>,
         R: FnMut(&[u8]),
     {
         self.drain_spans_until(self.load_head(), on_record, sink)
     }
 
     /// [`Self::drain_spans`] up to `head` (see [`Self::drain_until`]).
-    pub fn drain_spans_until<F, R>(&mut self, head: u64, mut on_record: R, mut sink: F) -> c_int
+    pub fn drain_spans_until<B, F, R>(
+        &mut self,
+        head: u64,
+        mut on_record: R,
+        mut sink: F,
+    ) -> ControlFlow<Stop<B>>
     where
-        F: FnMut(&[u8], usize) -> c_int,
+        F: FnMut(&[u8], usize) -> ControlFlow<B>,
         R: FnMut(&[u8]),
     {
         let tail = self.load_tail();
@@ -337,15 +375,16 @@ impl PerfRing {
         if avail != 0 && (tail % 8 != 0 || avail % 8 != 0 || avail > self.data_size as u64) {
             self.resync(avail);
             self.store_tail(head);
-            return 0;
+            return ControlFlow::Continue(());
         }
         // In locals, so the scan below keeps them in registers whatever the
         // closures store.
         let (data, data_size) = (self.data_ptr(), self.data_size);
-        let (mut pos, mut records, mut ret) = (tail, 0u64, 0);
+        let (mut pos, mut records, mut ret) = (tail, 0u64, ControlFlow::Continue(()));
+        let mut no_memory = false;
         // Where a bad header was met: bytes read stop there, not at the head.
         let mut resynced_at = None;
-        while pos != head && ret == 0 {
+        while pos != head && ret.is_continue() {
             let start = (pos & (data_size as u64 - 1)) as usize;
             // The run may not cross the ring's end nor the head.
             let end = data_size.min(start + head.wrapping_sub(pos) as usize);
@@ -379,7 +418,7 @@ impl PerfRing {
                 records += run as u64;
                 pos = pos.wrapping_add((off - start) as u64);
             }
-            if off == end || ret != 0 {
+            if off == end || ret.is_break() {
                 continue; // at the head, at the ring's end, or stopped
             }
             // SAFETY: as in the scan.
@@ -392,7 +431,7 @@ impl PerfRing {
             };
             // The one record that wraps the ring's end: alone, from scratch.
             let Some(rec) = self.record_bytes(off, size) else {
-                ret = LIBBPF_PERF_EVENT_ERROR;
+                no_memory = true;
                 break;
             };
             if header.type_() != PERF_RECORD_SAMPLE {
@@ -404,7 +443,7 @@ impl PerfRing {
         }
         self.store_tail(pos);
         self.count_read(records, resynced_at.unwrap_or(pos).wrapping_sub(tail));
-        ret
+        if no_memory { ControlFlow::Break(Stop::NoMemory) } else { ret.map_break(Stop::By) }
     }
 
     /// Counts records handed out by paths other than [`Self::drain`].
@@ -608,16 +647,18 @@ fn checked_data_size(page_size: usize, data_pages: usize) -> Result<usize> {
         {
             Ok(size)
         }
-        _ => Err(Errno::INVAL),
+        _ => Err(Error::INVAL),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::LIBBPF_PERF_EVENT_DONE;
     use crate::kernel::{PERF_RECORD_LOST, PERF_RECORD_SAMPLE};
-    use crate::record::{self, Record};
+    use crate::ring::record::{self, Record};
+
+    const GO_ON: ControlFlow<()> = ControlFlow::Continue(());
+    const STOP: ControlFlow<()> = ControlFlow::Break(());
 
     const PAGE: usize = 2048;
 
@@ -654,9 +695,9 @@ mod tests {
             ring.drain(|rec| {
                 assert_eq!(rec.as_ptr() as usize % 8, 0, "records are handed out 8-aligned");
                 out.push(rec.to_vec());
-                LIBBPF_PERF_EVENT_CONT
+                GO_ON
             }),
-            LIBBPF_PERF_EVENT_CONT
+            ControlFlow::Continue(())
         );
         out
     }
@@ -725,10 +766,10 @@ mod tests {
         let before = ring.load_tail();
         let tail_word = ring.base() as usize + MMAP_PAGE_DATA_TAIL;
         let mut seen = Vec::new();
-        ring.drain(|_| {
+        let _ = ring.drain(|_| {
             // SAFETY: reading our own heap ring's tail word.
             seen.push(unsafe { AtomicU64::from_ptr(tail_word as *mut u64) }.load(Ordering::Relaxed));
-            LIBBPF_PERF_EVENT_CONT
+            GO_ON
         });
         assert_eq!(seen, vec![before; 5]);
         assert_eq!(ring.load_tail(), ring.load_head());
@@ -742,9 +783,9 @@ mod tests {
         let mut calls = 0;
         let ret = ring.drain(|_| {
             calls += 1;
-            LIBBPF_PERF_EVENT_DONE
+            STOP
         });
-        assert_eq!((ret, calls), (LIBBPF_PERF_EVENT_DONE, 1));
+        assert_eq!((ret, calls), (ControlFlow::Break(Stop::By(())), 1));
         assert_eq!(ring.load_tail(), size as u64);
         assert_eq!(drain_all(&mut ring).len(), 1);
     }
@@ -826,8 +867,11 @@ mod tests {
         let mut ring = PerfRing::heap(PAGE, 1).unwrap();
         start_at(&ring, 4099);
         assert!(drain_all(&mut ring).is_empty());
-        assert_eq!(ring.drain_spans(|_| {}, |_, _| panic!("a run from an empty ring")), 0);
-        assert_eq!(ring.stats(), RingStats::default());
+        assert_eq!(
+            ring.drain_spans(|_| {}, |_, _| -> ControlFlow<()> { panic!("a run from an empty ring") }),
+            ControlFlow::Continue(())
+        );
+        assert_eq!(ring.stats(), Counters::default());
     }
 
     /// Found by the fuzzer: bytes skipped at a bad header met mid-drain are
@@ -846,10 +890,10 @@ mod tests {
                 |run, records| {
                     assert_eq!((run.len() as u64, records), (good, 1));
                     runs += 1;
-                    0
+                    GO_ON
                 }
             ),
-            0
+            ControlFlow::Continue(())
         );
         let stats = ring.stats();
         assert_eq!((runs, stats.records, stats.bytes), (1, 1, good));
@@ -876,12 +920,12 @@ mod tests {
         }
         let head = ring.load_head();
         let mut drained = Vec::new();
-        ring.drain_with(
+        let _ = ring.drain_with(
             &mut drained,
             |out, header, rec| {
                 assert_eq!(header, Header::of(rec), "the header handed out is the record's");
                 out.push(rec.to_vec());
-                LIBBPF_PERF_EVENT_CONT
+                GO_ON
             },
             |_| (),
         );
@@ -889,12 +933,12 @@ mod tests {
         // The same bytes again for drain_spans.
         ring.store_tail(0);
         let (mut others, mut records, mut bytes) = (Vec::new(), 0, 0);
-        ring.drain_spans(
+        let _ = ring.drain_spans(
             |rec| others.push(rec.to_vec()),
             |run, n| {
                 records += n;
                 bytes += run.len();
-                0
+                GO_ON
             },
         );
         assert_eq!((records, bytes as u64), (13, head), "drain_spans: odd record at {odd}");
@@ -921,9 +965,9 @@ mod tests {
             let mut calls = 0;
             let ret = ring.drain(|_| {
                 calls += 1;
-                if calls == stop { LIBBPF_PERF_EVENT_DONE } else { LIBBPF_PERF_EVENT_CONT }
+                if calls == stop { STOP } else { GO_ON }
             });
-            assert_eq!((ret, calls), (LIBBPF_PERF_EVENT_DONE, stop));
+            assert_eq!((ret, calls), (ControlFlow::Break(Stop::By(())), stop));
             assert_eq!(ring.load_tail(), (stop * size) as u64);
             assert_eq!(ring.stats().records, stop as u64);
             assert_eq!(drain_all(&mut ring).len(), 8 - stop);
@@ -932,10 +976,10 @@ mod tests {
 
     #[test]
     fn sizes_that_overflow_are_rejected() {
-        assert_eq!(checked_data_size(4096, usize::MAX / 2).err(), Some(Errno::INVAL));
-        assert_eq!(checked_data_size(4096, 3).err(), Some(Errno::INVAL));
-        assert_eq!(checked_data_size(4096, 0).err(), Some(Errno::INVAL));
-        assert_eq!(checked_data_size(4096, 1 << 51).err(), Some(Errno::INVAL));
+        assert_eq!(checked_data_size(4096, usize::MAX / 2).err(), Some(Error::INVAL));
+        assert_eq!(checked_data_size(4096, 3).err(), Some(Error::INVAL));
+        assert_eq!(checked_data_size(4096, 0).err(), Some(Error::INVAL));
+        assert_eq!(checked_data_size(4096, 1 << 51).err(), Some(Error::INVAL));
         assert_eq!(checked_data_size(4096, 8), Ok(32768));
     }
 }

@@ -38,8 +38,18 @@ fn u64_at(rec: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(rec.get(off..off + 8)?.try_into().ok()?))
 }
 
+/// Counts kept while handing records to a reader's callbacks (rare
+/// record types only: the ring counts records and bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DispatchStats {
+    /// Records the kernel reported lost.
+    pub lost: u64,
+    /// SAMPLE/LOST records too short for their fields, skipped.
+    pub malformed: u64,
+}
+
 /// A `PERF_RECORD_LOST` made here, for lost records the kernel counted but
-/// will not report in a ring (see [`crate::adaptive`]): 8-aligned like
+/// will not report in a ring (see `crate::adaptive`): 8-aligned like
 /// records in a ring.
 #[repr(C, align(8))]
 pub struct LostRecord([u8; LOST_RECORD_SIZE]);

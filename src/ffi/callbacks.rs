@@ -1,0 +1,187 @@
+//! The one place that calls the caller's C function pointers: the sample,
+//! lost and raw-event callbacks of a buffer, the ordered reader's key
+//! function, and the batch callback.
+
+use super::abi::{
+    LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE, perf_buffer_event_fn, perf_buffer_lost_fn,
+    perf_buffer_sample_fn, perf_event_header, perfbuf_batch, perfbuf_batch_fn,
+};
+use crate::reader::batch::Batch;
+use crate::reader::deliver::{self, Flow, Halt, Handler};
+use crate::ring::PerfRing;
+use crate::ring::record::DispatchStats;
+use core::ffi::{c_int, c_void};
+use core::ops::ControlFlow;
+
+type RawEventFn = unsafe extern "C" fn(*mut c_void, c_int, *mut perf_event_header) -> c_int;
+type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
+
+/// Which callbacks a buffer delivers to.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `perf_buffer__new`: samples and lost counts, parsed for the caller.
+    Parsed { sample: perf_buffer_sample_fn, lost: perf_buffer_lost_fn },
+    /// `perf_buffer__new_raw` with an `event_cb`: every record as is.
+    Raw { event: RawEventFn },
+}
+
+/// The C face's handler: the caller's callbacks plus the `ctx` they get.
+pub(crate) struct CCallbacks {
+    kind: Kind,
+    ctx: *mut c_void,
+    /// The ordered reader's key function and its ctx.
+    key: Option<(KeyFn, *mut c_void)>,
+}
+
+// SAFETY: the callbacks and ctx belong to the caller, who moves the buffer
+// between threads only as libbpf allows (one thread at a time); we never call
+// them concurrently ourselves.
+unsafe impl Send for CCallbacks {}
+
+impl CCallbacks {
+    /// Callbacks for `perf_buffer__new`; either may be absent.
+    ///
+    /// # Safety
+    /// Each present function must be safe to call with `ctx`, any CPU id,
+    /// and a record pointer valid for the duration of the call, for as
+    /// long as the buffer lives.
+    pub(crate) unsafe fn parsed(
+        sample: perf_buffer_sample_fn,
+        lost: perf_buffer_lost_fn,
+        ctx: *mut c_void,
+    ) -> Self {
+        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None }
+    }
+
+    /// Callbacks for `perf_buffer__new_raw`; without an `event_cb` samples and
+    /// lost records are dropped, as in libbpf.
+    ///
+    /// # Safety
+    /// As for [`CCallbacks::parsed`].
+    pub(crate) unsafe fn raw(event: perf_buffer_event_fn, ctx: *mut c_void) -> Self {
+        let kind = match event {
+            Some(event) => Kind::Raw { event },
+            None => Kind::Parsed { sample: None, lost: None },
+        };
+        CCallbacks { kind, ctx, key: None }
+    }
+
+    /// The ordered reader's key function, from now on.
+    ///
+    /// # Safety
+    /// `f` must be safe to call with `ctx`, any CPU id and a whole record
+    /// valid for the duration of the call, for as long as the buffer lives.
+    pub(crate) unsafe fn set_key(&mut self, f: KeyFn, ctx: *mut c_void) {
+        self.key = Some((f, ctx));
+    }
+}
+
+/// A raw callback's `enum bpf_perf_event_ret`, as a drain's flow.
+#[inline(always)]
+fn flow_of(ret: c_int) -> ControlFlow<Halt> {
+    match ret {
+        LIBBPF_PERF_EVENT_CONT => ControlFlow::Continue(()),
+        LIBBPF_PERF_EVENT_DONE => ControlFlow::Break(Halt::Done),
+        v => ControlFlow::Break(Halt::Code(v)),
+    }
+}
+
+impl Handler for CCallbacks {
+    /// The handler is matched once, outside the loop, so the common case
+    /// (a sample callback) runs with the callback and ctx in registers.
+    #[inline(always)]
+    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
+        let ctx = self.ctx;
+        let lost_of = |lost: perf_buffer_lost_fn| {
+            move |n| {
+                if let Some(cb) = lost {
+                    // SAFETY: per the constructor's contract.
+                    unsafe { cb(ctx, cpu, n) }
+                }
+            }
+        };
+        match self.kind {
+            Kind::Parsed { sample: Some(cb), lost } => deliver::drain_parsed(
+                ring,
+                head,
+                stats,
+                // SAFETY: per the constructor's contract; `data` lies in the
+                // record, valid until the drain returns. The pointer is mut
+                // only because libbpf's typedef says so.
+                |data| unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) },
+                lost_of(lost),
+            ),
+            Kind::Parsed { sample: None, lost } => deliver::drain_lost_only(ring, head, stats, lost_of(lost)),
+            Kind::Raw { event } => deliver::drain_raw(ring, head, stats, |rec| {
+                // SAFETY: per the constructor's contract; `rec` stays valid and
+                // unchanged until the drain returns. The header pointer is mut
+                // only because libbpf's typedef says so: records are read-only.
+                flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
+            }),
+        }
+    }
+
+    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
+        let ctx = self.ctx;
+        match self.kind {
+            Kind::Raw { event } => {
+                if rec.len() >= 8 && crate::ring::Header::of(rec).type_() != crate::kernel::PERF_RECORD_SAMPLE
+                {
+                    deliver::count_lost(rec, stats);
+                }
+                // SAFETY: as in `drain`; `rec` is valid for the call.
+                flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
+            }
+            Kind::Parsed { sample, lost } => deliver::deliver_parsed(
+                rec,
+                stats,
+                &mut |data| {
+                    if let Some(cb) = sample {
+                        // SAFETY: as in `drain`.
+                        unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) }
+                    }
+                },
+                &mut |n| {
+                    if let Some(cb) = lost {
+                        // SAFETY: per the constructor's contract.
+                        unsafe { cb(ctx, cpu, n) }
+                    }
+                },
+            ),
+        }
+    }
+
+    fn order_key(&mut self, cpu: i32, rec: &[u8]) -> u64 {
+        match self.key {
+            // SAFETY: per `set_key`'s contract; `rec` is valid for the call.
+            Some((f, ctx)) => unsafe { f(ctx, cpu, rec.as_ptr().cast()) },
+            None => 0,
+        }
+    }
+}
+
+/// A batch as `struct perfbuf_batch`, handed to the caller's `batch_fn`:
+/// returns its verdict (0 goes on).
+///
+/// # Safety
+/// `f` is safe to call with `ctx` and a batch valid for the call.
+pub(crate) unsafe fn call_batch_fn(
+    f: perfbuf_batch_fn,
+    ctx: *mut c_void,
+    batch: &Batch<'_>,
+) -> ControlFlow<c_int> {
+    let c = perfbuf_batch {
+        cpu: batch.cpu,
+        reserved: 0,
+        records: batch.bytes.as_ptr().cast(),
+        len: batch.bytes.len(),
+        samples: batch.samples,
+        others: batch.others,
+    };
+    let Some(f) = f else { return ControlFlow::Break(-libc::EINVAL) };
+    // SAFETY: per this function's contract; the run lives until it returns.
+    match unsafe { f(ctx, &c) } {
+        0 => ControlFlow::Continue(()),
+        v => ControlFlow::Break(v),
+    }
+}

@@ -1,0 +1,239 @@
+//! The `perfbuf_*` extensions of a buffer: its own constructor, wake-ups
+//! from other threads, pause/resume, overwritable snapshots, figures.
+
+use super::abi::{perf_buffer, perf_buffer_lost_fn, perf_buffer_sample_fn, perfbuf_opts, perfbuf_ring_stats};
+use super::callbacks::CCallbacks;
+use super::handle::{handle, into_handle, reader_mut, reader_ref};
+use super::libbpf::libbpf_builder;
+use super::{opts, out_sz, ret_errno, sized_in, write_sized};
+use crate::error::Result;
+use crate::fallible;
+use crate::log;
+use crate::perf_buffer::Builder;
+use core::ffi::{c_char, c_int, c_void};
+
+/// The builder for `perfbuf_new`'s options.
+///
+/// # Safety
+/// With `cpu_cnt > 0`, a non-NULL `cpus` holds `cpu_cnt` ints.
+unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Result<Builder<'static>> {
+    let mut b = Builder::for_raw_fd(map_fd).pages(page_cnt).wakeup(o.wakeup).adaptive(o.adaptive);
+    if let Some(d) = o.max_delay {
+        b = b.max_delay(d);
+    }
+    if o.overwrite {
+        b = b.overwrite();
+    }
+    if o.cpu_cnt > 0 {
+        if o.cpus == 0 {
+            return Err(log::invalid("perfbuf_opts: cpu_cnt > 0 needs cpus"));
+        }
+        // SAFETY: per this function's contract, `cpus` holds `cpu_cnt` ints.
+        let list = unsafe { core::slice::from_raw_parts(o.cpus as *const c_int, o.cpu_cnt as usize) };
+        b = b.cpu_list(fallible::collect(list.len(), list.iter().copied())?);
+    }
+    Ok(b)
+}
+
+/// Creates a perf buffer like `perf_buffer__new`, with perfbuf's options:
+/// batched wakeups with a bounded delay, overwritable rings, a CPU subset,
+/// the fast mode (`PERFBUF_F_ADAPTIVE`). `opts` may be NULL (then this is
+/// `perf_buffer__new` with no opts, environment variables included).
+///
+/// Batching (`wakeup_events > 1` or `wakeup_bytes > 0`) asks the kernel to
+/// wake the reader less often; a timer in the epoll set makes `poll` (and
+/// any loop waiting on `perf_buffer__epoll_fd`) drain every ring holding
+/// data at least every `max_delay_ms`, so no record waits longer.
+///
+/// Returns a handle, or NULL with `errno` (EINVAL for bad options, with a
+/// message saying which; see `perfbuf_last_error`).
+///
+/// # Safety
+/// As `perf_buffer__new`; `opts` is NULL or a `struct perfbuf_opts` readable
+/// for `opts->sz` bytes whose `cpus` holds `cpu_cnt` ints.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_new(
+    map_fd: c_int,
+    page_cnt: usize,
+    sample_cb: perf_buffer_sample_fn,
+    lost_cb: perf_buffer_lost_fn,
+    ctx: *mut c_void,
+    opts: *const perfbuf_opts,
+) -> *mut perf_buffer {
+    // SAFETY: per this function's contract.
+    let bytes = unsafe { sized_in(opts.cast()) };
+    // SAFETY: the callbacks' contract is this function's.
+    let callbacks = unsafe { CCallbacks::parsed(sample_cb, lost_cb, ctx) };
+    into_handle(bytes.and_then(|bytes| {
+        let builder = match bytes {
+            None => libbpf_builder(map_fd, page_cnt, 1)?,
+            // SAFETY: per this function's contract.
+            Some(bytes) => unsafe { ext_builder(map_fd, page_cnt, opts::ext_opts(Some(bytes))?) }?,
+        };
+        builder.build_with(callbacks)
+    }))
+}
+
+/// Wakes a thread blocked in `perf_buffer__poll` on this buffer: that poll
+/// (or the next one, if none is in progress) returns `-ECANCELED` after
+/// draining any rings signalled in the same wait. The only call that may run
+/// concurrently with the others on the same buffer. Returns 0 or -errno.
+///
+/// # Safety
+/// `pb` is a live handle, not freed before this call returns.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_wake(pb: *const perf_buffer) -> c_int {
+    // SAFETY: per this function's contract; only the waker is touched.
+    ret_errno(unsafe { handle(pb) }.and_then(|h| h.waker.wake()).map(|()| 0))
+}
+
+/// Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`),
+/// the fast mode's spill rings included: records produced meanwhile are
+/// dropped and reported later as lost.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_pause(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.set_paused(true)).map(|()| 0))
+}
+
+/// Resumes output after `perfbuf_pause`.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_resume(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.set_paused(false)).map(|()| 0))
+}
+
+/// Reads overwritable ring `buf_idx` (`PERFBUF_F_OVERWRITE`): pauses its
+/// output, delivers the records written since the previous read, oldest
+/// first, through the sample/lost callbacks, and resumes. Bytes overwritten
+/// before they could be read are counted in `overwritten_bytes` of
+/// `perfbuf_ring_stats`. Returns the number of records, or -EINVAL for a
+/// bad index or a forward ring.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_snapshot(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.snapshot(buf_idx)).map(|n| n as c_int))
+}
+
+/// The CPU id ring `buf_idx` reads, or -EINVAL.
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_buffer_cpu(pb: *const perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.cpu_of(buf_idx)))
+}
+
+/// Fills `*stats` with ring `buf_idx`'s figures: records, bytes, lost,
+/// wakeups, the current fill level, recovery counters, the fast mode's
+/// state. Set `stats->sz = sizeof(*stats)` first; only that many bytes are
+/// written. Returns 0 or -EINVAL (NULL, bad index, `sz` below 16).
+///
+/// # Safety
+/// `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ring_stats(
+    pb: *const perf_buffer,
+    buf_idx: usize,
+    stats: *mut perfbuf_ring_stats,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let figures = unsafe { reader_ref(pb) }.and_then(|r| r.figures(buf_idx));
+    ret_errno(figures.and_then(|f| {
+        // SAFETY: `stats` is NULL or starts with a readable size_t.
+        let sz = unsafe { out_sz(stats.cast(), 16) }?;
+        let c = perfbuf_ring_stats {
+            sz,
+            cpu: f.cpu,
+            reserved: 0,
+            records: f.records,
+            bytes: f.bytes,
+            lost: f.lost,
+            wakeups: f.wakeups,
+            pending_bytes: f.pending_bytes,
+            data_size: f.data_size,
+            resyncs: f.resyncs,
+            skipped_bytes: f.skipped_bytes,
+            malformed: f.malformed,
+            overwritten_bytes: f.overwritten_bytes,
+            batched: f.batched.into(),
+            batch_switches: f.batch_switches,
+            spill_size: f.spill_size,
+        };
+        // SAFETY: the caller's struct is writable for `sz` bytes.
+        unsafe { write_sized(stats, &c, sz) };
+        Ok(0)
+    }))
+}
+
+/// The text of the last error a `perfbuf_*` or `perf_buffer__*` call of
+/// this thread returned: what failed, the errno's name and text, and a
+/// hint at the fix when there is one (e.g. "failed to open perf buffer
+/// event on cpu #0: Permission denied (EACCES); run as root, or grant
+/// CAP_BPF and CAP_PERFMON ..."). An empty string before any error. The
+/// string is this thread's and valid until its next call of this function.
+#[unsafe(no_mangle)]
+pub extern "C" fn perfbuf_last_error() -> *const c_char {
+    std::thread_local! {
+        static TEXT: core::cell::RefCell<[u8; 512]> = const { core::cell::RefCell::new([0; 512]) };
+    }
+    TEXT.with(|text| {
+        let mut text = text.borrow_mut();
+        let mut w = Fixed { buf: &mut text[..511], len: 0 };
+        if let Some(e) = log::last_error() {
+            let _ = core::fmt::Write::write_fmt(&mut w, format_args!("{e}"));
+        }
+        let len = w.len;
+        text[len] = 0;
+        text.as_ptr().cast()
+    })
+}
+
+/// Formats into a fixed buffer, cutting what does not fit (no allocation).
+struct Fixed<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl core::fmt::Write for Fixed<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way
+/// to check, with `dlsym`, that libperfbuf (not libbpf) is loaded.
+#[unsafe(no_mangle)]
+pub extern "C" fn perfbuf_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Test builds only (feature `fault-injection`): makes the `nth` next call
+/// of failure point `point` (`"perf_event_open"`, `"mmap"`, `"ioctl"`,
+/// `"epoll_create"`, `"epoll_ctl"`, `"map_update"`, `"eventfd"`,
+/// `"timerfd"`, `"alloc"`) fail with `err`. `nth = 0` disarms. Returns 0 or
+/// -EINVAL.
+///
+/// # Safety
+/// `point` is NULL or a NUL-terminated string.
+#[cfg(feature = "fault-injection")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_fault_arm(point: *const c_char, nth: u32, err: c_int) -> c_int {
+    // SAFETY: NULL or a C string, per this function's contract.
+    let point = unsafe { point.as_ref().map(|p| core::ffi::CStr::from_ptr(p)) };
+    let point = point.and_then(|p| p.to_str().ok()).ok_or(crate::error::Error::INVAL);
+    ret_errno(point.and_then(|p| crate::kernel::fault::arm(p, nth, err)).map(|()| 0))
+}

@@ -1,0 +1,413 @@
+//! Every system call the library makes, as small safe wrappers returning
+//! the kernel's errno as an [`Error`] (so the C face can pass it on
+//! exactly as libbpf does).
+//!
+//! Two seams sit in front of the kernel: the `fault-injection` feature
+//! makes a chosen call fail ([`fault`]), and test builds route every call
+//! to the calling thread's fake kernel when one is installed
+//! ([`super::fake`]), so the reader and the adaptive policy are tested
+//! without root.
+
+use super::PerfEventAttr;
+use crate::error::{Error, Result};
+use core::ffi::c_void;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Runs `$call` on the calling thread's fake kernel, if a test installed
+/// one, and returns its result.
+macro_rules! faked {
+    ($k:ident => $call:expr) => {
+        #[cfg(test)]
+        if let Some(r) = super::fake::with(|$k| $call) {
+            return r;
+        }
+    };
+}
+
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+/// `PERF_FLAG_FD_CLOEXEC`.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
+/// Fails here when a test armed this point (feature `fault-injection`).
+#[inline(always)]
+pub(crate) fn fault(point: &str) -> Result<()> {
+    #[cfg(feature = "fault-injection")]
+    super::fault::check(point)?;
+    let _ = point;
+    Ok(())
+}
+
+fn check(ret: libc::c_long) -> Result<libc::c_long> {
+    if ret < 0 { Err(Error::last_os()) } else { Ok(ret) }
+}
+
+/// Takes ownership of a new fd the kernel returned.
+fn owned(fd: libc::c_long) -> OwnedFd {
+    // SAFETY: callers pass a fresh, non-negative fd that nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
+}
+
+/// `bpf(2)` with a command-specific attribute struct.
+fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<libc::c_long> {
+    // SAFETY: `attr` is a live, initialised #[repr(C)] struct of the size we
+    // pass; the kernel reads (and for info, writes through) only that range.
+    check(unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T as *mut c_void, size_of::<T>()) })
+}
+
+#[repr(C)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)` for 4-byte keys/values.
+pub(crate) fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
+    fault("map_update")?;
+    faked!(k => k.map_update(map_fd, key, value));
+    let mut attr = MapElemAttr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+/// `bpf_map_delete_elem(map_fd, &key)`.
+pub(crate) fn map_delete_u32(map_fd: RawFd, key: u32) -> Result<()> {
+    faked!(k => k.map_delete(map_fd, key));
+    let mut attr =
+        MapElemAttr { map_fd: map_fd as u32, _pad: 0, key: &key as *const u32 as u64, value: 0, flags: 0 };
+    bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
+}
+
+/// The fields of `struct bpf_map_info` we use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MapInfo {
+    /// `BPF_MAP_TYPE_*`.
+    pub map_type: u32,
+    /// The map's id (unique while it lives).
+    pub id: u32,
+    /// `max_entries`.
+    pub max_entries: u32,
+}
+
+/// `struct bpf_map_info` (uapi, 80 bytes at Linux 6.x); only the prefix is read.
+#[repr(C)]
+#[derive(Default)]
+struct BpfMapInfo {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: [u8; 16],
+    rest: [u64; 6],
+}
+
+#[repr(C)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a map fd.
+pub(crate) fn map_info(map_fd: RawFd) -> Result<MapInfo> {
+    faked!(k => k.map_info(map_fd));
+    let mut info = BpfMapInfo::default();
+    let mut attr = InfoAttr {
+        bpf_fd: map_fd as u32,
+        info_len: size_of::<BpfMapInfo>() as u32,
+        info: &mut info as *mut BpfMapInfo as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    Ok(MapInfo { map_type: info.map_type, id: info.id, max_entries: info.max_entries })
+}
+
+/// Where the attr for `perf_event_open` comes from.
+#[derive(Clone, Copy)]
+pub(crate) enum AttrSource<'a> {
+    /// One we built.
+    Built(&'a PerfEventAttr),
+    /// The caller's, passed through verbatim (raw mode).
+    Caller(CallerAttr),
+}
+
+/// A caller's `struct perf_event_attr *`, valid for the duration of the
+/// constructor call (the C face's contract), never dereferenced by us.
+#[derive(Clone, Copy)]
+pub(crate) struct CallerAttr(*const c_void);
+
+impl CallerAttr {
+    /// # Safety
+    /// `ptr` must point to a readable `struct perf_event_attr` of the size
+    /// its `size` field claims, for as long as this value is used.
+    pub(crate) unsafe fn new(ptr: *const c_void) -> Self {
+        CallerAttr(ptr)
+    }
+}
+
+/// `perf_event_open(attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)`: an event on
+/// one CPU, for every task.
+pub(crate) fn perf_event_open(attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
+    perf_event_open_on(attr, -1, cpu, None, 0)
+}
+
+/// `perf_event_open` with a pid (or a cgroup fd with `extra_flags`
+/// `PERF_FLAG_PID_CGROUP`) and a group leader.
+pub(crate) fn perf_event_open_on(
+    attr: AttrSource<'_>,
+    pid: i32,
+    cpu: i32,
+    group: Option<BorrowedFd<'_>>,
+    extra_flags: libc::c_ulong,
+) -> Result<OwnedFd> {
+    fault("perf_event_open")?;
+    faked!(k => k.perf_event_open(attr, cpu));
+    let ptr = match attr {
+        AttrSource::Built(a) => a as *const PerfEventAttr as *const c_void,
+        AttrSource::Caller(CallerAttr(p)) => p,
+    };
+    let group = group.map_or(-1, |g| g.as_raw_fd());
+    // SAFETY: `ptr` points to a readable perf_event_attr (built here, or the
+    // caller's per the C face's contract); the kernel only reads it.
+    let fd = check(unsafe {
+        libc::syscall(libc::SYS_perf_event_open, ptr, pid, cpu, group, PERF_FLAG_FD_CLOEXEC | extra_flags)
+    })?;
+    Ok(owned(fd))
+}
+
+/// `ioctl(fd, request, arg)` for the perf ioctls that take an integer.
+pub(crate) fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<()> {
+    fault("ioctl")?;
+    faked!(k => k.perf_ioctl(fd.as_raw_fd(), request, arg));
+    // SAFETY: the perf ioctls we issue with this wrapper take an integer
+    // argument, not a pointer.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), request as libc::c_ulong, arg as libc::c_ulong) }
+        as libc::c_long)
+    .map(drop)
+}
+
+/// `PERF_EVENT_IOC_SET_OUTPUT`: `fd`'s records go to `target`'s ring.
+pub(crate) fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
+    perf_ioctl(fd, super::PERF_EVENT_IOC_SET_OUTPUT, target.as_raw_fd() as u64)
+}
+
+/// `epoll_create1(EPOLL_CLOEXEC)`.
+pub(crate) fn epoll_create() -> Result<OwnedFd> {
+    fault("epoll_create")?;
+    faked!(k => k.epoll_create());
+    // SAFETY: no pointers involved.
+    check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as libc::c_long).map(owned)
+}
+
+/// `epoll_ctl(EPOLL_CTL_ADD)` for level-triggered `EPOLLIN` with `token`.
+pub(crate) fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
+    fault("epoll_ctl")?;
+    faked!(k => k.epoll_add(epfd, fd, token));
+    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+    // SAFETY: `ev` is a valid epoll_event the kernel reads.
+    check(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } as libc::c_long).map(drop)
+}
+
+/// `epoll_ctl(EPOLL_CTL_DEL)`.
+pub(crate) fn epoll_del(epfd: RawFd, fd: RawFd) -> Result<()> {
+    faked!(k => k.epoll_del(epfd, fd));
+    // SAFETY: a NULL event is allowed for EPOLL_CTL_DEL.
+    check(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, core::ptr::null_mut()) } as libc::c_long)
+        .map(drop)
+}
+
+/// `epoll_wait` into `events[..max]`; returns the number of ready entries.
+/// `max == 0` is passed through, so the kernel's EINVAL reaches the caller.
+pub(crate) fn epoll_wait(
+    epfd: RawFd,
+    events: &mut [libc::epoll_event],
+    max: usize,
+    timeout_ms: i32,
+) -> Result<usize> {
+    let max = max.min(events.len()).min(i32::MAX as usize);
+    faked!(k => k.epoll_wait(epfd, &mut events[..max], timeout_ms));
+    // SAFETY: the kernel writes at most `max` ≤ events.len() entries.
+    let n = check(
+        unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), max as i32, timeout_ms) } as libc::c_long
+    )?;
+    Ok(n as usize)
+}
+
+/// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
+pub(crate) fn eventfd() -> Result<OwnedFd> {
+    fault("eventfd")?;
+    faked!(k => k.eventfd());
+    // SAFETY: no pointers involved.
+    check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long).map(owned)
+}
+
+/// A non-blocking `CLOCK_MONOTONIC` timerfd, not armed.
+pub(crate) fn timerfd() -> Result<OwnedFd> {
+    fault("timerfd")?;
+    faked!(k => k.timerfd());
+    // SAFETY: no pointers involved.
+    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) };
+    check(fd as libc::c_long).map(owned)
+}
+
+/// Makes a timerfd fire every `period` from now, or never again if `period`
+/// is zero; either way expirations not yet read are dropped.
+pub(crate) fn arm_timer(fd: BorrowedFd<'_>, period: Duration) -> Result<()> {
+    faked!(k => k.arm_timer(fd.as_raw_fd(), period));
+    let period = libc::timespec {
+        tv_sec: period.as_secs() as libc::time_t,
+        tv_nsec: period.subsec_nanos() as libc::c_long,
+    };
+    let spec = libc::itimerspec { it_interval: period, it_value: period };
+    // SAFETY: `spec` is a valid itimerspec; the old value is not requested.
+    check(unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, core::ptr::null_mut()) } as libc::c_long)
+        .map(drop)
+}
+
+/// Writes a u64 to an eventfd (adds to its counter).
+pub(crate) fn write_u64(fd: RawFd, value: u64) -> Result<()> {
+    faked!(k => k.write_u64(fd, value));
+    // SAFETY: writes 8 bytes from a live u64.
+    check(unsafe { libc::write(fd, (&value as *const u64).cast(), 8) } as libc::c_long).map(drop)
+}
+
+/// Reads (and so resets) an eventfd or timerfd counter; 0 if none pending.
+pub(crate) fn read_u64(fd: RawFd) -> u64 {
+    faked!(k => k.read_u64(fd));
+    let mut value = 0u64;
+    // SAFETY: reads at most 8 bytes into a live u64.
+    let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
+    if n == 8 { value } else { 0 }
+}
+
+/// The records a perf event opened with `PERF_FORMAT_LOST` (and no other
+/// `read_format` bit) failed to write over its life: `read()` returns
+/// `{ value, lost }`.
+pub(crate) fn read_lost(fd: BorrowedFd<'_>) -> Result<u64> {
+    faked!(k => k.read_lost(fd.as_raw_fd()));
+    let mut values = [0u64; 2];
+    // SAFETY: reads at most 16 bytes into a live [u64; 2].
+    let n = check(unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), 16) } as libc::c_long)?;
+    if n == 16 { Ok(values[1]) } else { Err(Error::from_errno(libc::EIO)) }
+}
+
+/// Whether this kernel takes `PERF_FORMAT_LOST` (6.0 and later), probed
+/// once with a disabled BPF output event of this thread, closed at once.
+pub(crate) fn format_lost_supported() -> bool {
+    faked!(k => k.format_lost_supported());
+    static SUPPORTED: once_cell::sync::OnceCell<bool> = once_cell::sync::OnceCell::new();
+    *SUPPORTED.get_or_init(|| {
+        let mut attr = PerfEventAttr::bpf_output(1);
+        attr.read_format = super::PERF_FORMAT_LOST;
+        attr.flags |= super::ATTR_FLAG_DISABLED;
+        // SAFETY: `attr` is a live, fully initialised attr the kernel only
+        // reads; pid 0 / cpu -1 is this thread on any CPU.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                0,
+                -1,
+                -1,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        fd >= 0 && {
+            drop(owned(fd));
+            true
+        }
+    })
+}
+
+/// This process's id (not cached: it changes in a forked child).
+pub(crate) fn getpid() -> i32 {
+    faked!(k => k.getpid());
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+/// A mapping of a perf event's ring: the kernel's, or a fake kernel's.
+pub(crate) enum Mapping {
+    /// Shared with the kernel through the perf fd.
+    Kernel(#[allow(dead_code, reason = "owns the mapping; unmapped on drop")] memmap2::MmapRaw),
+    /// Memory a test's fake kernel writes into.
+    #[cfg(test)]
+    Fake(#[allow(dead_code, reason = "owns the memory")] std::sync::Arc<super::fake::Memory>),
+}
+
+impl Mapping {
+    /// Start of the mapping.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        match self {
+            Mapping::Kernel(m) => m.as_mut_ptr(),
+            #[cfg(test)]
+            Mapping::Fake(m) => m.ptr(),
+        }
+    }
+}
+
+/// Maps `len` bytes of a perf fd, shared; read-write unless `read_only`.
+pub(crate) fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Result<Mapping> {
+    fault("mmap")?;
+    faked!(k => k.mmap_perf(fd.as_raw_fd(), len, read_only));
+    let mut opts = memmap2::MmapOptions::new();
+    opts.len(len);
+    if read_only { opts.map_raw_read_only(fd.as_raw_fd()) } else { opts.map_raw(fd.as_raw_fd()) }
+        .map(Mapping::Kernel)
+        .map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO)))
+}
+
+/// One `u64` in an anonymous `MAP_SHARED` page: a forked child shares it
+/// with its parent.
+pub(crate) struct SharedWord(core::ptr::NonNull<u64>);
+
+// SAFETY: the word is only accessed as an AtomicU64.
+unsafe impl Send for SharedWord {}
+// SAFETY: as above.
+unsafe impl Sync for SharedWord {}
+
+impl SharedWord {
+    /// The word.
+    pub(crate) fn get(&self) -> &core::sync::atomic::AtomicU64 {
+        // SAFETY: the page is mapped, writable and 8-aligned for as long as
+        // self lives; it is only ever accessed atomically.
+        unsafe { core::sync::atomic::AtomicU64::from_ptr(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for SharedWord {
+    fn drop(&mut self) {
+        // SAFETY: the page was mapped by shared_word and nothing uses it now.
+        unsafe { libc::munmap(self.0.as_ptr().cast(), super::cpu::page_size()) };
+    }
+}
+
+/// A zeroed [`SharedWord`].
+pub(crate) fn shared_word() -> Result<SharedWord> {
+    // SAFETY: an anonymous mapping; no existing memory is touched.
+    let ptr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            super::cpu::page_size(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(Error::last_os());
+    }
+    core::ptr::NonNull::new(ptr.cast()).map(SharedWord).ok_or(Error::NOMEM)
+}

@@ -1,0 +1,484 @@
+//! The Rust face: [`PerfBuffer`] and its [`Builder`], over the same
+//! reader as the C face (the C constructors fill this very builder).
+
+use crate::error::{Error, Result};
+use crate::kernel::PerfEventAttr;
+use crate::kernel::sys::CallerAttr;
+use crate::order::{KeyFn, OrderBy, OrderKey, OrderStats};
+use crate::reader::batch::Batch;
+use crate::reader::config::{AttrChoice, CpuSelection, Options, Wakeup};
+use crate::reader::deliver::{self, Flow, Halt, Handler};
+use crate::reader::stats::RingStats;
+use crate::reader::waker::WakeFd;
+use crate::reader::{BatchStop, Reader};
+use crate::ring::PerfRing;
+use crate::ring::record::DispatchStats;
+use core::ops::ControlFlow;
+use once_cell::sync::OnceCell;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Per-CPU perf rings over a `BPF_MAP_TYPE_PERF_EVENT_ARRAY`, read through
+/// one epoll instance: what libbpf's `struct perf_buffer` is, for Rust.
+///
+/// Records go to the closures given to the [`Builder`]; they run on the
+/// thread that calls [`PerfBuffer::poll`] or a `consume` method. The
+/// buffer borrows the map's fd (`'a`) and whatever the closures borrow.
+///
+/// ```no_run
+/// # fn main() -> perfbuf::Result<()> {
+/// # let map: std::os::fd::OwnedFd = unimplemented!();
+/// let mut samples = 0u64;
+/// let mut pb = perfbuf::PerfBuffer::builder(&map)
+///     .pages(64)
+///     .on_sample(|cpu, data| {
+///         samples += 1;
+///         println!("cpu {cpu}: {} bytes", data.len());
+///     })
+///     .on_lost(|cpu, n| eprintln!("cpu {cpu}: {n} lost"))
+///     .build()?;
+/// loop {
+///     pb.poll(Some(std::time::Duration::from_millis(100)))?;
+/// }
+/// # }
+/// ```
+pub struct PerfBuffer<'a> {
+    reader: Reader<Closures<'a>>,
+    /// Made when a [`Waker`] is first asked for.
+    wake: OnceCell<Arc<WakeFd>>,
+    /// Whatever lends the map's fd, kept as long as the reader uses it.
+    _map: Box<dyn AsFd + 'a>,
+}
+
+/// The options of a [`PerfBuffer`]: see [`PerfBuffer::builder`].
+///
+/// ```no_run
+/// # fn main() -> perfbuf::Result<()> {
+/// # let map: std::os::fd::OwnedFd = unimplemented!();
+/// use std::time::Duration;
+/// let pb = perfbuf::PerfBuffer::builder(&map)
+///     .pages(8)
+///     .wakeup(perfbuf::Wakeup::Records(64))
+///     .max_delay(Duration::from_millis(1))
+///     .cpus(&[0, 1])
+///     .on_sample(|_cpu, _data| {})
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a builder does nothing until built"]
+pub struct Builder<'a> {
+    opts: Options,
+    closures: Closures<'a>,
+    map: Box<dyn AsFd + 'a>,
+}
+
+type SampleFn<'a> = Box<dyn FnMut(u32, &[u8]) + 'a>;
+type LostFn<'a> = Box<dyn FnMut(u32, u64) + 'a>;
+type RecordFn<'a> = Box<dyn FnMut(u32, &[u8]) -> ControlFlow<()> + 'a>;
+
+/// The Rust face's handler: its closures.
+#[derive(Default)]
+pub(crate) struct Closures<'a> {
+    sample: Option<SampleFn<'a>>,
+    lost: Option<LostFn<'a>>,
+    record: Option<RecordFn<'a>>,
+    key: Option<KeyFn<'a>>,
+}
+
+impl Handler for Closures<'_> {
+    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
+        let cpu_id = cpu as u32;
+        if let Some(record) = &mut self.record {
+            return deliver::drain_raw(ring, head, stats, |rec| {
+                record(cpu_id, rec).map_break(|()| Halt::Done)
+            });
+        }
+        let lost = &mut self.lost;
+        let mut on_lost = |n| {
+            if let Some(f) = lost {
+                f(cpu_id, n)
+            }
+        };
+        match &mut self.sample {
+            Some(sample) => deliver::drain_parsed(ring, head, stats, |data| sample(cpu_id, data), on_lost),
+            None => deliver::drain_lost_only(ring, head, stats, &mut on_lost),
+        }
+    }
+
+    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
+        let cpu_id = cpu as u32;
+        if let Some(record) = &mut self.record {
+            if rec.len() >= 8 && crate::ring::Header::of(rec).type_() != crate::kernel::PERF_RECORD_SAMPLE {
+                deliver::count_lost(rec, stats);
+            }
+            return record(cpu_id, rec).map_break(|()| Halt::Done);
+        }
+        let Closures { sample, lost, .. } = self;
+        deliver::deliver_parsed(
+            rec,
+            stats,
+            &mut |data| {
+                if let Some(f) = sample {
+                    f(cpu_id, data)
+                }
+            },
+            &mut |n| {
+                if let Some(f) = lost {
+                    f(cpu_id, n)
+                }
+            },
+        )
+    }
+
+    fn order_key(&mut self, cpu: i32, rec: &[u8]) -> u64 {
+        self.key.as_mut().map_or(0, |k| k(cpu as u32, rec))
+    }
+}
+
+impl<'a> PerfBuffer<'a> {
+    /// A builder for a buffer over `map`, a `BPF_MAP_TYPE_PERF_EVENT_ARRAY`:
+    /// anything that lends its fd (`&OwnedFd`, a `BorrowedFd`, aya's
+    /// `&MapData`, libbpf-rs's `&Map`...), or owns it (an `OwnedFd` given
+    /// here is kept, and closed with the buffer). Defaults are libbpf's: 8
+    /// pages per CPU, every online CPU, a wake-up per record.
+    pub fn builder<M: AsFd + 'a>(map: M) -> Builder<'a> {
+        let fd = map.as_fd().as_raw_fd();
+        Builder { opts: Options::new(fd), closures: Closures::default(), map: Box::new(map) }
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for rings the kernel
+    /// signalled and reads them; returns how many rings were read (0 when
+    /// the timeout passed). Fails with [`crate::ErrorKind::Cancelled`] after
+    /// a [`Waker::wake`], and with EINTR on a signal (not retried).
+    pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
+        self.reader.poll(timeout_ms(timeout))
+    }
+
+    /// Reads every ring without waiting.
+    pub fn consume(&mut self) -> Result<()> {
+        self.reader.consume()
+    }
+
+    /// Reads ring `idx` without waiting.
+    pub fn consume_ring(&mut self, idx: usize) -> Result<()> {
+        self.reader.consume_buffer(idx)
+    }
+
+    /// Reads every ring, handing `f` runs of whole records contiguous in
+    /// memory instead of one call per record (see [`Batch`]). `f`'s
+    /// `Break` stops after that run. Returns the number of records read.
+    pub fn consume_batch(&mut self, mut f: impl FnMut(&Batch<'_>) -> ControlFlow<()>) -> Result<usize> {
+        let mut stopped = false;
+        let counted = self.reader.consume_batch(|b| {
+            f(b).map_break(|()| {
+                stopped = true;
+                0
+            })
+        });
+        match counted {
+            Ok(n) => Ok(n),
+            Err(BatchStop::Sink(_)) if stopped => Ok(0),
+            Err(BatchStop::Sink(v)) => Err(Error::stopped(v)),
+            Err(BatchStop::Error(e)) => Err(e),
+        }
+    }
+
+    /// Number of rings (the online CPUs, bounded by the map's size).
+    pub fn rings(&self) -> usize {
+        self.reader.buffer_cnt()
+    }
+
+    /// The CPU ring `idx` reads.
+    pub fn ring_cpu(&self, idx: usize) -> Result<u32> {
+        self.reader.cpu_of(idx).map(|c| c as u32)
+    }
+
+    /// Ring `idx`'s perf event, for ioctls or an event loop of your own
+    /// (libbpf's `perf_buffer__buffer_fd`). In the fast mode, this ring
+    /// goes back to libbpf's event for good.
+    pub fn ring_event(&mut self, idx: usize) -> Result<BorrowedFd<'_>> {
+        let fd = self.reader.event_fd(idx)?;
+        // SAFETY: the fd is the reader's own event, open while self is
+        // borrowed.
+        Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    /// Ring `idx` record by record: peek at the next record, advance past
+    /// it, publish what was read (see [`RingReader`]). In the fast mode,
+    /// this ring goes back to libbpf's event for good.
+    pub fn ring(&mut self, idx: usize) -> Result<RingReader<'_, 'a>> {
+        self.reader.cpu_buf(idx)?;
+        Ok(RingReader { pb: self, idx })
+    }
+
+    /// Ring `idx`'s figures.
+    pub fn stats(&self, idx: usize) -> Result<RingStats> {
+        self.reader.figures(idx)
+    }
+
+    /// Stops the kernel's output into every ring: records produced
+    /// meanwhile are dropped, and reported lost after [`Self::resume`].
+    pub fn pause(&self) -> Result<()> {
+        self.reader.set_paused(true)
+    }
+
+    /// Resumes output after [`Self::pause`].
+    pub fn resume(&self) -> Result<()> {
+        self.reader.set_paused(false)
+    }
+
+    /// A handle that wakes this buffer's [`Self::poll`] from another thread.
+    pub fn waker(&self) -> Result<Waker> {
+        let shared = self.wake.get_or_try_init(|| WakeFd::owning(self.reader.epoll_fd()).map(Arc::new))?;
+        Ok(Waker(shared.clone()))
+    }
+
+    /// From now on, [`Self::poll`] and [`Self::consume`] deliver the
+    /// records of all CPUs in `key` order. A record goes out only when
+    /// every ring has shown a newer key or been idle for `idle_wait`;
+    /// records stay in their rings until delivered. In the fast mode every
+    /// ring goes back to libbpf's wake-ups.
+    pub fn set_order(&mut self, key: OrderKey<'a>, idle_wait: Duration) -> Result<()> {
+        let by = match key {
+            OrderKey::RawPrefix => OrderBy::RawPrefix,
+            OrderKey::SampleTime => OrderBy::SampleTime,
+            OrderKey::Fn(f) => {
+                self.reader.handler_mut().key = Some(f);
+                OrderBy::Handler
+            }
+        };
+        self.reader.set_order(by, idle_wait)
+    }
+
+    /// In ordered mode, delivers everything already in the rings, in key
+    /// order, ignoring the horizon (at shutdown).
+    pub fn flush_ordered(&mut self) -> Result<usize> {
+        self.reader.flush_ordered()
+    }
+
+    /// The ordered reader's counters, if ordering is on.
+    pub fn order_stats(&self) -> Option<OrderStats> {
+        self.reader.order_stats()
+    }
+
+    /// Reads overwritable ring `idx` ([`Builder::overwrite`]): pauses its
+    /// output, delivers what was written since the last read, oldest
+    /// first, resumes. Returns the number of records.
+    pub fn snapshot(&mut self, idx: usize) -> Result<usize> {
+        self.reader.snapshot(idx)
+    }
+}
+
+impl Drop for PerfBuffer<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.wake.get() {
+            w.retire();
+        }
+    }
+}
+
+/// The epoll fd over all rings, for reactors such as tokio's `AsyncFd`:
+/// readable when a ring (or the fast mode's timer) calls for a read.
+impl AsFd for PerfBuffer<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the reader's epoll fd is open while self lives.
+        unsafe { BorrowedFd::borrow_raw(self.reader.epoll_fd()) }
+    }
+}
+
+impl AsRawFd for PerfBuffer<'_> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.reader.epoll_fd()
+    }
+}
+
+/// Wakes a [`PerfBuffer::poll`] blocked in another thread: that poll (or
+/// the next) fails with [`crate::ErrorKind::Cancelled`]. `Send + Sync`,
+/// cloneable; once its buffer is dropped, [`Waker::wake`] fails instead of
+/// touching anything.
+///
+/// ```no_run
+/// # fn f(mut pb: perfbuf::PerfBuffer<'static>) -> perfbuf::Result<()> {
+/// let waker = pb.waker()?;
+/// std::thread::spawn(move || waker.wake());
+/// let err = pb.poll(None).unwrap_err();
+/// assert_eq!(err.kind(), perfbuf::ErrorKind::Cancelled);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Waker(Arc<WakeFd>);
+
+impl Waker {
+    /// Wakes the buffer's poll.
+    pub fn wake(&self) -> Result<()> {
+        self.0.wake()
+    }
+}
+
+/// One ring read record by record, borrowed from its [`PerfBuffer`]:
+/// [`Self::peek`] shows the next record, [`Self::advance`] moves past it,
+/// [`Self::publish`] frees the space of everything advanced past.
+///
+/// ```no_run
+/// # fn f(pb: &mut perfbuf::PerfBuffer<'_>) -> perfbuf::Result<()> {
+/// let mut ring = pb.ring(0)?;
+/// while let Some(rec) = ring.peek()? {
+///     println!("{} bytes", rec.len());
+///     ring.advance()?;
+/// }
+/// ring.publish()?;
+/// # Ok(()) }
+/// ```
+pub struct RingReader<'b, 'a> {
+    pb: &'b mut PerfBuffer<'a>,
+    idx: usize,
+}
+
+impl RingReader<'_, '_> {
+    /// The next record, whole (header included; a copy when it wraps the
+    /// ring's end), without consuming it; `None` when the ring is empty.
+    pub fn peek(&mut self) -> Result<Option<&[u8]>> {
+        self.pb.reader.cpu_buf(self.idx)?.peek()
+    }
+
+    /// Moves past the next record (ENODATA when there is none).
+    pub fn advance(&mut self) -> Result<()> {
+        self.pb.reader.cpu_buf(self.idx)?.advance()
+    }
+
+    /// Frees the space of every record advanced past.
+    pub fn publish(&mut self) -> Result<()> {
+        self.pb.reader.publish(self.idx)
+    }
+}
+
+impl<'a> Builder<'a> {
+    /// A builder over a map fd the caller vouches for (the C face; the fd
+    /// may even be invalid: the reader reports that as libbpf does).
+    pub(crate) fn for_raw_fd(map_fd: RawFd) -> Builder<'a> {
+        Builder { opts: Options::new(map_fd), closures: Closures::default(), map: Box::new(NoFd) }
+    }
+
+    /// Data pages per CPU, a power of two (default 8).
+    pub fn pages(mut self, pages: usize) -> Self {
+        self.opts.pages = pages;
+        self
+    }
+
+    /// Called with `(cpu, data)` for each sample's raw data, as libbpf's
+    /// `sample_cb` (the data is padded by the kernel to 8 bytes with its
+    /// 4-byte size).
+    pub fn on_sample(mut self, f: impl FnMut(u32, &[u8]) + 'a) -> Self {
+        self.closures.sample = Some(Box::new(f));
+        self
+    }
+
+    /// Called with `(cpu, count)` for each report of records the kernel
+    /// dropped, as libbpf's `lost_cb`.
+    pub fn on_lost(mut self, f: impl FnMut(u32, u64) + 'a) -> Self {
+        self.closures.lost = Some(Box::new(f));
+        self
+    }
+
+    /// Called with `(cpu, record)` for every record whole, header included
+    /// (libbpf's raw `event_cb`; decode samples with [`crate::decode`]).
+    /// Replaces [`Self::on_sample`] and [`Self::on_lost`]. `Break` stops
+    /// reading this ring for now.
+    pub fn on_record(mut self, f: impl FnMut(u32, &[u8]) -> ControlFlow<()> + 'a) -> Self {
+        self.closures.record = Some(Box::new(f));
+        self
+    }
+
+    /// The event to open on each CPU instead of libbpf's BPF output
+    /// event (for `sample_type`s beyond RAW, say; pair with
+    /// [`Self::on_record`]).
+    pub fn attr(mut self, attr: PerfEventAttr) -> Self {
+        self.opts.attr = AttrChoice::Custom(attr);
+        self
+    }
+
+    /// When the kernel wakes the reader (default: every record).
+    pub fn wakeup(mut self, wakeup: Wakeup) -> Self {
+        self.opts.wakeup = wakeup;
+        self
+    }
+
+    /// With a batching [`Wakeup`], no record waits longer than this to be
+    /// read (default 10 ms): a timer in the epoll set makes [`PerfBuffer::poll`]
+    /// read every ring holding data at least this often.
+    pub fn max_delay(mut self, bound: Duration) -> Self {
+        self.opts.max_delay = Some(bound);
+        self
+    }
+
+    /// Read only these CPUs (map key = CPU id); offline or absent ones are
+    /// skipped ([`PerfBuffer::ring_cpu`] tells which CPU a ring reads).
+    pub fn cpus(mut self, cpus: &[u32]) -> Self {
+        self.opts.cpus = CpuSelection::Subset(cpus.iter().map(|&c| c as i32).collect());
+        self
+    }
+
+    /// Overwritable rings: the kernel keeps the newest records, overwriting
+    /// the oldest; read them with [`PerfBuffer::snapshot`].
+    pub fn overwrite(mut self) -> Self {
+        self.opts.overwrite = true;
+        self
+    }
+
+    /// The fast mode (off by default): while a CPU's rate is high, the
+    /// kernel wakes the reader every 64 records instead of every record,
+    /// into a spill ring 16 times the caller's, and a timer delivers the
+    /// rest within 1 ms. Several times libbpf's records/s at a fraction of
+    /// its CPU; README lists the callers it does not suit.
+    pub fn adaptive(mut self, on: bool) -> Self {
+        self.opts.adaptive = on;
+        self
+    }
+
+    /// Opens the buffer: one event and ring per CPU, stored in the map.
+    pub fn build(self) -> Result<PerfBuffer<'a>> {
+        let reader = Reader::open(self.opts, self.closures)?;
+        Ok(PerfBuffer { reader, wake: OnceCell::new(), _map: self.map })
+    }
+
+    /// Opens a reader delivering to `handler` (the C face's callbacks).
+    pub(crate) fn build_with<H: Handler>(self, handler: H) -> Result<Reader<H>> {
+        Reader::open(self.opts, handler)
+    }
+
+    /// The caller's attr, passed to the kernel untouched (raw mode).
+    pub(crate) fn caller_attr(mut self, attr: CallerAttr, sample_type: u64) -> Self {
+        self.opts.attr = AttrChoice::Caller(attr, sample_type);
+        self
+    }
+
+    /// Exactly these `(cpu, map key)` pairs (raw mode's opts).
+    pub(crate) fn cpu_keys(mut self, pairs: Vec<(i32, i32)>) -> Self {
+        self.opts.cpus = CpuSelection::Explicit(pairs);
+        self
+    }
+
+    /// These CPUs (map key = CPU id), already collected.
+    pub(crate) fn cpu_list(mut self, cpus: Vec<i32>) -> Self {
+        self.opts.cpus = CpuSelection::Subset(cpus);
+        self
+    }
+}
+
+/// The C face's map fd is its caller's: nothing to keep.
+struct NoFd;
+
+impl AsFd for NoFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        unreachable!("the C face's builder is never built into a PerfBuffer")
+    }
+}
+
+/// A poll timeout in libbpf's milliseconds: -1 forever, rounded up.
+fn timeout_ms(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32,
+    }
+}

@@ -1,0 +1,155 @@
+//! One CPU of a reader: the caller's event, its rings, what was read, and
+//! the record-by-record cursor.
+
+use super::stats::RingStats;
+use crate::adaptive::Lane;
+use crate::error::{Error, Result};
+use crate::kernel::PERF_EVENT_IOC_DISABLE;
+use crate::kernel::sys;
+use crate::ring::pair::CpuRings;
+use crate::ring::record::DispatchStats;
+use crate::ring::{At, PerfRing};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+
+/// One CPU's event and rings.
+pub(crate) struct CpuBuf {
+    pub(crate) cpu: i32,
+    pub(crate) map_key: i32,
+    /// The caller's event (`perf_buffer__buffer_fd`).
+    pub(crate) fd: OwnedFd,
+    pub(crate) rings: CpuRings,
+    pub(crate) stats: DispatchStats,
+    /// Times epoll reported this ring.
+    pub(crate) wakeups: u64,
+    /// Overwritable rings: the head seen by the previous snapshot.
+    pub(crate) overwrite_prev_head: Option<u64>,
+    /// Overwritable rings: bytes overwritten before they could be read.
+    pub(crate) overwritten_bytes: u64,
+    /// Record-level API: read position ahead of the published tail.
+    cursor: Option<u64>,
+    /// The poll round that last drained this ring (one count per round).
+    pub(crate) drained_round: u64,
+}
+
+impl CpuBuf {
+    /// A CPU's buffer over its event and mapped ring.
+    pub(crate) fn new(cpu: i32, map_key: i32, fd: OwnedFd, ring: PerfRing, overwrite: bool) -> CpuBuf {
+        CpuBuf {
+            cpu,
+            map_key,
+            fd,
+            rings: CpuRings::new(ring),
+            stats: DispatchStats::default(),
+            wakeups: 0,
+            overwrite_prev_head: overwrite.then_some(0),
+            overwritten_bytes: 0,
+            cursor: None,
+            drained_round: 0,
+        }
+    }
+
+    /// A buffer over a heap ring, for tests of code above the ring.
+    #[cfg(test)]
+    pub(crate) fn for_test(cpu: i32, ring: PerfRing) -> CpuBuf {
+        let fd = std::fs::File::open("/dev/null").expect("/dev/null").into();
+        CpuBuf::new(cpu, cpu, fd, ring, false)
+    }
+
+    /// The next record at the cursor, without consuming it (`None` when
+    /// the ring is empty). An inconsistent ring state skips to the head.
+    pub(crate) fn peek(&mut self) -> Result<Option<&[u8]>> {
+        let ring = self.rings.main_mut();
+        let head = ring.load_head();
+        let pos = self.cursor.unwrap_or_else(|| ring.load_tail());
+        // Decide first, then borrow the record (the checks need &mut ring).
+        match ring.record_at(pos, head) {
+            At::Record(_) => {}
+            At::End => return Ok(None),
+            At::NoMemory => return Err(Error::NOMEM),
+            At::Corrupt => {
+                ring.note_skipped(pos, head);
+                self.cursor = Some(head);
+                return Ok(None);
+            }
+        }
+        match self.rings.main_mut().record_at(pos, head) {
+            At::Record(rec) => Ok(Some(rec)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Moves the cursor past the next record; ENODATA when there is none.
+    pub(crate) fn advance(&mut self) -> Result<()> {
+        let ring = self.rings.main_mut();
+        let head = ring.load_head();
+        let pos = self.cursor.unwrap_or_else(|| ring.load_tail());
+        match ring.record_at(pos, head) {
+            At::Record(rec) => {
+                let size = rec.len() as u64;
+                self.cursor = Some(pos.wrapping_add(size));
+                Ok(())
+            }
+            _ => Err(Error::from_errno(libc::ENODATA)),
+        }
+    }
+
+    /// Publishes the cursor as the tail (release), freeing the space of
+    /// every record advanced past.
+    pub(crate) fn publish(&mut self) {
+        if let Some(pos) = self.cursor.take() {
+            self.rings.main().store_tail(pos);
+        }
+    }
+
+    /// Current figures (the fast mode's are filled in by the reader).
+    pub(crate) fn figures(&self) -> RingStats {
+        let all = self.rings.figures();
+        RingStats {
+            cpu: self.cpu,
+            records: all.records,
+            bytes: all.bytes,
+            lost: self.stats.lost,
+            wakeups: self.wakeups,
+            pending_bytes: self.rings.pending_bytes(),
+            data_size: self.rings.main().data_size() as u64,
+            resyncs: all.resyncs,
+            skipped_bytes: all.skipped_bytes,
+            malformed: self.stats.malformed,
+            overwritten_bytes: self.overwritten_bytes,
+            batched: false,
+            batch_switches: 0,
+            spill_size: self.rings.spill().map_or(0, |s| s.data_size() as u64),
+        }
+    }
+
+    /// libbpf's teardown order: forget the map entry, unmap, disable, close.
+    pub(crate) fn teardown(self, map_fd: RawFd) {
+        let CpuBuf { map_key, fd, rings, .. } = self;
+        let _ = sys::map_delete_u32(map_fd, map_key as u32);
+        drop(rings);
+        let _ = sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
+        drop(fd);
+    }
+}
+
+impl Lane for CpuBuf {
+    fn cpu(&self) -> i32 {
+        self.cpu
+    }
+
+    fn map_key(&self) -> u32 {
+        self.map_key as u32
+    }
+
+    fn event(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    fn rings(&self) -> &CpuRings {
+        &self.rings
+    }
+
+    fn rings_mut(&mut self) -> &mut CpuRings {
+        &mut self.rings
+    }
+}

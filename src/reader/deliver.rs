@@ -1,0 +1,200 @@
+//! How records reach a reader's owner. A face (the Rust API's closures,
+//! the C face's function pointers) implements [`Handler`]; the parsing
+//! both share lives here: libbpf's sample/lost split
+//! (`perf_buffer__process_record`) and the raw every-record mode.
+
+use crate::kernel::PERF_RECORD_SAMPLE;
+use crate::ring::record::{self, DispatchStats, Record};
+use crate::ring::{Header, PerfRing, Stop};
+use core::ops::ControlFlow;
+
+/// Why a handler stopped a read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Halt {
+    /// Stop this ring quietly and go on with the others (libbpf's
+    /// `LIBBPF_PERF_EVENT_DONE`).
+    Done,
+    /// Stop the read and return this value (libbpf returns a raw
+    /// callback's value other than `CONT` and `DONE` as is).
+    Code(i32),
+    /// A record of this type reached sample/lost callbacks (libbpf stops
+    /// with `LIBBPF_PERF_EVENT_ERROR`).
+    Unknown(u32),
+}
+
+/// A drain's outcome for a handler.
+pub(crate) type Flow = ControlFlow<Stop<Halt>>;
+
+/// Where a reader's records go.
+pub(crate) trait Handler {
+    /// Reads `ring` up to `head` (see [`PerfRing::drain_until`]), handing
+    /// over every record of `cpu`.
+    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow;
+
+    /// Hands over one whole record of `cpu` (a record made here, one the
+    /// ordered reader picked, a snapshot's).
+    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt>;
+
+    /// The ordered reader's key of a record of `cpu`, when ordering by the
+    /// owner's own key function.
+    fn order_key(&mut self, _cpu: i32, _rec: &[u8]) -> u64 {
+        0
+    }
+}
+
+/// The common case with the fewest checks: a `PERF_RECORD_SAMPLE` whose raw
+/// size fits its record. Returns the raw data. The type comes from `header`
+/// (a register, the same along a run of equal headers), so only the raw
+/// size is read here.
+#[inline(always)]
+fn raw_sample(header: Header, rec: &[u8]) -> Option<&[u8]> {
+    if header.type_() != PERF_RECORD_SAMPLE {
+        return None;
+    }
+    let (head, rest) = rec.split_first_chunk::<12>()?;
+    let size = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]) as usize;
+    rest.get(..size)
+}
+
+/// libbpf's sample/lost callbacks over a whole ring: `sample(data)` for
+/// each sample, `lost(count)` for each lost report; a record of another
+/// type stops the read. Inlined into each face's drain, so the callables
+/// the face passes (a function pointer and its context, say) stay in
+/// registers across the loop.
+#[inline(always)]
+pub(crate) fn drain_parsed<S, L>(
+    ring: &mut PerfRing,
+    head: u64,
+    stats: &mut DispatchStats,
+    mut sample: S,
+    mut lost: L,
+) -> Flow
+where
+    S: FnMut(&[u8]),
+    L: FnMut(u64),
+{
+    ring.drain_until(
+        head,
+        &mut (),
+        |(), header, rec| {
+            if let Some(data) = raw_sample(header, rec) {
+                sample(data);
+                return ControlFlow::Continue(());
+            }
+            deliver_parsed(rec, stats, &mut sample, &mut lost)
+        },
+        |()| (),
+    )
+}
+
+/// [`drain_parsed`] without a sample callable: lost reports still count.
+#[inline(always)]
+pub(crate) fn drain_lost_only<L: FnMut(u64)>(
+    ring: &mut PerfRing,
+    head: u64,
+    stats: &mut DispatchStats,
+    mut lost: L,
+) -> Flow {
+    ring.drain_until(head, &mut (), |(), _, rec| deliver_parsed(rec, stats, &mut |_| {}, &mut lost), |()| ())
+}
+
+/// One record for sample/lost callbacks. Never inlined: kept out of the
+/// drain loop, it leaves that loop its registers.
+#[cold]
+#[inline(never)]
+pub(crate) fn deliver_parsed(
+    rec: &[u8],
+    stats: &mut DispatchStats,
+    sample: &mut dyn FnMut(&[u8]),
+    lost: &mut dyn FnMut(u64),
+) -> ControlFlow<Halt> {
+    match record::parse(rec) {
+        Record::Sample { data } => {
+            // Not counted here: the ring counts records and bytes once per
+            // drain, keeping this path free of stores.
+            sample(data);
+            ControlFlow::Continue(())
+        }
+        Record::Lost { lost: count } => {
+            stats.lost += count;
+            lost(count);
+            ControlFlow::Continue(())
+        }
+        Record::Other { type_ } => {
+            crate::log::warn(format_args!("unknown perf sample type {type_}"));
+            ControlFlow::Break(Halt::Unknown(type_))
+        }
+        Record::Malformed => {
+            stats.malformed += 1;
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// Every record of a ring, whole, to `record(rec)` (libbpf's raw
+/// `event_cb`); lost reports are counted on the way.
+#[inline(always)]
+pub(crate) fn drain_raw<R>(ring: &mut PerfRing, head: u64, stats: &mut DispatchStats, mut record: R) -> Flow
+where
+    R: FnMut(&[u8]) -> ControlFlow<Halt>,
+{
+    ring.drain_until(
+        head,
+        &mut (),
+        |(), header, rec| {
+            if header.type_() != PERF_RECORD_SAMPLE {
+                count_lost(rec, stats);
+            }
+            record(rec)
+        },
+        |()| (),
+    )
+}
+
+/// Adds what a `PERF_RECORD_LOST` reports to `stats` (raw mode, batches).
+#[inline(never)]
+pub(crate) fn count_lost(rec: &[u8], stats: &mut DispatchStats) {
+    if let Record::Lost { lost } = record::parse(rec) {
+        stats.lost += lost;
+    }
+}
+
+/// A handler for tests: collects `(cpu, first 8 bytes)` of each sample
+/// and the lost counts.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Collect(pub Vec<(i32, u64)>, pub Vec<(i32, u64)>);
+
+#[cfg(test)]
+impl Collect {
+    fn sample(&mut self, cpu: i32, data: &[u8]) {
+        self.0.push((cpu, data.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))));
+    }
+}
+
+#[cfg(test)]
+impl Handler for Collect {
+    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
+        let (samples, lost) = (&mut self.0, &mut self.1);
+        drain_parsed(
+            ring,
+            head,
+            stats,
+            |data| {
+                samples.push((cpu, data.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8")))))
+            },
+            |n| lost.push((cpu, n)),
+        )
+    }
+
+    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
+        let mut samples = Vec::new();
+        let mut lost = Vec::new();
+        let r = deliver_parsed(rec, stats, &mut |d| samples.push(d.to_vec()), &mut |n| lost.push(n));
+        for d in samples {
+            self.sample(cpu, &d);
+        }
+        self.1.extend(lost.into_iter().map(|n| (cpu, n)));
+        r
+    }
+}

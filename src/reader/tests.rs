@@ -1,0 +1,429 @@
+//! The reader and the fast mode on the fake kernel: poll's return values
+//! and timeouts, every fast-mode transition and fallback, standing down,
+//! lost-record reconciliation, claims on the map. No root needed.
+
+use super::config::{Options, Wakeup};
+use super::deliver::{Collect, Flow, Halt, Handler};
+use super::*;
+use crate::kernel::fake::{self, FakeKernel};
+use crate::ring::record::DispatchStats;
+use std::os::fd::OwnedFd;
+
+const MS: Duration = Duration::from_millis(1);
+
+struct Fx {
+    map: OwnedFd,
+    _k: fake::Installed,
+}
+
+fn kernel(cpus: usize, setup: impl FnOnce(&mut FakeKernel)) -> Fx {
+    let mut k = FakeKernel::new(cpus);
+    setup(&mut k);
+    let _k = fake::install(k);
+    let map = fake::with(|k| k.create_map(cpus as u32)).unwrap();
+    Fx { map, _k }
+}
+
+impl Fx {
+    fn options(&self, f: impl FnOnce(&mut Options)) -> Options {
+        let mut o = Options::new(self.map.as_raw_fd());
+        f(&mut o);
+        o
+    }
+
+    fn open(&self, f: impl FnOnce(&mut Options)) -> Reader<Collect> {
+        Reader::open(self.options(f), Collect::default()).expect("open")
+    }
+
+    /// `n` 16-byte samples on `cpu` whose first 8 bytes count from `first`;
+    /// returns how many the kernel refused.
+    fn emit(&self, cpu: i32, n: u64, first: u64) -> u64 {
+        let map = self.map.as_raw_fd();
+        fake::with(|k| k.emit_n(map, cpu, n, 16, first)).unwrap()
+    }
+
+    /// The `wakeup_events` of the event slot `cpu` points at, and its fd.
+    fn slot(&self, cpu: i32) -> (u32, RawFd) {
+        let map = self.map.as_raw_fd();
+        fake::with(|k| {
+            let fd = k.slot(map, cpu as u32).expect("slot set");
+            (k.event(fd).map_or(0, |e| e.wakeup), fd)
+        })
+        .unwrap()
+    }
+
+    fn calls(&self, name: &str) -> u64 {
+        fake::with(|k| k.calls.get(name).copied().unwrap_or(0)).unwrap()
+    }
+}
+
+fn advance(d: Duration) {
+    fake::with(|k| k.advance(d));
+}
+
+fn now() -> Moment {
+    Moment::now()
+}
+
+/// `per_ms` records a millisecond on `cpu` for `ms`, polled each millisecond.
+fn stream<H: Handler>(fx: &Fx, r: &mut Reader<H>, cpu: i32, per_ms: u64, ms: u64) {
+    for i in 0..ms {
+        fx.emit(cpu, per_ms, i * per_ms);
+        advance(MS);
+        r.poll(0).expect("poll");
+    }
+}
+
+fn stamps(r: &Reader<Collect>) -> Vec<u64> {
+    r.handler.0.iter().map(|&(_, s)| s).collect()
+}
+
+#[test]
+fn poll_counts_rings_not_records() {
+    let fx = kernel(2, |_| ());
+    let mut r = fx.open(|_| ());
+    fx.emit(0, 5, 0);
+    fx.emit(1, 3, 100);
+    assert_eq!(r.poll(0).unwrap(), 2);
+    assert_eq!(r.handler.0.len(), 8);
+    assert_eq!(r.poll(0).unwrap(), 0);
+    assert_eq!(r.figures(0).unwrap().records, 5);
+    assert_eq!(r.figures(1).unwrap().wakeups, 1);
+}
+
+#[test]
+fn offline_cpus_get_no_ring_unless_named() {
+    let fx = kernel(3, |k| k.set_online(1, false));
+    let r = fx.open(|_| ());
+    assert_eq!((r.buffer_cnt(), r.cpu_of(1).unwrap()), (2, 2));
+    drop(r);
+    // Raw mode's explicit pairs are opened as given: an offline CPU fails.
+    let e = Reader::open(
+        fx.options(|o| o.cpus = config::CpuSelection::Explicit(vec![(1, 1)])),
+        Collect::default(),
+    );
+    assert_eq!(e.err().map(|e| e.errno()), Some(libc::ENODEV));
+}
+
+#[test]
+fn an_empty_poll_waits_its_timeout_even_with_the_delay_timer() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| {
+        o.wakeup = Wakeup::Records(64);
+        o.max_delay = Some(2 * MS);
+    });
+    let t0 = now();
+    assert_eq!(r.poll(10).unwrap(), 0);
+    assert!(now().since(t0) >= 10 * MS, "returned after {:?}", now().since(t0));
+    // Below the batch: the timer delivers within the bound.
+    fx.emit(0, 3, 0);
+    let t0 = now();
+    assert_eq!(r.poll(10).unwrap(), 1);
+    assert!(now().since(t0) <= MS, "after {:?}", now().since(t0));
+    assert_eq!(r.handler.0.len(), 3);
+}
+
+/// A handler that stops at its `stop_at`-th record with `halt`, and
+/// takes `slow` of fake time per record.
+struct Stopper {
+    inner: Collect,
+    stop_at: usize,
+    halt: Halt,
+    slow: Duration,
+}
+
+impl Handler for Stopper {
+    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
+        ring.drain_until(
+            head,
+            self,
+            |me, _, rec| {
+                if !me.slow.is_zero() {
+                    advance(me.slow);
+                }
+                let flow = me.inner.deliver(cpu, rec, stats);
+                if me.inner.0.len() == me.stop_at { ControlFlow::Break(me.halt) } else { flow }
+            },
+            |_| (),
+        )
+    }
+
+    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
+        self.inner.deliver(cpu, rec, stats)
+    }
+}
+
+fn stopper(stop_at: usize, halt: Halt) -> Stopper {
+    Stopper { inner: Collect::default(), stop_at, halt, slow: Duration::ZERO }
+}
+
+#[test]
+fn callbacks_stop_as_in_libbpf() {
+    let fx = kernel(2, |_| ());
+    // DONE stops the ring quietly; poll goes on with the next.
+    let mut r = Reader::open(fx.options(|_| ()), stopper(2, Halt::Done)).unwrap();
+    fx.emit(0, 5, 0);
+    fx.emit(1, 5, 0);
+    assert_eq!(r.poll(0).unwrap(), 2);
+    assert_eq!(r.handler.inner.0.len(), 7, "2 from ring 0, then all 5 of ring 1");
+    drop(r);
+    // Another value stops the poll and is returned as is.
+    let mut r = Reader::open(fx.options(|_| ()), stopper(1, Halt::Code(5))).unwrap();
+    fx.emit(0, 2, 0);
+    let e = r.poll(0).unwrap_err();
+    assert_eq!((e.code(), e.kind()), (5, crate::ErrorKind::Stopped(5)));
+}
+
+#[test]
+fn the_fast_mode_starts_per_record_in_its_spill_ring() {
+    let fx = kernel(2, |_| ());
+    let r = fx.open(|o| o.adaptive = true);
+    for cpu in 0..2 {
+        let (wakeup, fd) = fx.slot(cpu);
+        assert_eq!(wakeup, 1, "per record");
+        assert_ne!(fd, r.bufs[cpu as usize].fd.as_raw_fd(), "not the caller's event");
+        let f = r.figures(cpu as usize).unwrap();
+        assert_eq!((f.spill_size, f.batched), (16 * 8 * 4096, false));
+    }
+    assert!(!r.timer.as_ref().unwrap().ticking(), "no timer while nothing is batched");
+}
+
+#[test]
+fn a_fast_stream_batches_and_a_quiet_one_stops_batching() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60); // 100 k/s
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert!(r.figures(0).unwrap().batched);
+    assert!(r.timer.as_ref().unwrap().ticking());
+    assert_eq!(r.handler.0.len(), 6000, "nothing lost or late across the switch");
+    // Below a batch: the timer delivers within a tick.
+    fx.emit(0, 10, 7000);
+    let t0 = now();
+    assert_eq!(r.poll(50).unwrap(), 1);
+    assert!(now().since(t0) <= adaptive::TICK, "after {:?}", now().since(t0));
+    assert_eq!(r.handler.0.len(), 6010);
+    // Quiet: back to per record after a whole window without records, the
+    // timer stops after its grace, and an empty poll sleeps its timeout.
+    for _ in 0..110 {
+        advance(MS);
+        r.poll(0).unwrap();
+    }
+    assert_eq!(fx.slot(0).0, 1);
+    r.poll(1).unwrap();
+    assert!(!r.timer.as_ref().unwrap().ticking(), "grace over");
+    let t0 = now();
+    assert_eq!(r.poll(100).unwrap(), 0);
+    assert!(now().since(t0) >= 100 * MS);
+    assert_eq!(r.figures(0).unwrap().batch_switches, 1);
+}
+
+#[test]
+fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    // The reader stalls while the producer fills half the spill ring.
+    let half = (16 * 8 * 4096 / 2 / 32) as u64;
+    assert_eq!(fx.emit(0, half, 10_000), 0);
+    r.consume().unwrap();
+    assert_eq!(fx.slot(0).0, 1, "back to per-record before the drain");
+    // Held for 200 ms: fast windows do not batch again meanwhile.
+    stream(&fx, &mut r, 0, 100, 150);
+    assert_eq!(fx.slot(0).0, 1);
+    stream(&fx, &mut r, 0, 100, 110);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS, "batched again after the hold");
+    assert_eq!(r.figures(0).unwrap().lost, 0);
+}
+
+#[test]
+fn a_reader_busy_draining_goes_back_per_record() {
+    let fx = kernel(1, |_| ());
+    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    stream(&fx, &mut r, 0, 100, 60);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    // Each record now costs 20 us: 200 a millisecond take 4 ms to read.
+    r.handler.slow = Duration::from_micros(20);
+    for i in 0..4 {
+        fx.emit(0, 200, i * 200);
+        r.poll(0).unwrap();
+    }
+    assert_eq!(fx.slot(0).0, 1);
+}
+
+#[test]
+fn lost_reports_while_batched_go_back_per_record() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    r.set_paused(true).unwrap();
+    assert_eq!(fx.emit(0, 3, 0), 3, "pausing covers the spill ring");
+    r.set_paused(false).unwrap();
+    fx.emit(0, 70, 0); // the first of these reports the 3
+    r.consume().unwrap();
+    assert_eq!(r.handler.1, vec![(0, 3)]);
+    stream(&fx, &mut r, 0, 100, 50);
+    assert_eq!(fx.slot(0).0, 1, "lost records while batched are pressure");
+}
+
+#[test]
+fn standing_down_keeps_order_delivers_leftovers_and_reconciles_lost() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    let before = r.handler.0.len();
+    fx.emit(0, 10, 1000); // in the spill ring, unread (below a batch)
+    // Refused while paused: the spill ring owes 5, to be reported only
+    // with a next write there, which will never come.
+    r.set_paused(true).unwrap();
+    fx.emit(0, 5, 0);
+    r.set_paused(false).unwrap();
+    let caller = r.event_fd(0).unwrap();
+    assert_eq!(fx.slot(0).1, caller, "the caller's event again");
+    assert!(!r.timer.as_ref().unwrap().ticking(), "stopped at once: nothing batched");
+    fx.emit(0, 3, 2000); // into the caller's ring
+    r.consume().unwrap();
+    assert_eq!(
+        stamps(&r)[before..],
+        [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 2000, 2001, 2002]
+    );
+    assert!(r.handler.1.is_empty());
+    assert!(r.figures(0).unwrap().spill_size > 0);
+    // Once quiet and read, the spill ring's debt is paid and it is released.
+    advance(adaptive::QUIET_AFTER);
+    r.consume().unwrap();
+    r.consume().unwrap();
+    assert_eq!(r.handler.1, vec![(0, 5)]);
+    assert_eq!(r.figures(0).unwrap().spill_size, 0);
+    // For good: a fast stream no longer moves the slot.
+    stream(&fx, &mut r, 0, 100, 60);
+    assert_eq!(fx.slot(0).1, caller);
+}
+
+#[test]
+fn a_ring_and_its_spill_ring_count_once_per_poll() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    fx.emit(0, 64, 0); // wakes through the spill ring's event
+    r.event_fd(0).unwrap();
+    fx.emit(0, 1, 64); // wakes through the caller's event
+    assert_eq!(r.poll(0).unwrap(), 1);
+    assert_eq!(r.handler.0.len(), 6065);
+}
+
+#[test]
+fn every_drain_clears_a_fired_tick() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    let epoll = r.epoll_fd();
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 4];
+    for drain in 0..3 {
+        advance(2 * MS);
+        match drain {
+            0 => r.consume().unwrap(),
+            1 => r.consume_buffer(0).unwrap(),
+            _ => drop(r.consume_batch(|_| ControlFlow::Continue(()))),
+        }
+        assert_eq!(sys::epoll_wait(epoll, &mut ev, 4, 0).unwrap(), 0, "drain {drain} left the tick");
+    }
+}
+
+#[test]
+fn without_a_timer_there_is_no_fast_mode() {
+    let fx = kernel(2, |k| k.fail("timerfd", 1, libc::EMFILE));
+    let r = fx.open(|o| o.adaptive = true);
+    assert!(r.adaptive.is_none());
+    assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
+}
+
+#[test]
+fn a_cpu_whose_fast_events_fail_keeps_the_callers_event() {
+    // perf_event_open: the callers' events (2), then CPU 0's two fast
+    // events, then CPU 1's first: fail that one.
+    let fx = kernel(2, |k| k.fail("perf_event_open", 5, libc::EMFILE));
+    let r = fx.open(|o| o.adaptive = true);
+    assert_ne!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
+    assert_eq!(fx.slot(1).1, r.bufs[1].fd.as_raw_fd());
+    assert_eq!(r.figures(1).unwrap().spill_size, 0);
+    drop(r);
+    // The spill ring's mapping (the third mmap) fails: CPU 0 goes without.
+    let fx = kernel(2, |k| k.fail("mmap", 3, libc::EPERM));
+    let r = fx.open(|o| o.adaptive = true);
+    assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
+    assert_ne!(fx.slot(1).1, r.bufs[1].fd.as_raw_fd());
+    drop(r);
+    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1, "only the map is left");
+}
+
+#[test]
+fn without_format_lost_small_rings_get_no_fast_mode() {
+    let fx = kernel(1, |k| k.format_lost = false);
+    assert!(fx.open(|o| o.adaptive = true).adaptive.is_none());
+}
+
+#[test]
+fn a_big_callers_ring_batches_into_itself() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| {
+        o.adaptive = true;
+        o.pages = adaptive::SPILL_MAX / 4096;
+    });
+    assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd(), "per record: the caller's event");
+    stream(&fx, &mut r, 0, 100, 60);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(r.figures(0).unwrap().spill_size, 0);
+    assert_eq!(r.handler.0.len(), 6000);
+    r.event_fd(0).unwrap();
+    assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
+}
+
+#[test]
+fn a_second_buffer_on_the_map_takes_the_slots_for_good() {
+    let fx = kernel(1, |_| ());
+    let mut first = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut first, 0, 100, 60);
+    let second = fx.open(|_| ());
+    let theirs = second.bufs[0].fd.as_raw_fd();
+    let updates = fx.calls("map_update");
+    // The first buffer's rate falls to nothing: it must not take the slot back.
+    for _ in 0..120 {
+        fx.emit(0, 10, 0);
+        advance(MS);
+        first.poll(0).unwrap();
+    }
+    assert_eq!(fx.calls("map_update"), updates);
+    assert_eq!(fx.slot(0).1, theirs);
+    drop(second);
+}
+
+#[test]
+fn a_forked_copy_writes_no_slot() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    let updates = fx.calls("map_update");
+    fake::with(|k| k.pid = 4242); // as seen from a forked child
+    for _ in 0..60 {
+        advance(MS);
+        r.poll(0).unwrap();
+    }
+    assert_eq!(fx.calls("map_update"), updates);
+}
+
+#[test]
+fn ordering_stands_the_fast_mode_down_and_delivers_leftovers_first() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    fx.emit(0, 10, 100_000); // unread, in the spill ring
+    r.set_order(OrderBy::RawPrefix, 10 * MS).unwrap();
+    assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
+    assert_eq!(
+        stamps(&r)[6000..],
+        [100_000, 100_001, 100_002, 100_003, 100_004, 100_005, 100_006, 100_007, 100_008, 100_009]
+    );
+    assert!(!r.timer.as_ref().unwrap().ticking());
+}

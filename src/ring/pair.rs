@@ -1,0 +1,228 @@
+//! One CPU's rings: the caller's, and the spill ring the fast mode (see
+//! `crate::adaptive`) may point the CPU's map slot at. Records of one CPU
+//! are in at most these two rings, split by the moments the slot moved;
+//! [`CpuRings::drain`] reads them in the order they were written.
+
+use super::record::{DispatchStats, LOST_RECORD_SIZE};
+use super::{Counters, PerfRing, Stop};
+use core::ops::ControlFlow;
+
+/// A CPU's rings and what they owe the reader.
+pub(crate) struct CpuRings {
+    main: PerfRing,
+    spill: Option<PerfRing>,
+    /// The map slot points at an event writing into the spill ring.
+    spill_current: bool,
+    /// Lost records the kernel will not report in a ring (see
+    /// `crate::adaptive`), delivered before the next records read.
+    owed_lost: u64,
+    /// Lost reports delivered for `owed_lost`: the figures count them with
+    /// the records read, as the ring would have held them.
+    lost_reports_made: u64,
+    /// What a spill ring released earlier read, so figures never go back.
+    retired: Counters,
+}
+
+impl CpuRings {
+    /// A CPU's rings: the caller's ring only.
+    pub(crate) fn new(main: PerfRing) -> CpuRings {
+        CpuRings {
+            main,
+            spill: None,
+            spill_current: false,
+            owed_lost: 0,
+            lost_reports_made: 0,
+            retired: Counters::default(),
+        }
+    }
+
+    /// The caller's ring.
+    pub(crate) fn main(&self) -> &PerfRing {
+        &self.main
+    }
+
+    /// The caller's ring, to read it record by record.
+    pub(crate) fn main_mut(&mut self) -> &mut PerfRing {
+        &mut self.main
+    }
+
+    /// The spill ring, if the CPU has one.
+    pub(crate) fn spill(&self) -> Option<&PerfRing> {
+        self.spill.as_ref()
+    }
+
+    /// The spill ring, to read it whole.
+    pub(crate) fn spill_mut(&mut self) -> Option<&mut PerfRing> {
+        self.spill.as_mut()
+    }
+
+    /// Gives the CPU a spill ring (not current yet).
+    pub(crate) fn set_spill(&mut self, ring: PerfRing) {
+        self.spill = Some(ring);
+    }
+
+    /// Takes the spill ring away (after it was read for the last time);
+    /// what it read stays in the figures.
+    pub(crate) fn take_spill(&mut self) -> Option<PerfRing> {
+        self.spill_current = false;
+        let spill = self.spill.take()?;
+        add(&mut self.retired, spill.stats());
+        Some(spill)
+    }
+
+    /// Records now go to the spill ring (`true`) or to the caller's.
+    pub(crate) fn set_spill_current(&mut self, current: bool) {
+        self.spill_current = current && self.spill.is_some();
+    }
+
+    /// Adds lost records to deliver before the next records read.
+    pub(crate) fn owe_lost(&mut self, lost: u64) {
+        self.owed_lost += lost;
+    }
+
+    /// The owed lost records, if any, now being delivered.
+    pub(crate) fn take_owed(&mut self) -> Option<u64> {
+        let lost = core::mem::take(&mut self.owed_lost);
+        (lost > 0).then(|| {
+            self.lost_reports_made += 1;
+            lost
+        })
+    }
+
+    /// Whether a read would deliver anything.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.owed_lost > 0 || self.pending_bytes() > 0
+    }
+
+    /// Records read from this CPU's rings.
+    pub(crate) fn records_read(&self) -> u64 {
+        self.main.stats().records
+            + self.retired.records
+            + self.spill.as_ref().map_or(0, |s| s.stats().records)
+    }
+
+    /// Bytes waiting in this CPU's rings.
+    pub(crate) fn pending_bytes(&self) -> u64 {
+        self.main.pending_bytes() + self.spill.as_ref().map_or(0, PerfRing::pending_bytes)
+    }
+
+    /// The ring records go to now.
+    pub(crate) fn current(&self) -> &PerfRing {
+        match &self.spill {
+            Some(spill) if self.spill_current => spill,
+            _ => &self.main,
+        }
+    }
+
+    /// Drains this CPU's rings with `drain(ring, head, stats)` in the order
+    /// their records were written: the ring the map slot left, then the one
+    /// it points at. The newer ring's head is loaded before the older ring
+    /// is read, so a record the older ring got just before a switch is read
+    /// before any the newer one got after it. Each ring counts the lost
+    /// records reported in it (what `drain` added to `stats.lost`).
+    #[inline(always)]
+    pub(crate) fn drain<B, F>(&mut self, stats: &mut DispatchStats, mut drain: F) -> ControlFlow<Stop<B>>
+    where
+        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
+    {
+        let mut drain_one = |ring: &mut PerfRing, head: u64| {
+            // An empty ring costs two loads: no drain set up, no tail store.
+            if head == ring.load_tail() {
+                return ControlFlow::Continue(());
+            }
+            let before = stats.lost;
+            let ret = drain(ring, head, stats);
+            ring.count_lost(stats.lost - before);
+            ret
+        };
+        let (older, newer) = match &mut self.spill {
+            None => {
+                let head = self.main.load_head();
+                return drain_one(&mut self.main, head);
+            }
+            Some(spill) if self.spill_current => (&mut self.main, spill),
+            Some(spill) => (spill, &mut self.main),
+        };
+        let head = newer.load_head();
+        drain_one(older, older.load_head())?;
+        drain_one(newer, head)
+    }
+
+    /// The rings' figures together, a lost report made here counting as a
+    /// record read.
+    pub(crate) fn figures(&self) -> Counters {
+        let mut all = self.main.stats();
+        all.records += self.lost_reports_made;
+        all.bytes += self.lost_reports_made * LOST_RECORD_SIZE as u64;
+        add(&mut all, self.retired);
+        if let Some(spill) = &self.spill {
+            add(&mut all, spill.stats());
+        }
+        all
+    }
+}
+
+fn add(sum: &mut Counters, c: Counters) {
+    sum.records += c.records;
+    sum.bytes += c.bytes;
+    sum.resyncs += c.resyncs;
+    sum.skipped_bytes += c.skipped_bytes;
+    sum.lost += c.lost;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::PERF_RECORD_SAMPLE;
+
+    fn push(ring: &mut PerfRing, stamp: u64) {
+        let mut rec = vec![0u8; 24];
+        rec[..4].copy_from_slice(&PERF_RECORD_SAMPLE.to_ne_bytes());
+        rec[6..8].copy_from_slice(&24u16.to_ne_bytes());
+        rec[8..12].copy_from_slice(&12u32.to_ne_bytes());
+        rec[12..20].copy_from_slice(&stamp.to_ne_bytes());
+        let head = ring.load_head();
+        ring.write_data(head, &rec);
+        ring.store_head(head + 24);
+    }
+
+    fn stamps(rings: &mut CpuRings) -> Vec<u64> {
+        let mut out = Vec::new();
+        let _ = rings.drain::<(), _>(&mut DispatchStats::default(), |ring, head, _| {
+            ring.drain_until(
+                head,
+                &mut out,
+                |out, _, rec| {
+                    out.push(u64::from_ne_bytes(rec[12..20].try_into().unwrap()));
+                    ControlFlow::Continue(())
+                },
+                |_| (),
+            )
+        });
+        out
+    }
+
+    #[test]
+    fn the_ring_the_slot_left_is_read_first() {
+        let mut rings = CpuRings::new(PerfRing::heap(2048, 1).unwrap());
+        rings.set_spill(PerfRing::heap(2048, 2).unwrap());
+        push(rings.main_mut(), 1);
+        rings.set_spill_current(true);
+        push(rings.spill_mut().unwrap(), 2);
+        assert_eq!(rings.pending_bytes(), 48);
+        assert_eq!(stamps(&mut rings), vec![1, 2]);
+        // Back to the caller's ring: what the spill ring got first comes first.
+        push(rings.spill_mut().unwrap(), 3);
+        rings.set_spill_current(false);
+        push(rings.main_mut(), 4);
+        assert_eq!(stamps(&mut rings), vec![3, 4]);
+        assert_eq!(rings.records_read(), 4);
+        assert!(!rings.has_pending());
+        rings.owe_lost(5);
+        assert!(rings.has_pending());
+        assert_eq!((rings.take_owed(), rings.take_owed()), (Some(5), None));
+        assert_eq!(rings.figures().records, 5, "a lost report made here counts as a record");
+        assert!(rings.take_spill().is_some());
+        assert_eq!((rings.records_read(), rings.figures().records), (4, 5), "a released ring's count stays");
+    }
+}
