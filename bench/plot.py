@@ -10,7 +10,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-ORDER = ["default", "default_adaptive_off", "raw_wakeup64", "perfbuf_wakeup64_delay1ms"]
+ORDER = ["default", "fast", "raw_wakeup64", "perfbuf_wakeup64_delay1ms", "ringbuf"]
+
+# Every reader of the stream at full rate, as bench/run.py's second table.
+READERS = [
+    ("libbpf", "default", "libbpf"),
+    ("libperfbuf", "default", "libperfbuf\ndefault"),
+    ("libperfbuf", "fast", "libperfbuf\nfast"),
+    ("libbpf", "ringbuf", "libbpf\nringbuf"),
+    ("cilium-ebpf", "default", "cilium/ebpf"),
+    ("aya", "default", "aya"),
+    ("libbpf", "raw_wakeup64", "libbpf raw\nwakeup 64"),
+    ("libperfbuf", "perfbuf_wakeup64_delay1ms", "perfbuf_new\nwakeup 64"),
+]
 
 
 def mode_order(mode):
@@ -23,18 +35,19 @@ def main():
     colors = {"libbpf": "#7f7f7f", "libperfbuf": "#1f77b4"}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
 
-    stream = [r for r in data if r["row"] == "stream_full"]
-    modes = sorted({r["mode"] for r in stream}, key=mode_order)
-    width = 0.38
-    for i, lib in enumerate(libs):
-        vals = [next((r["records_per_s"] / 1e3 for r in stream if r["mode"] == m and r["lib"] == lib), 0)
-                for m in modes]
-        ax1.bar([x + (i - 0.5) * width for x in range(len(modes))], vals, width, label=lib, color=colors[lib])
-    ax1.set_xticks(range(len(modes)))
-    ax1.set_xticklabels(modes, fontsize=7)
-    ax1.set_ylabel("records/s (thousands)")
-    ax1.set_title("stream: producer on CPU 0, reader polling on CPU 1")
-    ax1.legend()
+    stream = {(r["lib"], r["mode"]): r for r in data if r["row"] == "stream_full"}
+    shown = [(lib, mode, label) for lib, mode, label in READERS if (lib, mode) in stream]
+    reader_colors = {"libbpf": "#7f7f7f", "libperfbuf": "#1f77b4", "cilium-ebpf": "#2ca02c", "aya": "#d62728"}
+    ax1.bar(range(len(shown)), [stream[(lib, mode)]["records_per_s"] / 1e3 for lib, mode, _ in shown],
+            color=[reader_colors.get(lib, "#9467bd") for lib, _, _ in shown])
+    for x, (lib, mode, _) in enumerate(shown):
+        r = stream[(lib, mode)]
+        ax1.annotate(f"{r['reader_cpu_ns_per_record']:.0f} ns", (x, r["records_per_s"] / 1e3), ha="center",
+                     va="bottom", fontsize=7)
+    ax1.set_xticks(range(len(shown)))
+    ax1.set_xticklabels([label for _, _, label in shown], fontsize=7)
+    ax1.set_ylabel("records/s (thousands); label: reader CPU per record")
+    ax1.set_title("stream at full rate: producer on CPU 0, reader on CPU 1")
 
     lat = [r for r in data if r["row"].startswith("latency")]
     modes = sorted({(r["row"], r["mode"]) for r in lat}, key=lambda rm: (rm[0], mode_order(rm[1])))

@@ -4,7 +4,26 @@ several times; prints medians side by side with the ratio libperfbuf/libbpf
 and writes them as JSON. Also counts instructions per drained record under
 callgrind, a figure that does not depend on machine load.
 
-usage: bench/run.py BENCH_BINARY LIBPERFBUF_SO OUT_JSON [--reps N] [--rows drain,stream,quiet,latency]
+Row groups (--rows, in this order by default):
+  drain    both libraries in one process (dlopen), alternating
+  stream   three processes per repetition: libbpf, libperfbuf's default (no
+           PERFBUF_ADAPTIVE in the environment) and libperfbuf's fast mode
+           (PERFBUF_ADAPTIVE=1 in the libperfbuf process only; perfbench
+           labels its default-attr rows "fast" and runs only those)
+  ringbuf  the same producer shape into a BPF ring buffer, read by libbpf's
+           ring_buffer__poll (no LD_PRELOAD: libperfbuf has no ring buffer API)
+  peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium)
+           and aya (Rust, PEERS_DIR/peer-aya); each skipped, saying why, when
+           its binary was not built (PEERS_DIR/peer-*.skip holds the reason)
+  quiet    both libraries in one process, alternating; run twice per
+           repetition, the second time with PERFBUF_ADAPTIVE=1 (rows "fast":
+           there the libbpf column is the libbpf segments that alternated with
+           libperfbuf's fast ones; the variable does nothing to libbpf)
+  latency  as stream
+Every run starts from the caller's environment less any PERFBUF_* variable.
+
+usage: bench/run.py BENCH_BINARY LIBPERFBUF_SO OUT_JSON [--reps N]
+                    [--rows drain,stream,ringbuf,peers,quiet,latency] [--peers-dir DIR]
 """
 import argparse
 import json
@@ -16,13 +35,51 @@ import subprocess
 import sys
 
 
-def run(binary, lib, row, env_extra=None):
-    env = dict(os.environ)
+GROUPS = ["drain", "stream", "ringbuf", "peers", "quiet", "latency"]
+FAST = {"PERFBUF_ADAPTIVE": "1"}
+
+
+def clean_env():
+    """The caller's environment without libperfbuf's switches: a run is
+    libperfbuf's default unless this script sets one."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PERFBUF_")}
+
+
+def run_cmd(argv, lib=None, env_extra=None):
+    env = clean_env()
     if lib:
         env["LD_PRELOAD"] = lib
     env.update(env_extra or {})
-    out = subprocess.run([binary, row], env=env, check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise SystemExit(f"{' '.join(argv)} failed with exit code {p.returncode}")
+    if p.stderr.strip():
+        sys.stderr.write(p.stderr)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+
+def run(binary, lib, row, env_extra=None):
+    return run_cmd([binary, row], lib, env_extra)
+
+
+PEERS = [("cilium-ebpf", "peer-cilium"), ("aya", "peer-aya")]
+
+
+def peer_binaries(peers_dir):
+    """The peer readers that were built; says why for the others."""
+    found = []
+    for name, exe in PEERS:
+        path = os.path.join(peers_dir, exe)
+        if os.access(path, os.X_OK):
+            found.append(path)
+            continue
+        why = f"{path} not built"
+        skip = path + ".skip"
+        if os.path.exists(skip):
+            why = open(skip).read().strip()
+        print(f"peers: skipping {name}: {why} (make bench-peers builds it)", file=sys.stderr)
+    return found
 
 
 def icount(binary, lib, how, records):
@@ -31,7 +88,7 @@ def icount(binary, lib, how, records):
         return None
     totals = []
     for n in (0, records):
-        env = dict(os.environ)
+        env = clean_env()
         if lib:
             env["LD_PRELOAD"] = lib
         p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
@@ -45,10 +102,58 @@ def icount(binary, lib, how, records):
 
 KEYS = {
     "drain": ["ns_per_record"],
+    "stream": ["records_per_s", "reader_cpu_ns_per_record", "lost", "reader_cpu_ms", "produced",
+               "batch_switches", "ringbuf_output_failed", "other_threads_cpu_ms"],
+    "idle": ["reader_cpu_ms"],
+    "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
+}
+
+
+# What the libbpf/libperfbuf table shows (bench.json has every key above).
+TABLE_KEYS = {
+    "drain": ["ns_per_record"],
     "stream": ["records_per_s", "reader_cpu_ns_per_record", "lost", "reader_cpu_ms"],
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
 }
+
+# Every reader of the same producer shape (producer on CPU 0, reader on
+# CPU 1, 64-byte samples), for the second table.
+READERS = [
+    ("libbpf", "default", "libbpf perf buffer, perf_buffer__poll"),
+    ("libperfbuf", "default", "libperfbuf default (LD_PRELOAD)"),
+    ("libperfbuf", "fast", "libperfbuf fast (LD_PRELOAD, PERFBUF_ADAPTIVE=1)"),
+    ("libbpf", "ringbuf", "libbpf BPF ring buffer, ring_buffer__poll"),
+    ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 perf.Reader, ReadInto"),
+    ("aya", "default", "aya 0.14 PerfEventArray, epoll + for_each"),
+    ("libbpf", "raw_wakeup64", "libbpf perf_buffer__new_raw, wakeup_events 64"),
+    ("libperfbuf", "perfbuf_wakeup64_delay1ms", "libperfbuf perfbuf_new, wakeup 64 + 1 ms"),
+]
+
+
+def readers_table(by):
+    def fmt(r, k):
+        lo, hi = r[k + "_spread"]
+        return f"{r[k]:.4g} ({lo:.4g}–{hi:.4g})"
+
+    lines = ["| row | reader | runs | records/s | reader CPU ns/record | lost (of produced) | "
+             "records/s vs libbpf | CPU/record vs libbpf |", "|---|---|---|---|---|---|---|---|"]
+    for row in ("stream_full", "stream_100k"):
+        base = by.get((row, "default", "libbpf"), {})
+        for lib, mode, label in READERS:
+            r = by.get((row, mode, lib))
+            if not r or "records_per_s" not in r:
+                continue
+            lost = f"{r['lost']:.0f} ({r['lost_spread'][0]:.0f}–{r['lost_spread'][1]:.0f}) of {r.get('produced', 0):.0f}"
+            if "ringbuf_output_failed" in r:
+                lost += " (failed bpf_ringbuf_output calls)"
+            rate = r["records_per_s"] / base["records_per_s"] if base.get("records_per_s") else None
+            cpu = (r["reader_cpu_ns_per_record"] / base["reader_cpu_ns_per_record"]
+                   if base.get("reader_cpu_ns_per_record") else None)
+            lines.append(f"| {row} | {label} | {r['runs']} | {fmt(r, 'records_per_s')} | "
+                         f"{fmt(r, 'reader_cpu_ns_per_record')} | {lost} | "
+                         f"{f'{rate:.2f}' if rate else '—'} | {f'{cpu:.2f}' if cpu else '—'} |")
+    return lines
 
 
 def kind(row):
@@ -64,17 +169,33 @@ def main():
     ap.add_argument("lib")
     ap.add_argument("out")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--rows", default="drain,stream,quiet,latency")
+    ap.add_argument("--rows", default=",".join(GROUPS))
+    ap.add_argument("--peers-dir", default=None, help="where peer-cilium and peer-aya are (default: "
+                    "the benchmark binary's directory)")
     a = ap.parse_args()
+    groups = a.rows.split(",")
+    for g in groups:
+        if g not in GROUPS:
+            raise SystemExit(f"unknown row group {g!r}; known: {','.join(GROUPS)}")
+    peers = peer_binaries(a.peers_dir or os.path.dirname(os.path.abspath(a.binary))) if "peers" in groups else []
 
     samples = {}  # (row, mode, lib) -> list of result dicts
     for rep in range(a.reps):
-        for row in a.rows.split(","):
+        for row in groups:
             # The drain and quiet rows load both libraries in one process and
-            # alternate between them inside it; the others alternate two
-            # processes, so drift hits both alike.
-            runs = ([run(a.binary, None, row, {"PERFBENCH_LIBPERFBUF": a.lib})] if row in ("drain", "quiet")
-                    else [run(a.binary, lib, row) for lib in (None, a.lib)])
+            # alternate between them inside it; the others alternate
+            # processes, so drift hits all alike.
+            both = {"PERFBENCH_LIBPERFBUF": a.lib}
+            if row == "drain":
+                runs = [run(a.binary, None, row, both)]
+            elif row == "quiet":
+                runs = [run(a.binary, None, row, both), run(a.binary, None, row, {**both, **FAST})]
+            elif row == "ringbuf":
+                runs = [run(a.binary, None, row)]
+            elif row == "peers":
+                runs = [run_cmd([p]) for p in peers]
+            else:
+                runs = [run(a.binary, None, row), run(a.binary, a.lib, row), run(a.binary, a.lib, row, FAST)]
             for out in runs:
                 for r in out:
                     key = (r["row"], r.get("mode", ""), r["lib"])
@@ -92,8 +213,9 @@ def main():
         results.append(entry)
 
     icounts = {}
-    for how, lib, name in (("consume", None, "libbpf"), ("consume", a.lib, "libperfbuf"),
-                           ("batch", a.lib, "libperfbuf"), ("hand", None, "hand-written")):
+    modes = (("consume", None, "libbpf"), ("consume", a.lib, "libperfbuf"),
+             ("batch", a.lib, "libperfbuf"), ("hand", None, "hand-written"))
+    for how, lib, name in modes if "drain" in groups else ():  # a drain figure
         v = icount(a.binary, lib, how, 100000)
         if v is not None:
             icounts[f"{name}:{how}"] = v
@@ -103,7 +225,7 @@ def main():
     for r in results:
         if r["lib"] != "libperfbuf":
             continue
-        for k in KEYS[kind(r["row"])]:
+        for k in TABLE_KEYS[kind(r["row"])]:
             if k not in r:
                 continue
             base = by.get((r["row"], r["mode"], "libbpf"), {}).get(k)
@@ -143,8 +265,12 @@ def main():
                      if who != "libbpf" else "")
     table = "\n".join(l for l in lines if l)
     print(table)
+    readers = "\n".join(readers_table(by))
+    print()
+    print(readers)
     with open(a.out, "w") as f:
-        json.dump({"results": results, "icount_per_record": icounts, "table": table}, f, indent=1)
+        json.dump({"results": results, "icount_per_record": icounts, "table": table, "readers_table": readers},
+                  f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 /* A real BPF producer for tests and benchmarks: a PERF_EVENT_ARRAY map and
  * two hand-assembled tc programs that call bpf_perf_event_output, run with
- * BPF_PROG_TEST_RUN on a chosen CPU. Uses only the bpf(2) syscall, never
- * libbpf, so it links beside libbpf or libperfbuf alike. */
+ * BPF_PROG_TEST_RUN on a chosen CPU; and, separately (struct
+ * ringbuf_producer, for the benchmark), a BPF ring buffer written by the
+ * same shape of program with bpf_ringbuf_output. Uses only the bpf(2)
+ * syscall, never libbpf, so it links beside libbpf or libperfbuf alike. */
 #ifndef PERFBUF_PRODUCER_H
 #define PERFBUF_PRODUCER_H
 
@@ -44,5 +46,39 @@ int producer_emit_stamped(struct producer *p, int cpu, unsigned n, unsigned repe
  * u64 bpf_ktime_get_ns(), u16 n-8, u32 seq, u8 cpu, then zeros. For
  * ordering tests: (cpu, seq) identifies each record. */
 int producer_emit_stamped_seq(struct producer *p, int cpu, unsigned n, uint32_t seq, int *helper_ret);
+
+/* ---- The same producer shape into a BPF ring buffer ----
+ * A separate struct, so struct producer keeps its layout (the Python tests
+ * mirror it with ctypes). */
+struct ringbuf_producer {
+	int map_fd;	    /* BPF_MAP_TYPE_RINGBUF */
+	int scratch_fd;	    /* PERCPU_ARRAY, 1 entry: the record is built here */
+	int stats_fd;	    /* ARRAY, 1 entry: struct ringbuf_producer_stats */
+	int prog_fd;	    /* sample = packet[2..10) then packet[0..cnt) */
+};
+
+/* What the program counts itself: bpf_ringbuf_output's result is seen by
+ * user space only for the last run of a BPF_PROG_TEST_RUN batch. */
+struct ringbuf_producer_stats {
+	uint64_t output_failed; /* calls of bpf_ringbuf_output that returned non-zero */
+	int64_t last_error;	/* the last such result (e.g. -EAGAIN when full) */
+};
+
+/* Creates a ring buffer of `ringbuf_bytes` (a power of 2, a multiple of
+ * the page size) and loads a tc program that copies the packet with
+ * bpf_skb_load_bytes into a per-CPU scratch value and writes it with
+ * bpf_ringbuf_output (flags 0: the kernel decides when to wake the reader).
+ * Returns 0 or -errno (the verifier log goes to stderr). */
+int producer_open_ringbuf(struct ringbuf_producer *r, unsigned ringbuf_bytes);
+void producer_close_ringbuf(struct ringbuf_producer *r);
+
+/* As producer_emit_det, into the ring buffer: `repeat` records of n bytes
+ * (8 <= n <= PRODUCER_MAX_N) whose bytes are producer_expected(n, seed).
+ * *helper_ret gets the last run's bpf_ringbuf_output result. */
+int producer_emit_ringbuf(struct ringbuf_producer *r, int cpu, unsigned n, uint8_t seed, unsigned repeat,
+			  int *helper_ret);
+
+/* Reads the program's own counters. Returns 0 or -errno. */
+int producer_ringbuf_stats(const struct ringbuf_producer *r, struct ringbuf_producer_stats *out);
 
 #endif
