@@ -21,10 +21,10 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check lint c-tests check-exports check-header-compat \
+.PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
-all: lib examples
+all: lib
 
 lib:
 	$(CARGO) build --release
@@ -229,6 +229,23 @@ preload-test: $(BUILD)/preload_test lib
 	diff -u $(BUILD)/preload.libbpf.txt $(BUILD)/preload.libperfbuf.txt
 	@echo "preload: transcripts identical ($$(wc -l < $(BUILD)/preload.libbpf.txt) lines)"
 
+# A program using both libraries, linked with -lbpf before and after
+# -lperfbuf, with and without --as-needed: through perfbuf_* names it reads
+# its records in every order, and a libbpf handle given to a perfbuf_*
+# call is refused cleanly.
+LINKORDER_SRC := c-tests/linkorder_test.c $(TESTUTIL)
+LINK_PERFBUF := -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+linkorder-test: lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_bpf_first $(LINKORDER_SRC) -lbpf $(LINK_PERFBUF) -ldl
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_perfbuf_first $(LINKORDER_SRC) $(LINK_PERFBUF) -lbpf -ldl
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_bpf_first_as_needed $(LINKORDER_SRC) -Wl,--as-needed -lbpf $(LINK_PERFBUF) -ldl
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_perfbuf_first_as_needed $(LINKORDER_SRC) -Wl,--as-needed $(LINK_PERFBUF) -lbpf -ldl
+	$(BUILD)/linkorder_bpf_first
+	$(BUILD)/linkorder_perfbuf_first
+	$(BUILD)/linkorder_bpf_first_as_needed
+	$(BUILD)/linkorder_perfbuf_first_as_needed
+
 check-exports: lib
 	c-tests/check-exports.sh $(LIB)
 
@@ -241,7 +258,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linked-test difftest preload-test callers-test controls-test decode-test examples-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -270,22 +287,32 @@ lint:
 	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
-SUITES := lint cargo-test rust-examples-test package-check check-exports check-header-compat install-test linked-test difftest preload-test callers-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint cargo-test rust-examples-test package-check check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 test: lint cargo-test rust-examples-test package-check c-tests
 	@echo "make test: $(words $(SUITES)) passed, 0 failed"
 
 # ---- install -----------------------------------------------------------------
 
-install: lib examples
+# The library alone: the shared library (stripped, with its SONAME links),
+# the static library (without debug info), the header and perfbuf.pc.
+# Needs only Rust and a C toolchain (no libbpf).
+install: lib
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(VERSION)
+	strip --strip-unneeded $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(VERSION)
 	ln -sf libperfbuf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(SOMAJOR)
 	ln -sf libperfbuf.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libperfbuf.so
 	install -m 644 $(REL)/libperfbuf.a $(DESTDIR)$(LIBDIR)/libperfbuf.a
+	strip --strip-debug $(DESTDIR)$(LIBDIR)/libperfbuf.a
 	install -m 644 include/perfbuf.h $(DESTDIR)$(INCDIR)/perfbuf.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' perfbuf.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+		ldconfig; echo "installed in $(LIBDIR); ldconfig updated the loader's cache"; \
+	else \
+		echo "installed in $(DESTDIR)$(LIBDIR): run ldconfig (as root), or set LD_LIBRARY_PATH, if the loader does not search it"; \
+	fi
 
 # make install into a scratch prefix, then build and run a program with
 # pkg-config against it (versioned .so, SONAME links, header, perfbuf.pc).
@@ -293,6 +320,9 @@ install-test: lib | $(BUILD)
 	rm -rf $(BUILD)/inst
 	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/inst >/dev/null
 	test -L $(BUILD)/inst/lib/libperfbuf.so && test -L $(BUILD)/inst/lib/libperfbuf.so.$(SOMAJOR)
+	! readelf -S $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | grep -q debug_info
+	! readelf -S $(BUILD)/inst/lib/libperfbuf.a 2>/dev/null | grep -q debug_info
+	@echo "install: stripped, $$(du -k $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | cut -f1) kB .so, $$(du -k $(BUILD)/inst/lib/libperfbuf.a | cut -f1) kB .a"
 	PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig $(CC) $(CFLAGS) $(WARN) -o $(BUILD)/install_check \
 		c-tests/install_check.c $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --cflags --libs perfbuf) \
 		-Wl,-rpath,$(CURDIR)/$(BUILD)/inst/lib

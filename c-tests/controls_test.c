@@ -11,12 +11,15 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -697,6 +700,85 @@ static void test_spill(void)
 	unsetenv("PERFBUF_ADAPTIVE");
 }
 
+/* Messages: a program takes them with perfbuf_set_print (every level,
+ * whatever PERFBUF_LOG says), NULL silences them, the printer returned
+ * restores the default; each failure says what failed, the errno's name
+ * and text and the likely fix, also through perfbuf_last_error(). */
+struct printed {
+	int count[3];
+	char last[512];
+};
+
+static void on_print(int level, const char *msg, void *ctx)
+{
+	struct printed *p = ctx;
+	if (level >= 0 && level < 3)
+		p->count[level]++;
+	snprintf(p->last, sizeof(p->last), "%s", msg);
+}
+
+/* What perf_buffer__new says in a process without privileges. */
+static void unprivileged_message(char *out, size_t len)
+{
+	int fds[2];
+	if (pipe(fds))
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+		struct __user_cap_data_struct none[2] = {{0}};
+		syscall(SYS_capset, &hdr, none);
+		errno = 0;
+		struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 8, NULL, NULL, NULL, NULL);
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s errno %d: %s", pb ? "built" : "NULL", errno, perfbuf_last_error());
+		_exit(write(fds[1], msg, strlen(msg) + 1) > 0 ? 0 : 1);
+	}
+	close(fds[1]);
+	ssize_t n = read(fds[0], out, len - 1);
+	out[n > 0 ? n : 0] = 0;
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+}
+
+static void test_messages(void)
+{
+	struct printed p = {0};
+	perfbuf_print_fn builtin = perfbuf_set_print(on_print, &p);
+	EXPECT(builtin != NULL, "no built-in printer returned");
+	errno = 0;
+	EXPECT(!perf_buffer__new(prod.map_fd, 3, NULL, NULL, NULL, NULL) && errno == EINVAL, "3 pages");
+	printf("  messages: 3 pages: \"%s\"\n", p.last);
+	EXPECT(p.count[PERFBUF_WARN] == 1 && strstr(p.last, "power of two, but is 3") && strstr(p.last, "(EINVAL)") &&
+		       strstr(p.last, "use a power of two"),
+	       "warning: %d, \"%s\"", p.count[PERFBUF_WARN], p.last);
+	EXPECT(!strcmp(perfbuf_last_error(), p.last), "last error \"%s\"", perfbuf_last_error());
+	/* A pipe is not a map. */
+	int fds[2];
+	EXPECT(pipe(fds) == 0, "pipe");
+	EXPECT(!perf_buffer__new(fds[0], 8, NULL, NULL, NULL, NULL), "a pipe as map");
+	printf("  messages: a pipe as map: \"%s\"\n", perfbuf_last_error());
+	EXPECT(strstr(perfbuf_last_error(), "BPF_MAP_TYPE_PERF_EVENT_ARRAY"), "pipe: \"%s\"", perfbuf_last_error());
+	close(fds[0]);
+	close(fds[1]);
+	/* Info and debug reach the printer too. */
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 8, NULL, NULL, NULL, NULL);
+	EXPECT(pb && p.count[PERFBUF_INFO] >= 1 && strstr(p.last, "rings of 8 pages"), "info: %d, \"%s\"",
+	       p.count[PERFBUF_INFO], p.last);
+	perf_buffer__free(pb);
+	/* NULL silences; the built-in printer comes back. */
+	EXPECT(perfbuf_set_print(NULL, NULL) == on_print, "previous printer");
+	int before = p.count[PERFBUF_WARN];
+	EXPECT(!perf_buffer__new(prod.map_fd, 3, NULL, NULL, NULL, NULL), "3 pages");
+	EXPECT(p.count[PERFBUF_WARN] == before, "a silenced message reached the printer");
+	EXPECT(perfbuf_set_print(builtin, NULL) == NULL, "previous printer: NULL");
+	/* Without privileges: the errno's name and the capabilities needed. */
+	char msg[512] = "";
+	unprivileged_message(msg, sizeof(msg));
+	printf("  messages: without privileges: \"%s\"\n", msg);
+	EXPECT(strstr(msg, "NULL errno 13") && strstr(msg, "EACCES") && strstr(msg, "CAP_PERFMON"), "%s", msg);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -705,7 +787,8 @@ int main(void)
 		     {"pause", test_pause},	  {"wake", test_wake},
 		     {"stats_and_cpus", test_stats_and_cpus}, {"record_api", test_record_api},
 		     {"batch", test_batch},
-		     {"env_opt_in", test_env_opt_in}, {"adaptive", test_adaptive}, {"spill", test_spill}};
+		     {"env_opt_in", test_env_opt_in}, {"adaptive", test_adaptive}, {"spill", test_spill},
+		     {"messages", test_messages}};
 	int failed = run_tests("controls_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
 	return failed ? 1 : 0;

@@ -11,7 +11,17 @@
  *
  * This header can be included with or without <bpf/libbpf.h>, in either
  * order: the types both declare are declared here only when libbpf.h has not
- * been (and is not about to be) included.
+ * been (and is not about to be) included. Define PERFBUF_NO_LIBBPF_H to use
+ * this header's own declarations even where libbpf's headers are installed:
+ * they have libbpf 1.2's perf_buffer_opts.sample_period, which the headers
+ * of libbpf 1.0 and 1.1 (Debian 12's 1.1.2) lack.
+ *
+ * Link order: a program linked with both -lbpf and -lperfbuf gets libbpf's
+ * perf_buffer__* names from whichever library the linker saw first. The
+ * perfbuf_* names (perfbuf_new, perfbuf_new_raw, perfbuf_poll, perfbuf_free,
+ * ...) exist only in libperfbuf: use them, and the order does not matter.
+ * Every perfbuf_* call refuses a handle libbpf made with -EINVAL and a
+ * message (see perfbuf_last_error) instead of using it.
  */
 
 
@@ -107,6 +117,21 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
  (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
  */
 #define PERFBUF_ORDER_SAMPLE_TIME 1
+
+/*
+ `perfbuf_print_fn` levels, libbpf's values (`LIBBPF_WARN`, ...).
+ */
+#define PERFBUF_WARN 0
+
+/*
+ Information on what a buffer was set up with.
+ */
+#define PERFBUF_INFO 1
+
+/*
+ Details: the fast mode's decisions, skipped CPUs.
+ */
+#define PERFBUF_DEBUG 2
 
 /*
  `perfbuf_sample.flags`: `branch_hw_idx` is valid.
@@ -233,6 +258,13 @@ struct perfbuf_ring_stats {
    */
   uint64_t spill_size;
 };
+
+/*
+ Receives libperfbuf's messages: a level (`PERFBUF_WARN`, `_INFO`,
+ `_DEBUG`), the message (NUL-terminated, without a newline, valid during
+ the call) and the `ctx` given to `perfbuf_set_print`.
+ */
+typedef void (*perfbuf_print_fn)(int level, const char *msg, void *ctx);
 
 /*
  The layout of an event's records: the `perf_event_attr` fields that
@@ -760,6 +792,79 @@ int perf_buffer__buffer_fd(const struct perf_buffer *pb, size_t buf_idx);
 int perf_buffer__buffer(struct perf_buffer *pb, int buf_idx, void **buf, size_t *buf_size);
 
 /*
+ `perf_buffer__new_raw` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__new_raw`.
+ */
+struct perf_buffer *perfbuf_new_raw(int map_fd, size_t page_cnt, struct perf_event_attr *attr, perf_buffer_event_fn event_cb, void *ctx, const struct perf_buffer_raw_opts *opts);
+
+/*
+ `perf_buffer__free` under a name only libperfbuf has. A handle libbpf
+ made is refused (left alone) with a message, not freed.
+
+ # Safety
+ As for `perf_buffer__free`.
+ */
+void perfbuf_free(struct perf_buffer *pb);
+
+/*
+ `perf_buffer__epoll_fd` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__epoll_fd`.
+ */
+int perfbuf_epoll_fd(const struct perf_buffer *pb);
+
+/*
+ `perf_buffer__poll` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__poll`.
+ */
+int perfbuf_poll(struct perf_buffer *pb, int timeout_ms);
+
+/*
+ `perf_buffer__consume` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__consume`.
+ */
+int perfbuf_consume(struct perf_buffer *pb);
+
+/*
+ `perf_buffer__consume_buffer` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__consume_buffer`.
+ */
+int perfbuf_consume_buffer(struct perf_buffer *pb, size_t buf_idx);
+
+/*
+ `perf_buffer__buffer_cnt` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__buffer_cnt`.
+ */
+size_t perfbuf_buffer_cnt(const struct perf_buffer *pb);
+
+/*
+ `perf_buffer__buffer_fd` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__buffer_fd`.
+ */
+int perfbuf_buffer_fd(const struct perf_buffer *pb, size_t buf_idx);
+
+/*
+ `perf_buffer__buffer` under a name only libperfbuf has.
+
+ # Safety
+ As for `perf_buffer__buffer`.
+ */
+int perfbuf_buffer(struct perf_buffer *pb, int buf_idx, void **buf, size_t *buf_size);
+
+/*
  Creates a perf buffer like `perf_buffer__new`, with perfbuf's options:
  batched wakeups with a bounded delay, overwritable rings, a CPU subset,
  the fast mode (`PERFBUF_F_ADAPTIVE`). `opts` may be NULL (then this is
@@ -851,8 +956,22 @@ int perfbuf_ring_stats(const struct perf_buffer *pb, size_t buf_idx, struct perf
 const char *perfbuf_last_error(void);
 
 /*
- The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way
- to check, with `dlsym`, that libperfbuf (not libbpf) is loaded.
+ Sends libperfbuf's messages to `print` with `ctx` from now on, as
+ libbpf's `libbpf_set_print`: every level reaches it, whatever
+ `PERFBUF_LOG` says; NULL silences them all. Returns the previous
+ printer, which may be passed back here to restore it (the first call
+ returns the built-in one, which prints warnings to stderr).
+
+ # Safety
+ `print` is NULL or safe to call with `ctx` from any thread that uses
+ libperfbuf, until it is replaced.
+ */
+perfbuf_print_fn perfbuf_set_print(perfbuf_print_fn print, void *ctx);
+
+/*
+ The library's version, e.g. `"0.1.0"`: a static string. It tells that
+ libperfbuf is loaded, not that a given handle is libperfbuf's: a
+ `perfbuf_*` call on a handle libbpf made returns -EINVAL.
  */
 const char *perfbuf_version(void);
 

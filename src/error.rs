@@ -185,7 +185,11 @@ impl Error {
             (libc::EPERM | libc::EACCES, _) => {
                 Some("run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8)")
             }
-            (libc::EBADF, What::MapInfo(_)) => Some("the map fd is not open"),
+            (libc::EBADF | libc::EBADFD, What::MapInfo(_)) => Some("the map fd is not open"),
+            (libc::EINVAL | libc::EBADF, What::SetSlot(..)) => Some(
+                "is map_fd a BPF_MAP_TYPE_PERF_EVENT_ARRAY with a slot for this CPU? (this fd is not one, or the \
+                 map has fewer entries)",
+            ),
             (libc::EMFILE | libc::ENFILE, _) => {
                 Some("raise the open-file limit (ulimit -n): each CPU needs an fd")
             }

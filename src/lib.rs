@@ -54,6 +54,7 @@ mod ring;
 
 pub use error::{Error, ErrorKind, Result};
 pub use kernel::PerfEventAttr;
+pub use log::{LogFn, LogLevel, set_log};
 pub use order::{OrderKey, OrderStats};
 pub use perf_buffer::{Builder, PerfBuffer, RingReader, Waker};
 pub use reader::batch::Batch;

@@ -1,49 +1,122 @@
-//! Warnings in libbpf's style, written to stderr.
+//! Messages, in libbpf's style: warnings when something fails, info on
+//! what a buffer was set up with, debug on the fast mode's decisions.
 //!
-//! libbpf prints warnings through its print hook, to stderr by default. We
-//! do the same with our own prefix; `PERFBUF_LOG=off|warn|debug` sets the
-//! level (default `warn`). Logging never changes the caller's `errno`.
+//! By default they go to stderr prefixed `libperfbuf: `, filtered by
+//! `PERFBUF_LOG=off|warn|info|debug` (default `warn`). A program can take
+//! them all instead, whatever `PERFBUF_LOG` says: [`set_log`] in Rust,
+//! `perfbuf_set_print` in C (as libbpf's `libbpf_set_print`). Logging never
+//! allocates (messages are formatted into a buffer on the stack, cut at
+//! 511 bytes) and never changes the caller's `errno`.
 
 use crate::error::{Error, get_errno, set_errno};
 use once_cell::sync::Lazy;
 use std::fmt::Arguments;
 use std::io::Write;
+use std::sync::RwLock;
 
+/// How much a message matters.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-enum Level {
-    Off,
+#[non_exhaustive]
+pub enum LogLevel {
+    /// Something failed (libbpf's `LIBBPF_WARN`).
     Warn,
+    /// What was set up (libbpf's `LIBBPF_INFO`).
+    Info,
+    /// Details: the fast mode's decisions, skipped CPUs (`LIBBPF_DEBUG`).
     Debug,
 }
 
-static LEVEL: Lazy<Level> = Lazy::new(|| match std::env::var("PERFBUF_LOG").as_deref() {
-    Err(_) | Ok("") | Ok("warn") => Level::Warn,
-    Ok("off") => Level::Off,
-    Ok("debug") => Level::Debug,
+/// A program's own destination for messages.
+pub type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+static SINK: RwLock<Option<LogFn>> = RwLock::new(None);
+
+/// The default printer's level (`None`: off).
+static LEVEL: Lazy<Option<LogLevel>> = Lazy::new(|| match std::env::var("PERFBUF_LOG").as_deref() {
+    Err(_) | Ok("") | Ok("warn") => Some(LogLevel::Warn),
+    Ok("off") => None,
+    Ok("info") => Some(LogLevel::Info),
+    Ok("debug") => Some(LogLevel::Debug),
     Ok(other) => {
-        emit(format_args!("PERFBUF_LOG={other:?} is not off|warn|debug; using warn"));
-        Level::Warn
+        let _ = writeln!(
+            std::io::stderr(),
+            "libperfbuf: PERFBUF_LOG={other:?} is not off|warn|info|debug; using warn"
+        );
+        Some(LogLevel::Warn)
     }
 });
 
-fn emit(args: Arguments<'_>) {
+/// Sends every message to `f` from now on (`None`: back to stderr, as
+/// `PERFBUF_LOG` says). Returns the previous destination. `f` may be
+/// called from any thread that uses perfbuf.
+///
+/// ```
+/// let previous = perfbuf::set_log(Some(Box::new(|level, msg| {
+///     if level == perfbuf::LogLevel::Warn {
+///         eprintln!("perfbuf warns: {msg}");
+///     }
+/// })));
+/// # perfbuf::set_log(previous);
+/// ```
+pub fn set_log(f: Option<LogFn>) -> Option<LogFn> {
+    let mut sink = SINK.write().unwrap_or_else(|e| e.into_inner());
+    core::mem::replace(&mut *sink, f)
+}
+
+fn emit(level: LogLevel, args: Arguments<'_>) {
     let saved = get_errno();
-    let _ = writeln!(std::io::stderr().lock(), "libperfbuf: {args}");
+    let mut buf = [0u8; 512];
+    let text = format_into(&mut buf, args);
+    match &*SINK.read().unwrap_or_else(|e| e.into_inner()) {
+        Some(f) => f(level, text),
+        None if LEVEL.is_some_and(|max| level <= max) => {
+            let _ = writeln!(std::io::stderr().lock(), "libperfbuf: {text}");
+        }
+        None => {}
+    }
     set_errno(saved);
 }
 
-/// Logs a warning (shown by default).
-pub(crate) fn warn(args: Arguments<'_>) {
-    if *LEVEL >= Level::Warn {
-        emit(args);
+/// Formats `args` into `buf` (cut to fit, on a character boundary).
+pub(crate) fn format_into<'b>(buf: &'b mut [u8], args: Arguments<'_>) -> &'b str {
+    let mut w = Fixed { buf, len: 0 };
+    let _ = core::fmt::Write::write_fmt(&mut w, args);
+    let len = w.len;
+    // Written from &str pieces, cut on a boundary: valid UTF-8.
+    core::str::from_utf8(&buf[..len]).unwrap_or("")
+}
+
+/// Formats into a fixed buffer, cutting what does not fit.
+struct Fixed<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl core::fmt::Write for Fixed<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let mut n = s.len().min(self.buf.len() - self.len);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
     }
 }
 
-/// Logs a debug message (hidden unless `PERFBUF_LOG=debug`).
+/// Logs a warning.
+pub(crate) fn warn(args: Arguments<'_>) {
+    emit(LogLevel::Warn, args);
+}
+
+/// Logs what was set up.
+pub(crate) fn info(args: Arguments<'_>) {
+    emit(LogLevel::Info, args);
+}
+
+/// Logs a detail.
 pub(crate) fn debug(args: Arguments<'_>) {
-    if *LEVEL >= Level::Debug {
-        emit(args);
-    }
+    emit(LogLevel::Debug, args);
 }
 
 /// Logs `e` as a warning and returns it.
@@ -69,4 +142,31 @@ pub(crate) fn remember(e: &Error) {
 /// This thread's last error returned through the C face.
 pub(crate) fn last_error() -> Option<Error> {
     LAST.with(core::cell::Cell::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_program_can_take_the_messages() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = got.clone();
+        let before =
+            set_log(Some(Box::new(move |level, msg| sink.lock().unwrap().push((level, msg.to_owned())))));
+        debug(format_args!("cpu #{}: batched", 1));
+        failed(Error::from_errno(libc::EACCES));
+        let back = set_log(before);
+        assert!(back.is_some());
+        let got = got.lock().unwrap();
+        assert!(got.contains(&(LogLevel::Debug, "cpu #1: batched".to_owned())), "{got:?}");
+        assert!(got.iter().any(|(l, m)| *l == LogLevel::Warn && m.contains("EACCES")), "{got:?}");
+    }
+
+    #[test]
+    fn long_messages_are_cut_not_allocated() {
+        let mut buf = [0u8; 8];
+        assert_eq!(format_into(&mut buf, format_args!("{}", "ééééé")), "éééé");
+    }
 }

@@ -148,13 +148,15 @@ impl Adaptive {
             match set_up_lane(lane, idx, map_fd, epoll_fd) {
                 Ok(events) => slot.events = Some(events),
                 Err(e) => {
-                    log::debug(format_args!("cpu #{}: no fast mode: {e}", lane.cpu()));
+                    log::info(format_args!("cpu #{}: no fast mode, libbpf's wake-ups: {e}", lane.cpu()));
                     slot.policy.moved(Target::Caller);
                 }
             }
             slots.push(slot);
         }
-        if slots.iter().all(|s| s.events.is_none()) {
+        let fast = slots.iter().filter(|s| s.events.is_some()).count();
+        log::info(format_args!("fast mode on {fast} of {} CPUs", slots.len()));
+        if fast == 0 {
             return None;
         }
         Some(Adaptive {
@@ -214,7 +216,7 @@ impl Adaptive {
         {
             for (idx, lane) in lanes.iter_mut().enumerate() {
                 if let Some(target) = self.slots[idx].policy.on_pressure(now) {
-                    self.apply(idx, lane, target, map_fd, now);
+                    self.apply(idx, lane, target, map_fd, now, "the reader spends half its time draining");
                 }
             }
         }
@@ -229,7 +231,12 @@ impl Adaptive {
                 let lost = rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost);
                 let records = rings.records_read();
                 if let Some(target) = self.slots[idx].policy.on_window(records, lost, elapsed, now) {
-                    self.apply(idx, lane, target, map_fd, now);
+                    let why = if target == Target::Batched {
+                        "the rate is high"
+                    } else {
+                        "the rate fell, or records were lost"
+                    };
+                    self.apply(idx, lane, target, map_fd, now, why);
                 }
             }
         }
@@ -257,7 +264,7 @@ impl Adaptive {
     fn pressure<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
         let now = Moment::coarse();
         if let Some(target) = self.slots[idx].policy.on_pressure(now) {
-            self.apply(idx, lane, target, map_fd, now);
+            self.apply(idx, lane, target, map_fd, now, "the ring is half full");
         }
     }
 
@@ -268,7 +275,7 @@ impl Adaptive {
     pub(crate) fn stand_down<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) -> TimerAction {
         let Some(target) = self.slots[idx].policy.stand_down() else { return TimerAction::Keep };
         let now = Moment::coarse();
-        self.apply(idx, lane, target, map_fd, now);
+        self.apply(idx, lane, target, map_fd, now, "the caller uses the ring's event or ring itself");
         self.stand_down_timer(now)
     }
 
@@ -277,7 +284,7 @@ impl Adaptive {
         let now = Moment::coarse();
         for (idx, lane) in lanes.iter_mut().enumerate() {
             if let Some(target) = self.slots[idx].policy.stand_down() {
-                self.apply(idx, lane, target, map_fd, now);
+                self.apply(idx, lane, target, map_fd, now, "ordered reading");
             }
         }
         self.stand_down_timer(now)
@@ -296,6 +303,11 @@ impl Adaptive {
     /// written from now on; spill rings left behind are still read and
     /// reconciled.
     fn relinquish(&mut self, now: Moment) {
+        if self.slots.iter().any(|s| s.policy.target() != Target::Caller) {
+            log::debug(format_args!(
+                "the map's slots are no longer this buffer's: the fast mode writes none from now on"
+            ));
+        }
         for slot in &mut self.slots {
             if slot.policy.target() != Target::Caller {
                 slot.policy.moved(Target::Caller);
@@ -308,7 +320,15 @@ impl Adaptive {
 
     /// Points ring `idx`'s slot at the event for `target` (if the slots
     /// are still ours), then records the move.
-    fn apply<L: Lane>(&mut self, idx: usize, lane: &mut L, target: Target, map_fd: RawFd, now: Moment) {
+    fn apply<L: Lane>(
+        &mut self,
+        idx: usize,
+        lane: &mut L,
+        target: Target,
+        map_fd: RawFd,
+        now: Moment,
+        why: &str,
+    ) {
         if !self.owns_slots() {
             self.relinquish(now);
             return;
@@ -325,6 +345,12 @@ impl Adaptive {
             log::debug(format_args!("cpu #{}: cannot move the slot: {e}", lane.cpu()));
             return;
         }
+        let to = match target {
+            Target::Batched => "batched wake-ups",
+            Target::PerRecord => "per-record wake-ups",
+            Target::Caller => "the caller's event, for good",
+        };
+        log::debug(format_args!("cpu #{}: {to} ({why})", lane.cpu()));
         slot.policy.moved(target);
         let spilling = events.per_record.is_some();
         lane.rings_mut().set_spill_current(spilling && target != Target::Caller);

@@ -7,7 +7,7 @@
 
 #![allow(non_camel_case_types, reason = "these are the C names libbpf callers use")]
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_char, c_int, c_void};
 use core::mem::{offset_of, size_of};
 
 /// Opaque handle returned by `perf_buffer__new` and `perf_buffer__new_raw`.
@@ -243,3 +243,15 @@ pub struct perfbuf_batch {
 /// after this run.
 pub type perfbuf_batch_fn =
     Option<unsafe extern "C" fn(ctx: *mut c_void, batch: *const perfbuf_batch) -> c_int>;
+
+/// `perfbuf_print_fn` levels, libbpf's values (`LIBBPF_WARN`, ...).
+pub const PERFBUF_WARN: c_int = 0;
+/// Information on what a buffer was set up with.
+pub const PERFBUF_INFO: c_int = 1;
+/// Details: the fast mode's decisions, skipped CPUs.
+pub const PERFBUF_DEBUG: c_int = 2;
+
+/// Receives libperfbuf's messages: a level (`PERFBUF_WARN`, `_INFO`,
+/// `_DEBUG`), the message (NUL-terminated, without a newline, valid during
+/// the call) and the `ctx` given to `perfbuf_set_print`.
+pub type perfbuf_print_fn = Option<unsafe extern "C" fn(level: c_int, msg: *const c_char, ctx: *mut c_void)>;

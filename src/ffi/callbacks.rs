@@ -108,11 +108,11 @@ impl Handler for CCallbacks {
                 // SAFETY: per the constructor's contract; `data` lies in the
                 // record, valid until the drain returns. The pointer is mut
                 // only because libbpf's typedef says so.
-                |data| unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) },
+                move |data| unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) },
                 lost_of(lost),
             ),
             Kind::Parsed { sample: None, lost } => deliver::drain_lost_only(ring, head, stats, lost_of(lost)),
-            Kind::Raw { event } => deliver::drain_raw(ring, head, stats, |rec| {
+            Kind::Raw { event } => deliver::drain_raw(ring, head, stats, move |rec| {
                 // SAFETY: per the constructor's contract; `rec` stays valid and
                 // unchanged until the drain returns. The header pointer is mut
                 // only because libbpf's typedef says so: records are read-only.

@@ -1,7 +1,10 @@
 //! The `perfbuf_*` extensions of a buffer: its own constructor, wake-ups
 //! from other threads, pause/resume, overwritable snapshots, figures.
 
-use super::abi::{perf_buffer, perf_buffer_lost_fn, perf_buffer_sample_fn, perfbuf_opts, perfbuf_ring_stats};
+use super::abi::{
+    PERFBUF_DEBUG, PERFBUF_INFO, PERFBUF_WARN, perf_buffer, perf_buffer_lost_fn, perf_buffer_sample_fn,
+    perfbuf_opts, perfbuf_print_fn, perfbuf_ring_stats,
+};
 use super::callbacks::CCallbacks;
 use super::handle::{handle, into_handle, reader_mut, reader_ref};
 use super::libbpf::libbpf_builder;
@@ -189,33 +192,72 @@ pub extern "C" fn perfbuf_last_error() -> *const c_char {
     }
     TEXT.with(|text| {
         let mut text = text.borrow_mut();
-        let mut w = Fixed { buf: &mut text[..511], len: 0 };
-        if let Some(e) = log::last_error() {
-            let _ = core::fmt::Write::write_fmt(&mut w, format_args!("{e}"));
-        }
-        let len = w.len;
+        let len = match log::last_error() {
+            Some(e) => log::format_into(&mut text[..511], format_args!("{e}")).len(),
+            None => 0,
+        };
         text[len] = 0;
         text.as_ptr().cast()
     })
 }
 
-/// Formats into a fixed buffer, cutting what does not fit (no allocation).
-struct Fixed<'a> {
-    buf: &'a mut [u8],
-    len: usize,
+/// The default printer: stderr, filtered by `PERFBUF_LOG`.
+unsafe extern "C" fn default_print(level: c_int, msg: *const c_char, _ctx: *mut c_void) {
+    let _ = (level, msg); // never called: installing it restores the built-in printer
 }
 
-impl core::fmt::Write for Fixed<'_> {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
+/// The C printer installed now, and its ctx.
+static PRINT: std::sync::Mutex<(perfbuf_print_fn, usize)> = std::sync::Mutex::new((Some(default_print), 0));
+
+type PrintFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
+
+/// A C printer as a Rust log sink (the caller promised it may be called
+/// from any thread).
+struct CPrint(PrintFn, usize);
+
+impl CPrint {
+    fn print(&self, level: log::LogLevel, msg: &str) {
+        let level = match level {
+            log::LogLevel::Warn => PERFBUF_WARN,
+            log::LogLevel::Info => PERFBUF_INFO,
+            _ => PERFBUF_DEBUG,
+        };
+        let mut text = [0u8; 513];
+        let n = msg.len().min(512);
+        text[..n].copy_from_slice(&msg.as_bytes()[..n]);
+        // SAFETY: per `perfbuf_set_print`'s contract; `text` is NUL-terminated.
+        unsafe { (self.0)(level, text.as_ptr().cast(), self.1 as *mut c_void) }
     }
 }
 
-/// The library's version, e.g. `"0.1.0"`: a static string. Also a cheap way
-/// to check, with `dlsym`, that libperfbuf (not libbpf) is loaded.
+/// Sends libperfbuf's messages to `print` with `ctx` from now on, as
+/// libbpf's `libbpf_set_print`: every level reaches it, whatever
+/// `PERFBUF_LOG` says; NULL silences them all. Returns the previous
+/// printer, which may be passed back here to restore it (the first call
+/// returns the built-in one, which prints warnings to stderr).
+///
+/// # Safety
+/// `print` is NULL or safe to call with `ctx` from any thread that uses
+/// libperfbuf, until it is replaced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_set_print(print: perfbuf_print_fn, ctx: *mut c_void) -> perfbuf_print_fn {
+    let mut installed = PRINT.lock().unwrap_or_else(|e| e.into_inner());
+    let previous = core::mem::replace(&mut *installed, (print, ctx as usize)).0;
+    let sink: Option<log::LogFn> = match print {
+        Some(f) if core::ptr::fn_addr_eq(f, default_print as PrintFn) => None,
+        Some(f) => {
+            let p = CPrint(f, ctx as usize);
+            Some(Box::new(move |level, msg| p.print(level, msg)))
+        }
+        None => Some(Box::new(|_, _| {})),
+    };
+    log::set_log(sink);
+    previous
+}
+
+/// The library's version, e.g. `"0.1.0"`: a static string. It tells that
+/// libperfbuf is loaded, not that a given handle is libperfbuf's: a
+/// `perfbuf_*` call on a handle libbpf made returns -EINVAL.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfbuf_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()

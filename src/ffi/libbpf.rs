@@ -81,6 +81,24 @@ pub unsafe extern "C" fn perf_buffer__new(
     ctx: *mut c_void,
     opts: *const perf_buffer_opts,
 ) -> *mut perf_buffer {
+    // SAFETY: the same contract.
+    unsafe { new(map_fd, page_cnt, sample_cb, lost_cb, ctx, opts) }
+}
+
+/// `perf_buffer__new`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__new`.
+#[inline]
+pub(crate) unsafe fn new(
+    map_fd: c_int,
+    page_cnt: usize,
+    sample_cb: perf_buffer_sample_fn,
+    lost_cb: perf_buffer_lost_fn,
+    ctx: *mut c_void,
+    opts: *const perf_buffer_opts,
+) -> *mut perf_buffer {
     // SAFETY: per this function's contract.
     let period = unsafe { sized_in(opts.cast()) }.and_then(opts::sample_period);
     // SAFETY: the callbacks' contract is this function's.
@@ -128,6 +146,24 @@ pub unsafe extern "C" fn perf_buffer__new_raw(
     ctx: *mut c_void,
     opts: *const perf_buffer_raw_opts,
 ) -> *mut perf_buffer {
+    // SAFETY: the same contract.
+    unsafe { new_raw(map_fd, page_cnt, attr, event_cb, ctx, opts) }
+}
+
+/// `perf_buffer__new_raw`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__new_raw`.
+#[inline]
+pub(crate) unsafe fn new_raw(
+    map_fd: c_int,
+    page_cnt: usize,
+    attr: *mut perf_event_attr,
+    event_cb: perf_buffer_event_fn,
+    ctx: *mut c_void,
+    opts: *const perf_buffer_raw_opts,
+) -> *mut perf_buffer {
     if attr.is_null() {
         return into_handle(Err(Error::INVAL));
     }
@@ -156,6 +192,17 @@ pub unsafe extern "C" fn perf_buffer__new_raw(
 /// `pb` is a live handle; it is dangling afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__free(pb: *mut perf_buffer) {
+    // SAFETY: the same contract.
+    unsafe { free(pb) }
+}
+
+/// `perf_buffer__free`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__free`.
+#[inline]
+pub(crate) unsafe fn free(pb: *mut perf_buffer) {
     // libbpf's IS_ERR_OR_NULL: the top 4095 addresses encode errors.
     if pb.is_null() || pb as usize >= (-4095isize) as usize {
         return;
@@ -170,6 +217,17 @@ pub unsafe extern "C" fn perf_buffer__free(pb: *mut perf_buffer) {
 /// `pb` is a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__epoll_fd(pb: *const perf_buffer) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { epoll_fd(pb) }
+}
+
+/// `perf_buffer__epoll_fd`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__epoll_fd`.
+#[inline]
+pub(crate) unsafe fn epoll_fd(pb: *const perf_buffer) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { reader_ref(pb) }.map(|r| r.epoll_fd()))
 }
@@ -184,6 +242,17 @@ pub unsafe extern "C" fn perf_buffer__epoll_fd(pb: *const perf_buffer) -> c_int 
 /// `pb` is a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__poll(pb: *mut perf_buffer, timeout_ms: c_int) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { poll(pb, timeout_ms) }
+}
+
+/// `perf_buffer__poll`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__poll`.
+#[inline]
+pub(crate) unsafe fn poll(pb: *mut perf_buffer, timeout_ms: c_int) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.poll(timeout_ms))).map(|n| n as c_int))
 }
@@ -194,6 +263,17 @@ pub unsafe extern "C" fn perf_buffer__poll(pb: *mut perf_buffer, timeout_ms: c_i
 /// `pb` is a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__consume(pb: *mut perf_buffer) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { consume(pb) }
+}
+
+/// `perf_buffer__consume`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__consume`.
+#[inline]
+pub(crate) unsafe fn consume(pb: *mut perf_buffer) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.consume())).map(|()| 0))
 }
@@ -205,6 +285,17 @@ pub unsafe extern "C" fn perf_buffer__consume(pb: *mut perf_buffer) -> c_int {
 /// `pb` is a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__consume_buffer(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { consume_buffer(pb, buf_idx) }
+}
+
+/// `perf_buffer__consume_buffer`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__consume_buffer`.
+#[inline]
+pub(crate) unsafe fn consume_buffer(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.consume_buffer(buf_idx))).map(|()| 0))
 }
@@ -216,6 +307,17 @@ pub unsafe extern "C" fn perf_buffer__consume_buffer(pb: *mut perf_buffer, buf_i
 /// `pb` is a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__buffer_cnt(pb: *const perf_buffer) -> usize {
+    // SAFETY: the same contract.
+    unsafe { buffer_cnt(pb) }
+}
+
+/// `perf_buffer__buffer_cnt`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__buffer_cnt`.
+#[inline]
+pub(crate) unsafe fn buffer_cnt(pb: *const perf_buffer) -> usize {
     // SAFETY: per this function's contract.
     match unsafe { reader_ref(pb) } {
         Ok(r) => r.buffer_cnt(),
@@ -235,6 +337,17 @@ pub unsafe extern "C" fn perf_buffer__buffer_cnt(pb: *const perf_buffer) -> usiz
 /// `pb` is a live handle.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__buffer_fd(pb: *const perf_buffer, buf_idx: usize) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { buffer_fd(pb, buf_idx) }
+}
+
+/// `perf_buffer__buffer_fd`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__buffer_fd`.
+#[inline]
+pub(crate) unsafe fn buffer_fd(pb: *const perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.event_fd(buf_idx)))
 }
@@ -250,6 +363,22 @@ pub unsafe extern "C" fn perf_buffer__buffer_fd(pb: *const perf_buffer, buf_idx:
 /// `pb` is a live handle; `buf` and `buf_size` are valid for writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perf_buffer__buffer(
+    pb: *mut perf_buffer,
+    buf_idx: c_int,
+    buf: *mut *mut c_void,
+    buf_size: *mut usize,
+) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { buffer(pb, buf_idx, buf, buf_size) }
+}
+
+/// `perf_buffer__buffer`, for both its names (an exported name called from inside the
+/// library would bind through the PLT, possibly to libbpf's).
+///
+/// # Safety
+/// As for `perf_buffer__buffer`.
+#[inline]
+pub(crate) unsafe fn buffer(
     pb: *mut perf_buffer,
     buf_idx: c_int,
     buf: *mut *mut c_void,

@@ -25,6 +25,7 @@ pub(crate) mod decode;
 pub(crate) mod ext;
 pub(crate) mod handle;
 pub(crate) mod libbpf;
+pub(crate) mod names;
 pub(crate) mod opts;
 pub(crate) mod records;
 

@@ -60,7 +60,10 @@ fn raw_sample(header: Header, rec: &[u8]) -> Option<&[u8]> {
 /// each sample, `lost(count)` for each lost report; a record of another
 /// type stops the read. Inlined into each face's drain, so the callables
 /// the face passes (a function pointer and its context, say) stay in
-/// registers across the loop.
+/// registers across the loop: give it `move` closures. No callable's
+/// address leaves the loop (the out-of-line path of other records returns
+/// what to do instead of calling), since a value whose address escapes is
+/// reloaded from memory after every call.
 #[inline(always)]
 pub(crate) fn drain_parsed<S, L>(
     ring: &mut PerfRing,
@@ -81,7 +84,16 @@ where
                 sample(data);
                 return ControlFlow::Continue(());
             }
-            deliver_parsed(rec, stats, &mut sample, &mut lost)
+            // Not a sample that fits its record: what raw_sample checks is
+            // what makes parse() call it a sample, so no sample is lost here.
+            match other_record(rec, stats) {
+                Other::Lost(n) => {
+                    lost(n);
+                    ControlFlow::Continue(())
+                }
+                Other::Skip => ControlFlow::Continue(()),
+                Other::Unknown(t) => ControlFlow::Break(Halt::Unknown(t)),
+            }
         },
         |()| (),
     )
@@ -93,41 +105,63 @@ pub(crate) fn drain_lost_only<L: FnMut(u64)>(
     ring: &mut PerfRing,
     head: u64,
     stats: &mut DispatchStats,
-    mut lost: L,
+    lost: L,
 ) -> Flow {
-    ring.drain_until(head, &mut (), |(), _, rec| deliver_parsed(rec, stats, &mut |_| {}, &mut lost), |()| ())
+    drain_parsed(ring, head, stats, |_| {}, lost)
 }
 
-/// One record for sample/lost callbacks. Never inlined: kept out of the
-/// drain loop, it leaves that loop its registers.
+/// What to do with a record that is not a well-formed sample.
+enum Other {
+    /// Report this many lost records.
+    Lost(u64),
+    /// Nothing (a malformed record, counted).
+    Skip,
+    /// Stop: a type the sample/lost callbacks cannot take.
+    Unknown(u32),
+}
+
+/// Classifies a record that is not a well-formed sample, counting lost
+/// and malformed ones. Never inlined: kept out of the drain loop, it
+/// leaves that loop its registers.
 #[cold]
 #[inline(never)]
+fn other_record(rec: &[u8], stats: &mut DispatchStats) -> Other {
+    match record::parse(rec) {
+        Record::Lost { lost } => {
+            stats.lost += lost;
+            Other::Lost(lost)
+        }
+        Record::Other { type_ } => {
+            crate::log::warn(format_args!("unknown perf sample type {type_}"));
+            Other::Unknown(type_)
+        }
+        Record::Sample { .. } | Record::Malformed => {
+            stats.malformed += 1;
+            Other::Skip
+        }
+    }
+}
+
+/// One record for sample/lost callbacks (records handed over one at a
+/// time: lost reports made here, the ordered reader's, snapshots).
 pub(crate) fn deliver_parsed(
     rec: &[u8],
     stats: &mut DispatchStats,
     sample: &mut dyn FnMut(&[u8]),
     lost: &mut dyn FnMut(u64),
 ) -> ControlFlow<Halt> {
-    match record::parse(rec) {
-        Record::Sample { data } => {
-            // Not counted here: the ring counts records and bytes once per
-            // drain, keeping this path free of stores.
-            sample(data);
+    if let Record::Sample { data } = record::parse(rec) {
+        // Not counted here: the ring counts records and bytes.
+        sample(data);
+        return ControlFlow::Continue(());
+    }
+    match other_record(rec, stats) {
+        Other::Lost(n) => {
+            lost(n);
             ControlFlow::Continue(())
         }
-        Record::Lost { lost: count } => {
-            stats.lost += count;
-            lost(count);
-            ControlFlow::Continue(())
-        }
-        Record::Other { type_ } => {
-            crate::log::warn(format_args!("unknown perf sample type {type_}"));
-            ControlFlow::Break(Halt::Unknown(type_))
-        }
-        Record::Malformed => {
-            stats.malformed += 1;
-            ControlFlow::Continue(())
-        }
+        Other::Skip => ControlFlow::Continue(()),
+        Other::Unknown(t) => ControlFlow::Break(Halt::Unknown(t)),
     }
 }
 

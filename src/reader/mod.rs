@@ -134,7 +134,31 @@ impl<H: Handler> Reader<H> {
         if plan.adaptive {
             reader.set_up_fast_mode();
         }
+        reader.log_summary(map_id, opts.pages, &plan, opts.overwrite);
         Ok(reader)
+    }
+
+    /// Says at info level what the reader was set up with.
+    fn log_summary(&self, map_id: Option<u32>, pages: usize, plan: &config::Plan, overwrite: bool) {
+        let id = map_id.map_or(-1, i64::from);
+        let rings = self.bufs.len();
+        let mode = match (overwrite, self.adaptive.is_some()) {
+            (true, _) => ", overwritable",
+            (false, true) => ", fast mode",
+            (false, false) => "",
+        };
+        let bound = Bound(plan.max_delay);
+        match plan.attr.map(|a| (a.wakeup, a.has(crate::kernel::ATTR_FLAG_WATERMARK))) {
+            None => log::info(format_args!(
+                "perf buffer on map {id}: {rings} rings of {pages} pages, the caller's attr{mode}"
+            )),
+            Some((n, true)) => log::info(format_args!(
+                "perf buffer on map {id}: {rings} rings of {pages} pages, a wake-up every {n} bytes{bound}{mode}"
+            )),
+            Some((n, false)) => log::info(format_args!(
+                "perf buffer on map {id}: {rings} rings of {pages} pages, a wake-up every {n} records{bound}{mode}"
+            )),
+        }
     }
 
     /// Opens, maps and enables one CPU's event, then publishes it in the map
@@ -679,6 +703,18 @@ impl<H> Drop for Reader<H> {
         }
         for buf in self.bufs.drain(..) {
             buf.teardown(self.map_fd);
+        }
+    }
+}
+
+/// A delay bound in a message: nothing without one.
+struct Bound(Option<Duration>);
+
+impl core::fmt::Display for Bound {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, ", each delivered within {d:?}"),
+            None => Ok(()),
         }
     }
 }

@@ -251,8 +251,9 @@ impl PerfRing {
     {
         let mut tail = self.load_tail();
         let mask = self.data_size as u64 - 1;
-        let mut ret = ControlFlow::Continue(());
-        let mut no_memory = false;
+        // Set only where a handler stops or a copy fails, so that no
+        // result travels around the loop (it would take a register).
+        let mut stop: Option<Stop<B>> = None;
 
         // Checked once: an aligned tail within one ring of an aligned head.
         // Records are multiples of 8, so these hold for every record below.
@@ -266,7 +267,7 @@ impl PerfRing {
         // Counted in locals, stored once; bytes follow from the tail.
         let (start, mut records) = (tail, 0u64);
         let (data, data_size) = (self.data_ptr(), self.data_size);
-        while tail != head && ret.is_continue() {
+        while tail != head && stop.is_none() {
             // Records up to the ring's end or the head, whichever is first,
             // by pointer: few values live across the handler's calls, so
             // they all stay in registers.
@@ -294,25 +295,29 @@ impl PerfRing {
                     // SAFETY: [at, at + size) is inside the run; the kernel does
                     // not write below `head` until the tail moves past it,
                     // after the handler returned.
-                    ret = handler(state, word, unsafe { core::slice::from_raw_parts(at, size) });
+                    let flow = handler(state, word, unsafe { core::slice::from_raw_parts(at, size) });
                     // SAFETY: one of the `fit` records: at most `end`.
                     at = unsafe { at.add(size) };
                     left -= 1;
+                    if let ControlFlow::Break(b) = flow {
+                        stop = Some(Stop::By(b));
+                        break;
+                    }
                     // SAFETY: `left` more records fit, so the header at `at` is
                     // inside the run.
-                    if ret.is_break() || left == 0 || unsafe { header_word(at) } != word {
+                    if left == 0 || unsafe { header_word(at) } != word {
                         break;
                     }
                 }
                 count += (fit - left) as u64;
-                if ret.is_break() {
+                if stop.is_some() {
                     break 'run;
                 }
             }
             records += count;
             // SAFETY: both inside the same data area.
             tail = tail.wrapping_add(unsafe { at.offset_from(first) } as u64);
-            if at == end || ret.is_break() {
+            if at == end || stop.is_some() {
                 continue; // at the head, at the ring's end, or stopped
             }
             let avail = head.wrapping_sub(tail);
@@ -329,17 +334,22 @@ impl PerfRing {
             };
             // The one record that wraps the ring's end, copied whole.
             let Some(record) = self.record_bytes(offset, size) else {
-                no_memory = true;
+                stop = Some(Stop::NoMemory);
                 break;
             };
-            ret = handler(state, header, record);
+            if let ControlFlow::Break(b) = handler(state, header, record) {
+                stop = Some(Stop::By(b));
+            }
             tail = tail.wrapping_add(size as u64);
             records += 1;
         }
         finish(state);
         self.store_tail(tail);
         self.count_read(records, tail.wrapping_sub(start));
-        if no_memory { ControlFlow::Break(Stop::NoMemory) } else { ret.map_break(Stop::By) }
+        match stop {
+            None => ControlFlow::Continue(()),
+            Some(stop) => ControlFlow::Break(stop),
+        }
     }
 
     #[cfg(any(test, feature = "internals"))]

@@ -1,0 +1,102 @@
+/* Link order: a program that uses both libbpf and libperfbuf, built with
+ * -lbpf before -lperfbuf and after it, with and without --as-needed.
+ * libbpf's perf_buffer__* names bind to whichever library the linker saw
+ * first; the perfbuf_* names exist only in libperfbuf, so through them
+ * the program reads its records whatever the order. A handle libbpf made,
+ * passed to a perfbuf_* call, is refused with EINVAL and a message that
+ * names the cause, never used (the old failure was a segfault). */
+#define _GNU_SOURCE
+#include <bpf/libbpf.h>
+
+#include "perfbuf.h"
+#include "producer.h"
+#include "testutil.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct producer prod;
+
+static void count(void *ctx, int cpu, void *data, __u32 size)
+{
+	(void)cpu;
+	(void)data;
+	(void)size;
+	++*(unsigned *)ctx;
+}
+
+/* Through perfbuf_* names only: records arrive whatever the link order. */
+static void test_perfbuf_names(void)
+{
+	unsigned n = 0;
+	struct perf_buffer *pb = perfbuf_new(prod.map_fd, 8, count, NULL, &n, NULL);
+	EXPECT(pb, "perfbuf_new: %s", perfbuf_last_error());
+	if (!pb)
+		return;
+	int ret = 0;
+	EXPECT(producer_emit_det(&prod, 0, 16, 1, 100, &ret) == 0 && ret == 0, "emit");
+	for (int i = 0; i < 100 && n < 100; i++)
+		EXPECT(perfbuf_poll(pb, 100) >= 0, "perfbuf_poll");
+	EXPECT(perfbuf_consume(pb) == 0 && perfbuf_consume_buffer(pb, 0) == 0, "consume");
+	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
+	EXPECT(perfbuf_ring_stats(pb, 0, &st) == 0 && st.records == 100, "ring_stats: %llu records",
+	       (unsigned long long)st.records);
+	EXPECT(perfbuf_buffer_cnt(pb) >= 1 && perfbuf_epoll_fd(pb) >= 0 && perfbuf_buffer_fd(pb, 0) >= 0,
+	       "accessors");
+	void *base;
+	size_t size;
+	EXPECT(perfbuf_buffer(pb, 0, &base, &size) == 0 && size == 8 * 4096, "perfbuf_buffer");
+	printf("  perfbuf_* names: %u of 100 records\n", n);
+	EXPECT(n == 100, "%u of 100 records", n);
+	perfbuf_free(pb);
+}
+
+/* A handle from the libbpf name, whichever library made it, given to the
+ * extensions and the perfbuf_* names. */
+static void test_foreign_handle(const char *new_is_from)
+{
+	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 8, NULL, NULL, NULL, NULL);
+	EXPECT(pb, "perf_buffer__new");
+	if (!pb)
+		return;
+	int libbpf_made = strstr(new_is_from, "libbpf.so") != NULL;
+	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
+	errno = 0;
+	int r = perfbuf_ring_stats(pb, 0, &st);
+	int e = errno;
+	const char *why = perfbuf_last_error();
+	if (libbpf_made) {
+		EXPECT(r == -EINVAL && e == EINVAL, "ring_stats on libbpf's handle: %d errno %d", r, e);
+		EXPECT(strstr(why, "not made by libperfbuf") && strstr(why, "link -lperfbuf before -lbpf"),
+		       "message: %s", why);
+		EXPECT(perfbuf_poll(pb, 0) == -EINVAL && perfbuf_buffer_cnt(pb) == 0, "perfbuf_poll/buffer_cnt");
+		printf("  libbpf's handle refused: %s\n", why);
+	} else {
+		EXPECT(r == 0, "ring_stats on our own handle: %d", r);
+		printf("  perf_buffer__new is libperfbuf's here: its handle works with the extensions\n");
+	}
+	perf_buffer__free(pb); /* the library that made it frees it */
+}
+
+int main(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)perf_buffer__new, &info)) {
+		fprintf(stderr, "dladdr failed\n");
+		return 1;
+	}
+	Dl_info ours;
+	if (!dladdr((void *)perfbuf_poll, &ours) || !strstr(ours.dli_fname, "libperfbuf")) {
+		fprintf(stderr, "perfbuf_poll not from libperfbuf\n");
+		return 1;
+	}
+	printf("linkorder: perf_buffer__new from %s\n", info.dli_fname);
+	producer_open_or_exit(&prod, 0);
+	test_perfbuf_names();
+	test_foreign_handle(info.dli_fname);
+	producer_close(&prod);
+	printf("linkorder: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
