@@ -187,11 +187,24 @@ $(BUILD)/ordered_reader: examples/ordered_reader.c $(EXAMPLE_SRC) examples/strea
 $(BUILD)/ordered_builtin: examples/ordered_builtin.c $(EXAMPLE_SRC) examples/stream.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/ordered_builtin.c $(EXAMPLE_SRC) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
-examples: $(BUILD)/ordered_reader $(BUILD)/ordered_builtin
+# The BPF program of the examples (and of the Python and Go examples).
+BPF_CLANG ?= clang
+$(BUILD)/exec_events.bpf.o: examples/bpf/exec_events.bpf.c | $(BUILD)
+	$(BPF_CLANG) -O2 -g -target bpf -I/usr/include/$$(gcc -print-multiarch) -c $< -o $@
+
+# README's example: loaded with libbpf, read with libperfbuf; linked in
+# both orders (through perfbuf_* names it runs on libperfbuf either way).
+$(BUILD)/exec_events: examples/exec_events.c include/perfbuf.h lib | $(BUILD)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@_perfbuf_first $< -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lbpf
+
+examples: $(BUILD)/ordered_reader $(BUILD)/ordered_builtin $(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
 
 # Both CPUs producing, then one idle; the raw-region merge on libbpf and on
 # libperfbuf (LD_PRELOAD), the built-in one with a 1-page and a large ring.
 examples-test: examples
+	$(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
+	$(BUILD)/exec_events_perfbuf_first $(BUILD)/exec_events.bpf.o
 	$(BUILD)/ordered_reader 20000 20000
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/ordered_reader 20000 20000
 	$(BUILD)/ordered_reader 20000 0

@@ -11,8 +11,11 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # libbpf-dev: the reference library and its headers (differential tests);
 # gcc/g++/make: the C harness and header checks; binutils: nm for the export check;
-# valgrind: memcheck runs; python3-venv, golang-go: the Python and Go packages.
-$SUDO apt-get install -y -qq --no-install-recommends libbpf-dev gcc g++ make binutils pkg-config valgrind python3 python3-venv golang-go >/dev/null
+# clang: the examples' BPF program; valgrind: memcheck runs; python3-venv,
+# golang-go, golang-github-cilium-ebpf-dev: the Python and Go packages and
+# their examples (cilium/ebpf also for make bench's peer reader).
+$SUDO apt-get install -y -qq --no-install-recommends libbpf-dev gcc g++ make binutils pkg-config clang valgrind \
+	python3 python3-venv golang-go golang-github-cilium-ebpf-dev >/dev/null
 
 if ! command -v cargo >/dev/null; then
 	echo "cargo not found: install Rust (rustup) first" >&2
