@@ -221,10 +221,10 @@ decode-test: $(BUILD)/decode_test
 
 # ---- language packages -------------------------------------------------------
 
-python-test: lib producer-lib
+python-test: lib producer-lib $(BUILD)/exec_events.bpf.o
 	bindings/python/run-tests.sh
 
-go-test: lib
+go-test: lib $(BUILD)/exec_events.bpf.o
 	bindings/go/run-tests.sh
 
 linked-test: $(BUILD)/linked_test

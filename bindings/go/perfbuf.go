@@ -2,7 +2,8 @@
 // through libperfbuf. Its Reader follows cilium/ebpf's perf.Reader, so
 // switching is a matter of imports:
 //
-//	rd, err := perfbuf.NewReader(mapFD, os.Getpagesize()*8, perfbuf.ReaderOptions{})
+//	rd, err := perfbuf.NewReaderFromMap(coll.Maps["events"], os.Getpagesize()*8, perfbuf.ReaderOptions{})
+//	if err != nil { ... }
 //	defer rd.Close()
 //	for {
 //		rec, err := rd.Read()
@@ -10,11 +11,16 @@
 //		...
 //	}
 //
-// It links libperfbuf (not libbpf).
+// It links libperfbuf (not libbpf), found with pkg-config (perfbuf.pc,
+// installed by libperfbuf's make install), and calls only libperfbuf's own
+// perfbuf_* functions, so a program that also links libbpf is safe
+// whatever the link order. It depends on nothing beyond the standard
+// library: NewReaderFromMap takes a cilium/ebpf *ebpf.Map through an
+// interface.
 package perfbuf
 
 /*
-#cgo LDFLAGS: -lperfbuf
+#cgo pkg-config: perfbuf
 #include <stdlib.h>
 #include "shim.h"
 */
@@ -23,6 +29,8 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"reflect"
+	"runtime"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
@@ -34,8 +42,11 @@ import (
 // ErrClosed is returned by Read after Close, as in cilium/ebpf.
 var ErrClosed = os.ErrClosed
 
-// ReaderOptions control the Reader; the zero value wakes the reader for
-// every sample, like libbpf's default.
+// ReaderOptions control the Reader. The zero value is exactly C's
+// perf_buffer__new: a wake-up for every sample, as libbpf, and libperfbuf's
+// environment variables (PERFBUF_ADAPTIVE, PERFBUF_WAKEUP_EVENTS,
+// PERFBUF_MAX_DELAY_MS) apply as they do in C. Any other value builds the
+// buffer with these options and the environment is not read.
 type ReaderOptions struct {
 	// Watermark wakes the reader after this many bytes (overrides WakeupEvents).
 	Watermark int
@@ -44,8 +55,16 @@ type ReaderOptions struct {
 	// Overwritable makes the rings keep the newest records (read with Pause/Read/Resume).
 	Overwritable bool
 	// MaxDelay bounds how long a record may wait below Watermark/WakeupEvents
-	// before Read delivers it (libperfbuf extension; default 10ms when batching).
+	// before Read delivers it (libperfbuf extension; default 10ms when
+	// batching, at most 60s; rounded up to whole milliseconds).
 	MaxDelay time.Duration
+	// Fast turns on the fast mode (adaptive wake-ups, PERFBUF_F_ADAPTIVE):
+	// while a CPU's rate stays high the kernel wakes the reader every 64
+	// records, into a spill ring 16 times the ring, and a timer delivers the
+	// rest within 1ms; at a low rate it behaves as the default. It needs
+	// per-record wake-ups and forward rings: not with Watermark,
+	// WakeupEvents > 1 or Overwritable.
+	Fast bool
 }
 
 // Record is one record read from a CPU's ring.
@@ -58,14 +77,57 @@ type Record struct {
 	Remaining int
 }
 
+// Error is a failure of the Reader or of libperfbuf. It wraps the errno:
+// errors.Is(err, syscall.EACCES) and errors.Is(err, os.ErrPermission)
+// work, and Error() carries libperfbuf's explanation (perfbuf_last_error:
+// what failed, the errno's name and text, a hint at the fix), e.g.
+//
+//	perfbuf: NewReader: failed to open perf buffer event on cpu #0: Permission denied (EACCES); run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8)
+type Error struct {
+	// Op is the method that failed: "NewReader", "Read", "Pause", ...
+	Op string
+	// Errno is the error number.
+	Errno syscall.Errno
+	// Reason says what failed and why (empty when there is nothing to add
+	// to the errno).
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("perfbuf: %s: %v", e.Op, e.Errno)
+	}
+	return fmt.Sprintf("perfbuf: %s: %s", e.Op, e.Reason)
+}
+
+// Unwrap returns the errno.
+func (e *Error) Unwrap() error { return e.Errno }
+
+func invalid(op, reason string) error {
+	return &Error{Op: op, Errno: syscall.EINVAL, Reason: reason + ": " + syscall.EINVAL.Error() + " (EINVAL)"}
+}
+
+// cCall runs fn on a locked OS thread, so that a failure's text is read
+// from the thread that failed (perfbuf_last_error is per thread).
+func cCall(op string, fn func() C.int) (C.int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ret := fn()
+	if ret < 0 {
+		return ret, &Error{Op: op, Errno: syscall.Errno(-ret), Reason: C.GoString(C.perfbuf_last_error())}
+	}
+	return ret, nil
+}
+
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
 type Reader struct {
-	mu       sync.Mutex // held by the goroutine inside poll
+	mu sync.Mutex // held by the goroutine inside poll
 	// pb is freed and cleared under both mu and wakeMu; wake holds wakeMu
 	// shared, so perfbuf_wake never runs on a freed buffer.
 	wakeMu   sync.RWMutex
 	pb       *C.struct_perf_buffer
 	handle   cgo.Handle
+	ownedFD  int // a dup of the map's fd (NewReaderFromMap), or -1
 	queue    []Record
 	cpuIndex map[int]int
 	size     int
@@ -75,36 +137,106 @@ type Reader struct {
 	deadline time.Time
 }
 
-func errnoErr(op string, e syscall.Errno) error {
-	return fmt.Errorf("perfbuf: %s: %w", op, e)
+// NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
+// two number of pages) per online CPU and stores them in the map mapFD,
+// a BPF_MAP_TYPE_PERF_EVENT_ARRAY. The map fd must stay open until Close.
+func NewReader(mapFD int, perCPUBuffer int, opts ReaderOptions) (*Reader, error) {
+	return newReader(mapFD, -1, perCPUBuffer, opts)
 }
 
-// NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
-// two number of pages) per online CPU and stores them in the map.
-func NewReader(mapFD int, perCPUBuffer int, opts ReaderOptions) (*Reader, error) {
+// NewReaderFromMap is NewReader for a map object that has an fd, such as
+// cilium/ebpf's *ebpf.Map (this package does not depend on cilium/ebpf):
+//
+//	coll, err := ebpf.NewCollection(spec)
+//	...
+//	rd, err := perfbuf.NewReaderFromMap(coll.Maps["events"], 8*os.Getpagesize(), perfbuf.ReaderOptions{})
+//
+// The Reader works on a duplicate of the map's fd, closed by Close, so the
+// map object may be closed before the Reader.
+func NewReaderFromMap(m interface{ FD() int }, perCPUBuffer int, opts ReaderOptions) (*Reader, error) {
+	if m == nil {
+		return nil, invalid("NewReaderFromMap", "nil map")
+	}
+	if v := reflect.ValueOf(m); (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+		return nil, invalid("NewReaderFromMap", fmt.Sprintf("nil %T", m))
+	}
+	fd := m.FD()
+	if fd < 0 {
+		return nil, &Error{Op: "NewReaderFromMap", Errno: syscall.EBADF,
+			Reason: fmt.Sprintf("the map's fd is %d: is the map closed?", fd)}
+	}
+	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return nil, &Error{Op: "NewReaderFromMap", Errno: e, Reason: "cannot duplicate the map's fd: " + e.Error()}
+	}
+	r, err := newReader(int(dup), int(dup), perCPUBuffer, opts)
+	if err != nil {
+		syscall.Close(int(dup))
+		if pe, ok := err.(*Error); ok {
+			pe.Op = "NewReaderFromMap"
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, error) {
+	const op = "NewReader"
 	if perCPUBuffer < 1 {
-		return nil, errnoErr("NewReader", syscall.EINVAL)
+		return nil, invalid(op, fmt.Sprintf("perCPUBuffer is %d, it must be at least 1 byte", perCPUBuffer))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Watermark", opts.Watermark}, {"WakeupEvents", opts.WakeupEvents}} {
+		if f.v < 0 || int64(f.v) > 1<<32-1 {
+			return nil, invalid(op, fmt.Sprintf("ReaderOptions.%s is %d, out of range", f.name, f.v))
+		}
+	}
+	if opts.MaxDelay < 0 || opts.MaxDelay > time.Minute {
+		return nil, invalid(op, fmt.Sprintf("ReaderOptions.MaxDelay is %v, it must be between 0 and 1m", opts.MaxDelay))
 	}
 	page := os.Getpagesize()
 	pages := 1
 	for pages*page < perCPUBuffer {
 		pages <<= 1
 	}
-	r := &Reader{size: pages * page, cpuIndex: map[int]int{}}
+	r := &Reader{size: pages * page, cpuIndex: map[int]int{}, ownedFD: ownedFD}
 	r.handle = cgo.NewHandle(r)
 	var flags C.uint32_t
 	if opts.Overwritable {
-		flags = C.PERFBUF_F_OVERWRITE
+		flags |= C.PERFBUF_F_OVERWRITE
 	}
-	var cerr C.int
-	pb := C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), C.uint32_t(opts.WakeupEvents),
-		C.uint32_t(opts.Watermark), C.uint32_t(opts.MaxDelay/time.Millisecond), flags, &cerr)
-	if pb == nil {
+	if opts.Fast {
+		flags |= C.PERFBUF_F_ADAPTIVE
+	}
+	useOpts := C.int(0)
+	if opts != (ReaderOptions{}) {
+		useOpts = 1
+	}
+	delayMS := (opts.MaxDelay + time.Millisecond - 1) / time.Millisecond
+	var pb *C.struct_perf_buffer
+	_, err := cCall(op, func() C.int {
+		var cerr C.int
+		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), useOpts,
+			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags, &cerr)
+		if pb == nil {
+			return -cerr
+		}
+		return 0
+	})
+	if err != nil {
 		r.handle.Delete()
-		return nil, errnoErr("NewReader", syscall.Errno(cerr))
+		pe := err.(*Error)
+		if pe.Errno == syscall.EINVAL || pe.Errno == syscall.EBADF {
+			if target, lerr := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", mapFD)); lerr == nil && target != "anon_inode:bpf-map" {
+				pe.Reason += fmt.Sprintf("; map fd %d is not a BPF_MAP_TYPE_PERF_EVENT_ARRAY: it is %s, not a BPF map", mapFD, target)
+			}
+		}
+		return nil, err
 	}
 	r.pb = pb
-	for i := 0; i < int(C.perf_buffer__buffer_cnt(pb)); i++ {
+	for i := 0; i < int(C.perfbuf_buffer_cnt(pb)); i++ {
 		r.cpuIndex[int(C.perfbuf_buffer_cpu(pb, C.size_t(i)))] = i
 	}
 	return r, nil
@@ -150,10 +282,10 @@ func (r *Reader) ReadInto(rec *Record) error {
 			}
 			timeout = int(left/time.Millisecond) + 1
 		}
-		ret := C.perf_buffer__poll(r.pb, C.int(timeout))
-		if ret < 0 {
-			e := syscall.Errno(-ret)
-			if e == syscall.ECANCELED || e == syscall.EINTR {
+		pb := r.pb
+		_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
+		if err != nil {
+			if e := err.(*Error).Errno; e == syscall.ECANCELED || e == syscall.EINTR {
 				// Close, Pause/Resume, SetDeadline or a signal. Let a waiting
 				// control call have the buffer, then look again.
 				if r.waiters.Load() > 0 {
@@ -165,12 +297,13 @@ func (r *Reader) ReadInto(rec *Record) error {
 				}
 				continue
 			}
-			return errnoErr("Read", e)
+			return err
 		}
 	}
 }
 
-// Close unblocks a concurrent Read (which returns ErrClosed) and frees the rings.
+// Close unblocks a concurrent Read (which returns ErrClosed) and frees the
+// rings (and closes the fd NewReaderFromMap duplicated).
 func (r *Reader) Close() error {
 	if r.closed.Swap(true) {
 		return nil
@@ -182,13 +315,17 @@ func (r *Reader) Close() error {
 	pb := r.pb
 	r.pb = nil
 	r.wakeMu.Unlock()
-	C.perf_buffer__free(pb)
+	C.perfbuf_free(pb)
 	r.handle.Delete()
+	if r.ownedFD >= 0 {
+		syscall.Close(r.ownedFD)
+		r.ownedFD = -1
+	}
 	return nil
 }
 
 // wake ends a blocked poll: perfbuf_wake is the one call libperfbuf allows
-// during a poll, but not during or after perf_buffer__free.
+// during a poll, but not during or after perfbuf_free.
 func (r *Reader) wake() {
 	r.wakeMu.RLock()
 	defer r.wakeMu.RUnlock()
@@ -221,10 +358,9 @@ func (r *Reader) control(op string, fn func(*C.struct_perf_buffer) C.int) error 
 	if r.pb == nil {
 		return ErrClosed
 	}
-	if ret := fn(r.pb); ret < 0 {
-		return errnoErr(op, syscall.Errno(-ret))
-	}
-	return nil
+	pb := r.pb
+	_, err := cCall(op, func() C.int { return fn(pb) })
+	return err
 }
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed;

@@ -14,13 +14,19 @@ func openProducer(t *testing.T) *producer.Producer {
 	t.Helper()
 	p, err := producer.Open()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("need root with BPF: %v", err) // under CI, never a skip
-		}
-		t.Skipf("need root with BPF: %v", err)
+		needRoot(t, err)
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// needRoot skips a test the machine cannot run (fails it under CI=true).
+func needRoot(t *testing.T, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("need root with BPF: %v", err) // under CI, never a skip
+	}
+	t.Skipf("need root with BPF: %v", err)
 }
 
 func padded(n int) int { return (n+4+7)/8*8 - 4 }

@@ -1,14 +1,103 @@
 #!/usr/bin/env bash
-# go vet and go test on the real kernel, against target/release/libperfbuf.so.
+# go vet and go test on the real kernel, against the build tree's
+# libperfbuf (target/release) found through pkg-config, as an installed
+# one would be; then the example module on the real BPF program.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-export CGO_CFLAGS="-I$top/include"
-export CGO_LDFLAGS="-L$top/target/release -Wl,-rpath,$top/target/release"
-export GOFLAGS="-mod=mod"
+build="$top/build"
+
+# perfbuf.pc for the build tree: the repository's include/ and target/release.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$top/Cargo.toml" | head -1)
+mkdir -p "$build/pkgconfig"
+sed -e "s|@PREFIX@|$top|" -e "s|@LIBDIR@|$top/target/release|" -e "s|@INCDIR@|$top/include|" \
+	-e "s|@VERSION@|$version|" "$top/perfbuf.pc.in" > "$build/pkgconfig/perfbuf.pc"
+export PKG_CONFIG_PATH="$build/pkgconfig"
+# The library is not on the loader path: the binaries find it by rpath.
+export CGO_LDFLAGS="-Wl,-rpath,$top/target/release"
+unset CGO_CFLAGS
+export GOFLAGS="-mod=mod" GOPROXY=off GOWORK=off
 cd "$here"
+
+# The package finds libperfbuf through pkg-config (no -I/-L given here).
+[ "$(go list -f '{{join .CgoPkgConfig " "}}' .)" = perfbuf ] || { echo "go-test: #cgo pkg-config: perfbuf missing" >&2; exit 1; }
 go vet ./...
-go build -o /dev/null ./examples/dump
+unformatted=$(gofmt -l . )
+[ -z "$unformatted" ] || { echo "go-test: not gofmt'ed: $unformatted" >&2; exit 1; }
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
 # The lifetime of the C buffer under concurrent Close, with the race detector.
 go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume' ./ 2>&1 | grep -v "^=== RUN"
+
+# Linked with -lbpf before -lperfbuf: libbpf's perf_buffer__* names win the
+# symbol lookup, and the package must still read through libperfbuf (it
+# calls only perfbuf_* names).
+CGO_LDFLAGS="-Wl,--no-as-needed -lbpf $CGO_LDFLAGS" go test -c -o "$build/perfbuf_go_libbpf_first.test" .
+needed=$(readelf -d "$build/perfbuf_go_libbpf_first.test" | sed -n 's/.*NEEDED.*\[\(lib[a-z]*\).*/\1/p' | tr '\n' ' ')
+case "$needed" in
+*libbpf*libperfbuf*) ;;
+*) echo "go-test: libbpf is not linked before libperfbuf ($needed)" >&2; exit 1 ;;
+esac
+echo "go-test: linked as: $needed"
+"$build/perfbuf_go_libbpf_first.test" -test.count=1 \
+	-test.run 'TestRecordsBytesSizesAndCPUs|TestLostSamplesAddUp|TestPauseResume|TestFastOption|TestDefaults'
+
+# README's steps for depending on the unpublished module: make install into
+# a prefix, a scratch module with a replace directive and go mod tidy,
+# pkg-config and an rpath for the prefix.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+make -C "$top" --no-print-directory install PREFIX="$scratch/inst" > "$scratch/install.log" 2>&1 ||
+	{ cat "$scratch/install.log" >&2; exit 1; }
+mkdir "$scratch/consumer"
+cat > "$scratch/consumer/main.go" <<'GO'
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"perfbuf.dev/perfbuf"
+)
+
+func main() {
+	_, err := perfbuf.NewReader(-1, os.Getpagesize(), perfbuf.ReaderOptions{})
+	fmt.Println(err)
+	if !errors.Is(err, syscall.EBADFD) {
+		os.Exit(1)
+	}
+}
+GO
+(
+	cd "$scratch/consumer"
+	export PKG_CONFIG_PATH="$scratch/inst/lib/pkgconfig" CGO_LDFLAGS="-Wl,-rpath,$scratch/inst/lib"
+	go mod init example.com/consumer 2> /dev/null
+	go mod edit -replace "perfbuf.dev/perfbuf=$here"
+	go mod tidy
+	grep -q 'perfbuf.dev/perfbuf v0.0.0-00010101000000-000000000000' go.mod
+	go build -o consumer .
+	./consumer 2> /dev/null | grep -q "map FD -1"
+	readelf -d consumer | grep -q "RUNPATH.*$scratch/inst/lib"
+)
+echo "go-test: a module outside the repository builds by README's steps (make install, replace, go mod tidy)"
+
+# The example, its own module (cilium/ebpf from Debian's
+# golang-github-cilium-ebpf-dev, offline): the BPF program loaded with
+# cilium/ebpf, its map read through NewReaderFromMap.
+bpf_obj="$build/exec_events.bpf.o"
+if [ ! -f "$bpf_obj" ]; then
+	echo "go-test: $bpf_obj is missing (make examples builds it)" >&2
+	exit 1
+fi
+cd "$here/examples/dump"
+before=$(cat go.mod)
+go vet ./...
+go build -o "$build/perfbuf-go-dump" .
+[ "$(cat go.mod)" = "$before" ] && [ ! -e go.sum ] || { echo "go-test: the build changed examples/dump/go.mod" >&2; exit 1; }
+if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
+	echo "go-test: skipping examples/dump -obj (it loads a BPF program: run as root)"
+	exit 0
+fi
+echo "go-test: examples/dump -obj $bpf_obj -check 3"
+"$build/perfbuf-go-dump" -obj "$bpf_obj" -check 3

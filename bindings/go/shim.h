@@ -1,13 +1,21 @@
 /* C side of the Go package: trampolines from libperfbuf's callbacks into
- * exported Go functions, and a constructor taking plain arguments. */
+ * exported Go functions, and a constructor taking plain arguments. Only
+ * libperfbuf's perfbuf_* names are used (never libbpf's perf_buffer__*),
+ * so a program linking libbpf too reads through libperfbuf whatever the
+ * link order. */
 #ifndef PERFBUF_GO_SHIM_H
 #define PERFBUF_GO_SHIM_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "perfbuf.h"
 
-struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, uint32_t wakeup_events,
-				   uint32_t wakeup_bytes, uint32_t max_delay_ms, uint32_t flags, int *err);
+/* perfbuf_new with NULL opts when use_opts is 0 (perf_buffer__new's
+ * defaults, environment variables included), else with these options.
+ * NULL with *err = errno on failure. */
+struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
+				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
+				   uint32_t flags, int *err);
 uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx);
 
 #endif

@@ -1,11 +1,20 @@
 """The real kernel: a PERF_EVENT_ARRAY map and a BPF program producing events
-(c-tests/producer.c, built as build/libperfbuf_producer.so by make)."""
+(c-tests/producer.c, built as build/libperfbuf_producer.so by make), and
+helpers: the bpf(2) system call, child Python processes."""
 from __future__ import annotations
 
 import ctypes
 import os
+import platform
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
 
 
 class _Producer(ctypes.Structure):
@@ -58,3 +67,46 @@ def producer(producer_lib: ctypes.CDLL):
     p = Producer(producer_lib)
     yield p
     p.close()
+
+
+def need_root(msg: str) -> None:
+    """Skips (fails under CI=true) a test the machine cannot run."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_SYS_BPF = {"x86_64": 321, "aarch64": 280}[platform.machine()]
+BPF_MAP_CREATE, BPF_OBJ_PIN = 0, 6
+BPF_MAP_TYPE_HASH = 1
+
+
+def bpf(cmd: int, attr: bytes) -> int:
+    """bpf(cmd, attr): the result, or OSError."""
+    buf = ctypes.create_string_buffer(attr, max(len(attr), 128))
+    ret = _libc.syscall(_SYS_BPF, cmd, buf, len(buf))
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return int(ret)
+
+
+def create_map(map_type: int, key_size: int = 4, value_size: int = 4, max_entries: int = 4) -> int:
+    return bpf(BPF_MAP_CREATE, struct.pack("<IIII", map_type, key_size, value_size, max_entries))
+
+
+def pin(fd: int, path: str) -> None:
+    name = ctypes.create_string_buffer(os.fsencode(path))
+    bpf(BPF_OBJ_PIN, struct.pack("<QI", ctypes.addressof(name), fd))
+
+
+def run_python(code: str, pass_fds: tuple[int, ...] = (), env: Optional[dict[str, str]] = None,
+               timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Runs `code` in a child interpreter (this venv, the tests' directory
+    on sys.path): a crash there is a failed test, not a dead pytest."""
+    full_env = dict(os.environ, PYTHONPATH=str(TESTS) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], pass_fds=pass_fds, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)

@@ -6,35 +6,91 @@ perf buffer). Example::
     from perfbuf import PerfBuffer
 
     with PerfBuffer(map_fd, page_cnt=8, on_sample=lambda cpu, data: print(cpu, data.hex())) as pb:
-        while True:
-            pb.poll(100)
+        pb.run()  # polls until Ctrl-C
+
+Only libperfbuf's own ``perfbuf_*`` functions are called, never the
+``perf_buffer__*`` names libbpf also exports, so a process that loaded
+libbpf too (e.g. to load its BPF programs) is safe whatever the load order.
+
+libperfbuf's messages go to the ``logging`` logger ``"perfbuf"`` (see
+:func:`use_logging`).
 """
 from __future__ import annotations
 
+import atexit
+import collections
 import ctypes
+import errno
+import gc
+import logging
+import operator
 import os
-import struct
 import threading
-from typing import Callable, Iterator, NamedTuple, Optional
+import weakref
+from typing import Any, Callable, Deque, Iterable, Iterator, NamedTuple, Optional, Union
 
 from . import _lib
 
-__all__ = ["PerfBuffer", "Record", "library_version"]
+__all__ = ["PerfBuffer", "Record", "library_version", "last_error", "use_logging"]
 
 _LIB = _lib.load()
-
-PERF_RECORD_LOST = 2
-PERF_RECORD_SAMPLE = 9
-_CONT, _ERROR = -2, -1
-
-# struct perf_event_attr for a BPF output event sampling raw data (128 bytes).
-_ATTR = struct.Struct("<IIQQQQQI")
+_log = logging.getLogger("perfbuf")
 
 
 def library_version() -> str:
     """The loaded libperfbuf's version."""
     return _LIB.perfbuf_version().decode()
 
+
+def last_error() -> str:
+    """The text of the last error a libperfbuf call of this thread returned
+    (what failed, the errno's name and text, a hint at the fix); ``""``
+    before any. The exceptions this package raises carry it already."""
+    return (_LIB.perfbuf_last_error() or b"").decode(errors="replace")
+
+
+# ---- library messages -> logging -----------------------------------------------------
+
+_LEVELS = {_lib.PERFBUF_WARN: logging.WARNING, _lib.PERFBUF_INFO: logging.INFO, _lib.PERFBUF_DEBUG: logging.DEBUG}
+
+
+def _print(level: int, msg: Optional[bytes], _ctx: Optional[int]) -> None:
+    try:
+        pylevel = _LEVELS.get(level, logging.DEBUG)
+        if _log.isEnabledFor(pylevel):
+            _log.log(pylevel, "%s", (msg or b"").decode(errors="replace"))
+    except BaseException:  # never let an exception reach C
+        pass
+
+
+_PRINT = _lib.PRINT_FN(_print)  # alive as long as the module: the library may call it from any thread
+_print_lock = threading.Lock()
+_previous_print: Optional[int] = None
+_routed = False
+
+
+def use_logging(enabled: bool = True) -> None:
+    """Routes libperfbuf's messages (warnings, info, debug: every level) to
+    the ``logging`` logger ``"perfbuf"`` — the default since import — or,
+    with ``False``, back to the printer that was there before (the
+    library's own, which writes warnings to stderr)."""
+    global _previous_print, _routed
+    with _print_lock:
+        if enabled and not _routed:
+            _previous_print = _LIB.perfbuf_set_print(ctypes.cast(_PRINT, ctypes.c_void_p), None)
+            _routed = True
+        elif not enabled and _routed:
+            _LIB.perfbuf_set_print(_previous_print, None)
+            _routed = False
+
+
+use_logging(True)
+# Give the library its own printer back before the interpreter tears down
+# the module (buffers freed at exit may still print).
+atexit.register(use_logging, False)
+
+
+# ---- records and errors ---------------------------------------------------------------
 
 class Record(NamedTuple):
     """One record: a sample's bytes, or a count of records the kernel lost."""
@@ -44,10 +100,41 @@ class Record(NamedTuple):
     lost: int = 0
 
 
-def _check(ret: int) -> int:
-    if ret < 0:
-        raise OSError(-ret, os.strerror(-ret))
-    return ret
+def _os_error(err: int, what: str) -> OSError:
+    """OSError(err, text): Python picks the subclass (PermissionError for
+    EACCES/EPERM, FileNotFoundError, InterruptedError, ...); the text is
+    libperfbuf's explanation of the failure."""
+    return OSError(err, last_error() or f"{what}: {os.strerror(err)}")
+
+
+def _fd_kind(fd: int) -> Optional[str]:
+    """What fd is when it is not a BPF map (e.g. ``pipe:[1234]``), else None."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return None if target == "anon_inode:bpf-map" else target
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+
+
+def _as_u32(name: str, value: Any, low: int = 0, high: int = 2**32 - 1) -> int:
+    v = _as_int(name, value)
+    if not low <= v <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {v}")
+    return v
+
+
+def _callable_or_none(name: str, fn: Any) -> None:
+    if fn is not None and not callable(fn):
+        raise TypeError(f"{name} must be a callable or None, not {type(fn).__name__}")
 
 
 SampleFn = Callable[[int, bytes], None]
@@ -62,86 +149,242 @@ class PerfBuffer:
     each count of records the kernel dropped. Without callbacks, use
     :meth:`read` or :meth:`records` to pull records instead.
 
+    With no option given, the buffer is exactly C's
+    ``perf_buffer__new(map_fd, page_cnt, ...)``: libbpf's per-record
+    wake-ups, and libperfbuf's environment variables (``PERFBUF_ADAPTIVE``,
+    ``PERFBUF_WAKEUP_EVENTS``, ``PERFBUF_MAX_DELAY_MS``) apply. Options:
+
+    - ``fast=True``: the fast mode (adaptive wake-ups, ``PERFBUF_F_ADAPTIVE``):
+      while a CPU's rate is high the kernel wakes the reader every 64
+      records, and a timer delivers the rest within 1 ms. Needs per-record
+      wake-ups and forward rings (no ``wakeup_*``, no ``overwrite``).
+    - ``wakeup_events=N`` / ``wakeup_bytes=B``: batch wake-ups; a poll still
+      delivers a partial batch within ``max_delay_ms`` (default 10 ms).
+    - ``overwrite=True``: overwritable rings (the newest records are kept).
+    - ``cpus=[...]``: read only these CPUs.
+
     An exception raised by a callback stops the poll or consume that called
-    it and is re-raised from there; the record that raised is consumed, the
-    ones after it stay in the ring for the next call.
+    it and is re-raised from there. The record that raised is consumed; the
+    records the same call drained after it are kept by the buffer and
+    delivered first by the next poll, consume or read.
+
+    Threading: one thread at a time polls and calls the other methods;
+    :meth:`wake` and :meth:`close` may be called from any thread (a poll
+    blocked elsewhere then raises ``OSError(ECANCELED)``, or ``ValueError``
+    once closed). :meth:`close` from a callback closes once the call returns.
     """
 
     def __init__(self, map_fd: int, page_cnt: int = 8, on_sample: Optional[SampleFn] = None,
-                 on_lost: Optional[LostFn] = None, wakeup_events: int = 1) -> None:
+                 on_lost: Optional[LostFn] = None, wakeup_events: Optional[int] = None, *,
+                 wakeup_bytes: Optional[int] = None, max_delay_ms: Optional[int] = None, fast: bool = False,
+                 overwrite: bool = False, cpus: Optional[Iterable[int]] = None) -> None:
+        self._pb: Optional[int] = None  # first, so that __del__ works whatever fails below
+        self._owned_fd: Optional[int] = None
+        try:
+            map_fd = _as_int("map_fd", map_fd)
+        except TypeError as e:
+            raise TypeError(f"{e} (the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY; for a pinned map use "
+                            "PerfBuffer.from_pinned(path))") from None
+        page_cnt = _as_int("page_cnt", page_cnt)
+        if page_cnt < 1 or page_cnt & (page_cnt - 1):
+            raise ValueError(f"page_cnt must be a power of two (1, 2, 4, 8, ...), got {page_cnt}")
+        _callable_or_none("on_sample", on_sample)
+        _callable_or_none("on_lost", on_lost)
+        for name, flag in (("fast", fast), ("overwrite", overwrite)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        opts: Optional[_lib.Opts] = None
+        options = (wakeup_events, wakeup_bytes, max_delay_ms, cpus)
+        if any(o is not None for o in options) or fast or overwrite:
+            opts = _lib.Opts(sz=ctypes.sizeof(_lib.Opts))
+            if wakeup_events is not None:
+                opts.wakeup_events = _as_u32("wakeup_events", wakeup_events)
+            if wakeup_bytes is not None:
+                opts.wakeup_bytes = _as_u32("wakeup_bytes", wakeup_bytes)
+            if max_delay_ms is not None:
+                opts.max_delay_ms = _as_u32("max_delay_ms", max_delay_ms, 0, 60_000)
+            opts.flags = (_lib.PERFBUF_F_ADAPTIVE if fast else 0) | (_lib.PERFBUF_F_OVERWRITE if overwrite else 0)
+            if cpus is not None:
+                ids = [_as_int("cpus[]", c) for c in cpus]
+                if not ids:
+                    raise ValueError("cpus is empty: give the CPUs to read, or None for all")
+                self._cpu_list = (ctypes.c_int * max(1, len(ids)))(*ids)
+                opts.cpus = ctypes.cast(self._cpu_list, ctypes.POINTER(ctypes.c_int))
+                opts.cpu_cnt = len(ids)
         self._on_sample = on_sample
         self._on_lost = on_lost
         self._collect: Optional[list[Record]] = None
         self._error: Optional[BaseException] = None
-        self._views: list[memoryview] = []
-        self._lock = threading.Lock()
-        attr = bytearray(128)
-        # type=PERF_TYPE_SOFTWARE, size, config=PERF_COUNT_SW_BPF_OUTPUT,
-        # sample_period=1, sample_type=PERF_SAMPLE_RAW, read_format, flags, wakeup_events
-        _ATTR.pack_into(attr, 0, 1, 128, 10, 1, 1 << 10, 0, 0, max(1, wakeup_events))
-        self._attr = (ctypes.c_ubyte * 128).from_buffer(attr)
-        self._cb = _lib.EVENT_FN(self._on_event)  # kept alive as long as the buffer
-        pb = _LIB.perf_buffer__new_raw(map_fd, page_cnt, ctypes.addressof(self._attr), self._cb, None, None)
+        self._held: Deque[Record] = collections.deque()
+        self._ring_mems: list[weakref.ref[Any]] = []
+        self._lock = threading.Lock()  # held by every call on the handle but wake
+        self._free_lock = threading.Lock()  # wake vs free
+        self._closing = False
+        self._close_pending = False
+        self._draining: Optional[int] = None  # the thread inside a poll/consume
+        # The C callbacks hold only a weak reference, so that dropping the
+        # last reference to the buffer frees it at once.
+        ref = weakref.ref(self)
+
+        def sample(_ctx: Optional[int], cpu: int, data: Optional[int], size: int) -> None:
+            pb = ref()
+            if pb is not None:
+                pb._on_record(cpu, data, size, 0)
+
+        def lost(_ctx: Optional[int], cpu: int, count: int) -> None:
+            pb = ref()
+            if pb is not None:
+                pb._on_record(cpu, None, 0, count)
+
+        self._callbacks = (_lib.SAMPLE_FN(sample), _lib.LOST_FN(lost))  # alive as long as the handle
+        pb = _LIB.perfbuf_new(map_fd, page_cnt, self._callbacks[0], self._callbacks[1], None,
+                              ctypes.byref(opts) if opts is not None else None)
         if not pb:
             err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-        self._pb: Optional[int] = pb
+            e = _os_error(err, "perfbuf_new")
+            kind = _fd_kind(map_fd) if err in (errno.EINVAL, errno.EBADF) else None
+            if kind is not None:
+                e = OSError(err, f"{e.strerror}; map_fd {map_fd} is not a BPF_MAP_TYPE_PERF_EVENT_ARRAY: "
+                                 f"it is {kind}, not a BPF map")
+            raise e
+        self._pb = pb
+        self._count = int(_LIB.perfbuf_buffer_cnt(pb))
+        self._epoll_fd = int(_LIB.perfbuf_epoll_fd(pb))
+        self._cpus = [int(_LIB.perfbuf_buffer_cpu(pb, i)) for i in range(self._count)]
 
-    # -- the C callback -------------------------------------------------------------
-
-    def _on_event(self, _ctx: int, cpu: int, header: int) -> int:
-        if self._error is not None:
-            return _ERROR
+    @classmethod
+    def from_pinned(cls, path: Union[str, "os.PathLike[str]"], page_cnt: int = 8,
+                    on_sample: Optional[SampleFn] = None, on_lost: Optional[LostFn] = None,
+                    **options: Any) -> "PerfBuffer":
+        """Opens the PERF_EVENT_ARRAY pinned at ``path`` (on a bpffs, e.g.
+        ``/sys/fs/bpf/events``, as ``bpftool map pin`` leaves it) with
+        BPF_OBJ_GET, like bcc's ``open_perf_buffer`` on a map it did not
+        create. The buffer owns that fd and closes it on :meth:`close`.
+        Options as for the constructor. ``FileNotFoundError`` when nothing
+        is pinned there."""
+        fd = _lib.bpf_obj_get(os.fspath(path))
         try:
-            rtype, _misc, size = struct.unpack("<IHH", ctypes.string_at(header, 8))
-            if rtype == PERF_RECORD_SAMPLE:
-                (raw,) = struct.unpack("<I", ctypes.string_at(header + 8, 4))
-                raw = min(raw, max(0, size - 12))
-                rec = Record(cpu, ctypes.string_at(header + 12, raw))
-                if self._collect is not None:
-                    self._collect.append(rec)
-                elif self._on_sample is not None:
-                    self._on_sample(cpu, rec.data)
-            elif rtype == PERF_RECORD_LOST:
-                (lost,) = struct.unpack("<Q", ctypes.string_at(header + 16, 8))
-                if self._collect is not None:
-                    self._collect.append(Record(cpu, b"", lost))
-                elif self._on_lost is not None:
-                    self._on_lost(cpu, lost)
-            return _CONT
-        except BaseException as e:  # never let an exception reach C
-            self._error = e
-            return _ERROR
+            pb = cls(fd, page_cnt, on_sample, on_lost, **options)
+        except BaseException:
+            os.close(fd)
+            raise
+        pb._owned_fd = fd
+        return pb
 
-    def _call(self, fn: Callable[..., int], *args: int) -> int:
-        pb = self._handle()
-        self._error = None
-        ret = fn(pb, *args)
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise err
-        return _check(ret)
+    # -- the C callbacks ------------------------------------------------------------
+
+    def _on_record(self, cpu: int, data: Optional[int], size: int, lost: int) -> None:
+        try:
+            rec = Record(cpu, ctypes.string_at(data, size) if size else b"") if data is not None \
+                else Record(cpu, b"", lost)
+            if self._error is not None:  # a callback raised earlier in this call: keep the rest
+                self._held.append(rec)
+                return
+            self._deliver(rec)
+        except BaseException as e:  # never let an exception reach C
+            if self._error is None:
+                self._error = e
+
+    def _deliver(self, rec: Record) -> None:
+        if self._collect is not None:
+            self._collect.append(rec)
+        elif rec.lost:
+            if self._on_lost is not None:
+                self._on_lost(rec.cpu, rec.lost)
+        elif self._on_sample is not None:
+            self._on_sample(rec.cpu, rec.data)
+
+    def _deliver_held(self, cpu: Optional[int] = None) -> int:
+        """Delivers the records kept after a callback raised (those of
+        ``cpu`` only, if given); returns how many."""
+        n = 0
+        keep: Deque[Record] = collections.deque()
+        try:
+            while self._held:
+                rec = self._held.popleft()
+                if cpu is not None and rec.cpu != cpu:
+                    keep.append(rec)
+                    continue
+                n += 1
+                self._deliver(rec)  # if it raises, the rest stay held
+        finally:
+            keep.extend(self._held)
+            self._held = keep
+        return n
+
+    def _acquire(self) -> int:
+        """Takes the buffer for one call; returns the handle."""
+        if self._draining == threading.get_ident():
+            raise RuntimeError("a PerfBuffer callback cannot call poll, consume, read, pause, resume, stats, "
+                               "ring or buffer_fd on its own buffer (close and wake are fine)")
+        self._lock.acquire()
+        try:
+            return self._handle()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _drain(self, fn: Callable[..., int], *args: int) -> int:
+        try:
+            pb = self._acquire()
+            try:
+                self._draining = threading.get_ident()
+                self._error = None
+                try:
+                    ret = fn(pb, *args)
+                finally:
+                    self._draining = None
+                if self._error is not None:
+                    err, self._error = self._error, None
+                    raise err
+                if ret < 0:
+                    raise _os_error(-ret, fn.__name__)
+                return ret
+            finally:
+                self._lock.release()
+        finally:
+            if self._close_pending:
+                self._close_pending = False
+                self.close()
 
     def _handle(self) -> int:
-        if self._pb is None:
+        if self._pb is None or self._closing:
             raise ValueError("PerfBuffer is closed")
         return self._pb
+
+    def _index(self, index: int) -> int:
+        i = _as_int("index", index)
+        self._handle()
+        if not 0 <= i < self._count:
+            raise IndexError(f"ring index {i} out of range: this buffer has {self._count} rings "
+                             f"(0 to {self._count - 1})")
+        return i
 
     # -- reading ------------------------------------------------------------------
 
     def poll(self, timeout_ms: int = -1) -> int:
         """Waits up to ``timeout_ms`` (-1: forever) and drains the rings the
-        kernel signalled; returns how many. OSError(EINTR) on a signal,
-        OSError(ECANCELED) after :meth:`wake`."""
-        return self._call(_LIB.perf_buffer__poll, timeout_ms)
+        kernel signalled; returns how many (0 on timeout; records held back
+        after a callback raised count as one ring, and are delivered
+        without waiting). ``InterruptedError`` on a signal,
+        ``OSError(ECANCELED)`` after :meth:`wake`."""
+        timeout_ms = _as_int("timeout_ms", timeout_ms)
+        self._handle()
+        held = self._deliver_held()
+        ret = self._drain(_LIB.perfbuf_poll, 0 if held else timeout_ms)
+        return max(ret, 1) if held else ret
 
     def consume(self) -> None:
         """Drains every ring without waiting."""
-        self._call(_LIB.perf_buffer__consume)
+        self._handle()
+        self._deliver_held()
+        self._drain(_LIB.perfbuf_consume)
 
     def consume_buffer(self, index: int) -> None:
         """Drains ring ``index`` without waiting."""
-        self._call(_LIB.perf_buffer__consume_buffer, index)
+        i = self._index(index)
+        self._deliver_held(self._cpus[i])
+        self._drain(_LIB.perfbuf_consume_buffer, i)
 
     def read(self, timeout_ms: int = -1) -> list[Record]:
         """Polls once and returns the records, instead of calling callbacks."""
@@ -155,89 +398,189 @@ class PerfBuffer:
     def records(self, timeout_ms: int = -1) -> Iterator[Record]:
         """Yields records as they arrive; stops when the buffer is closed or
         woken, or when ``timeout_ms`` (if ≥ 0) passes with nothing."""
-        while self._pb is not None:
+        while self._pb is not None and not self._closing:
             try:
                 batch = self.read(timeout_ms)
             except OSError as e:
-                if e.errno == 125:  # ECANCELED: woken
+                if e.errno == errno.ECANCELED:  # woken
+                    return
+                raise
+            except ValueError:  # closed from another thread
+                if self._pb is None or self._closing:
                     return
                 raise
             if not batch and timeout_ms >= 0:
                 return
             yield from batch
 
+    def run(self, stop: Optional[Callable[[], bool]] = None, timeout_ms: int = 100) -> None:
+        """Polls and delivers records through the callbacks until Ctrl-C
+        (``KeyboardInterrupt`` ends it quietly), ``stop()`` returns true
+        (checked after every poll, at least every ``timeout_ms``),
+        :meth:`wake` or :meth:`close` from another thread. bcc's
+        ``while True: b.perf_buffer_poll()`` loop, with its ways out. An
+        exception from a callback propagates."""
+        _callable_or_none("stop", stop)
+        timeout_ms = _as_int("timeout_ms", timeout_ms)
+        try:
+            while self._pb is not None and not self._closing:
+                try:
+                    self.poll(timeout_ms)
+                except InterruptedError:
+                    pass  # a signal: its handler runs now (Ctrl-C raises KeyboardInterrupt)
+                except OSError as e:
+                    if e.errno == errno.ECANCELED:
+                        return
+                    raise
+                except ValueError:
+                    if self._pb is None or self._closing:
+                        return
+                    raise
+                if stop is not None and stop():
+                    return
+        except KeyboardInterrupt:
+            return
+
     # -- controls -------------------------------------------------------------------
 
     def wake(self) -> None:
         """Makes a poll blocked in another thread raise OSError(ECANCELED).
-        The one method that is safe to call from another thread."""
-        _check(_LIB.perfbuf_wake(self._handle()))
+        Safe to call from any thread."""
+        with self._free_lock:
+            ret = _LIB.perfbuf_wake(self._handle())
+        if ret < 0:
+            raise _os_error(-ret, "perfbuf_wake")
 
     def pause(self) -> None:
         """Stops the kernel's output; records produced meanwhile count as lost."""
-        _check(_LIB.perfbuf_pause(self._handle()))
+        self._control(_LIB.perfbuf_pause)
 
     def resume(self) -> None:
         """Resumes output after :meth:`pause`."""
-        _check(_LIB.perfbuf_resume(self._handle()))
+        self._control(_LIB.perfbuf_resume)
+
+    def _control(self, fn: Callable[..., int], *args: int) -> int:
+        pb = self._acquire()
+        try:
+            ret = fn(pb, *args)
+        finally:
+            self._lock.release()
+        if ret < 0:
+            raise _os_error(-ret, fn.__name__)
+        return ret
 
     # -- accessors ------------------------------------------------------------------
 
     @property
     def buffer_count(self) -> int:
         """Number of rings (online CPUs, bounded by the map's size)."""
-        return _LIB.perf_buffer__buffer_cnt(self._handle())
+        self._handle()
+        return self._count
 
     @property
     def epoll_fd(self) -> int:
         """The epoll fd over all rings (owned by the buffer)."""
-        return _check(_LIB.perf_buffer__epoll_fd(self._handle()))
+        self._handle()
+        return self._epoll_fd
 
     def fileno(self) -> int:
         """The epoll fd, so the buffer works with ``selectors``."""
         return self.epoll_fd
 
     def buffer_fd(self, index: int) -> int:
-        """The perf event fd of ring ``index``."""
-        return _check(_LIB.perf_buffer__buffer_fd(self._handle(), index))
+        """The perf event fd of ring ``index``; IndexError if there is none."""
+        return self._control(_LIB.perfbuf_buffer_fd, self._index(index))
 
     def buffer_cpu(self, index: int) -> int:
-        """The CPU ring ``index`` reads."""
-        return _check(_LIB.perfbuf_buffer_cpu(self._handle(), index))
+        """The CPU ring ``index`` reads; IndexError if there is none."""
+        return self._cpus[self._index(index)]
 
     def stats(self, index: int) -> dict[str, int]:
-        """Ring ``index``'s figures: records, bytes, lost, wakeups, pending_bytes, ..."""
+        """Ring ``index``'s figures, every field of ``struct
+        perfbuf_ring_stats``: cpu, records, bytes, lost, wakeups,
+        pending_bytes, data_size, resyncs, skipped_bytes, malformed,
+        overwritten_bytes, batched, batch_switches, spill_size."""
         st = _lib.RingStats(sz=ctypes.sizeof(_lib.RingStats))
-        _check(_LIB.perfbuf_ring_stats(self._handle(), index, ctypes.byref(st)))
+        self._control(_LIB.perfbuf_ring_stats, self._index(index), ctypes.byref(st))  # type: ignore[arg-type]
         return {name: getattr(st, name) for name, _ in _lib.RingStats._fields_ if name not in ("sz", "reserved")}
 
     def ring(self, index: int) -> memoryview:
-        """Zero-copy view of ring ``index``'s mapping: the kernel's
+        """Zero-copy, read-only view of ring ``index``'s mapping: the kernel's
         ``struct perf_event_mmap_page`` (``data_head`` at offset 1024,
-        ``data_tail`` at 1032), then the data area one page later. Read-only;
-        released when the buffer closes."""
+        ``data_tail`` at 1032), then the data area one page later.
+
+        The view (and every slice or array made from it) keeps the mapping
+        in use: :meth:`close` raises ``BufferError`` while any is alive.
+        Release it first — ``with pb.ring(i) as view: ...``, or
+        ``view.release()`` and ``del`` of the slices."""
+        i = self._index(index)
         base, size = ctypes.c_void_p(), ctypes.c_size_t()
-        _check(_LIB.perf_buffer__buffer(self._handle(), index, ctypes.byref(base), ctypes.byref(size)))
-        length = os.sysconf("SC_PAGE_SIZE") + size.value
-        view = memoryview((ctypes.c_ubyte * length).from_address(base.value)).cast("B").toreadonly()
-        self._views.append(view)
-        return view
+        pb = self._acquire()
+        try:  # registered before close() can look
+            ret = _LIB.perfbuf_buffer(pb, i, ctypes.byref(base), ctypes.byref(size))
+            if ret < 0:
+                raise _os_error(-ret, "perfbuf_buffer")
+            length = os.sysconf("SC_PAGE_SIZE") + size.value
+            mem = _ring_type(length).from_address(base.value)  # type: ignore[arg-type]
+            mem._owner = self  # the buffer outlives its views
+            self._exported_views()  # drop the references of views gone
+            self._ring_mems.append(weakref.ref(mem))
+        finally:
+            self._lock.release()
+        # Every view made from this one (slices, casts, exports) holds `mem`
+        # through the memoryview's managed buffer: `mem` is alive exactly as
+        # long as some view of the mapping is.
+        return memoryview(mem).cast("B").toreadonly()
+
+    def _exported_views(self) -> int:
+        self._ring_mems = [r for r in self._ring_mems if r() is not None]
+        return len(self._ring_mems)
 
     # -- lifetime -------------------------------------------------------------------
 
     def close(self) -> None:
-        """Frees the buffer (idempotent). Views from :meth:`ring` are released."""
-        with self._lock:
-            pb, self._pb = self._pb, None
-        if pb is None:
+        """Frees the buffer (idempotent); closes the fd :meth:`from_pinned`
+        opened. Raises ``BufferError`` (and leaves the buffer open) while
+        views from :meth:`ring` are still exported."""
+        if self._draining == threading.get_ident():  # from a callback
+            self._close_pending = True
             return
-        for view in self._views:
+        if self._pb is None:
+            return
+        if self._exported_views():
+            gc.collect()  # views only kept alive by garbage cycles
+            self._refuse_if_views()
+        self._closing = True
+        while not self._lock.acquire(timeout=0.05):  # a poll in another thread: wake it
+            self._wake_quietly()
+        try:
             try:
-                view.release()
-            except BufferError:  # the caller still holds a slice of it
-                pass
-        self._views.clear()
-        _LIB.perf_buffer__free(pb)
+                self._refuse_if_views()  # one made meanwhile
+            except BufferError:
+                self._closing = False
+                raise
+            with self._free_lock:
+                pb, self._pb = self._pb, None
+            if pb is not None:
+                _LIB.perfbuf_free(pb)
+            if self._owned_fd is not None:
+                os.close(self._owned_fd)
+                self._owned_fd = None
+            self._held.clear()
+        finally:
+            self._lock.release()
+
+    def _refuse_if_views(self) -> None:
+        n = self._exported_views()
+        if n:
+            raise BufferError(
+                f"cannot close the PerfBuffer: {n} ring view(s) still exported; release them first "
+                "(view.release(), or `with pb.ring(i) as view:`) and drop slices or arrays made from them")
+
+    def _wake_quietly(self) -> None:
+        with self._free_lock:
+            if self._pb is not None:
+                _LIB.perfbuf_wake(self._pb)
 
     def __enter__(self) -> "PerfBuffer":
         return self
@@ -247,6 +590,20 @@ class PerfBuffer:
 
     def __del__(self) -> None:
         try:
+            if getattr(self, "_pb", None) is None or self._exported_views():
+                return  # views in a garbage cycle: never free under them
             self.close()
         except Exception:
             pass
+
+
+_ring_types: dict[int, type] = {}
+
+
+def _ring_type(length: int) -> type:
+    """A ctypes byte array type of ``length`` whose instances take
+    attributes and weak references."""
+    t = _ring_types.get(length)
+    if t is None:
+        t = _ring_types[length] = type("_RingMemory", (ctypes.c_ubyte * length,), {})
+    return t
