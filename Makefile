@@ -20,7 +20,7 @@ HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c c-tests/te
 HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
-PHONY_EXTRA := python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
+PHONY_EXTRA := events-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -59,6 +59,13 @@ $(BUILD)/controls_test: c-tests/controls_test.c $(TESTUTIL) c-tests/testutil.h c
 
 controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
+
+# Event sets on the real kernel: tracepoints, probes, targets, a profiler.
+$(BUILD)/events_test: c-tests/events_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/events_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
+
+events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o
+	$(BUILD)/events_test $(BUILD)/profile.bpf.o
 
 # Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
 # slow callbacks, raw readers): each scenario's transcript on libbpf, on
@@ -189,7 +196,7 @@ $(BUILD)/ordered_builtin: examples/ordered_builtin.c $(EXAMPLE_SRC) examples/str
 
 # The BPF program of the examples (and of the Python and Go examples).
 BPF_CLANG ?= clang
-$(BUILD)/exec_events.bpf.o: examples/bpf/exec_events.bpf.c | $(BUILD)
+$(BUILD)/%.bpf.o: examples/bpf/%.bpf.c | $(BUILD)
 	$(BPF_CLANG) -O2 -g -target bpf -I/usr/include/$$(gcc -print-multiarch) -c $< -o $@
 
 # README's example: loaded with libbpf, read with libperfbuf; linked in
@@ -198,13 +205,26 @@ $(BUILD)/exec_events: examples/exec_events.c include/perfbuf.h lib | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@_perfbuf_first $< -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lbpf
 
-examples: $(BUILD)/ordered_reader $(BUILD)/ordered_builtin $(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
+# Event sets: a tracing monitor without BPF, and a profiler whose BPF
+# program counts samples per CPU.
+$(BUILD)/execmon: examples/execmon.c include/perfbuf.h lib | $(BUILD)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+$(BUILD)/profile: examples/profile.c include/perfbuf.h lib | $(BUILD)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+EXAMPLES := $(BUILD)/ordered_reader $(BUILD)/ordered_builtin $(BUILD)/exec_events $(BUILD)/exec_events.bpf.o \
+	$(BUILD)/execmon $(BUILD)/profile $(BUILD)/profile.bpf.o
+examples: $(EXAMPLES)
 
 # Both CPUs producing, then one idle; the raw-region merge on libbpf and on
 # libperfbuf (LD_PRELOAD), the built-in one with a 1-page and a large ring.
 examples-test: examples
 	$(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
 	$(BUILD)/exec_events_perfbuf_first $(BUILD)/exec_events.bpf.o
+	$(BUILD)/execmon -f 'filename ~ "*/true"' sh -c '/bin/true; /bin/echo not shown; /bin/true' > $(BUILD)/execmon.out
+	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/execmon.out)" = 2 && ! grep -q echo $(BUILD)/execmon.out
+	$(BUILD)/profile $(BUILD)/profile.bpf.o 0.5
 	$(BUILD)/ordered_reader 20000 20000
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/ordered_reader 20000 20000
 	$(BUILD)/ordered_reader 20000 0
@@ -271,7 +291,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 const SOVERSION: &str = "0";
 
 /// The files of the C face, in header order.
-const FFI_SOURCES: &[&str] = &["abi.rs", "libbpf.rs", "names.rs", "ext.rs", "decode.rs", "records.rs"];
+const FFI_SOURCES: &[&str] =
+    &["abi.rs", "libbpf.rs", "names.rs", "ext.rs", "decode.rs", "records.rs", "events.rs"];
 
 fn main() {
     println!("cargo:rerun-if-changed=src/ffi");

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <linux/bpf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 int perfbuf_fault_arm(const char *point, unsigned nth, int err);
+int perfbuf_fault_armed(void);
+int perfbuf_fault_online_cpus(const char *list);
 
 
 static struct producer prod;
@@ -243,6 +246,120 @@ static void test_alloc_failures(void)
 	}
 }
 
+/* An event set's steps, each failed in turn on CPU 0 and CPU 1: the step
+ * returns the injected errno and leaves no fd, mapping or link behind (what
+ * it opened is closed before it returns). */
+enum set_step { STEP_NEW, STEP_ADD, STEP_ADD_CLOCK, STEP_ATTACH, STEP_ENABLE, STEP_DONE };
+static const char *const step_names[] = {"new", "add", "add-clock", "attach", "enable", "done"};
+
+/* Runs the steps: a set with rings, a tracepoint with a filter, a
+ * sampling cpu-clock event, a PERF_EVENT program attached to it, enable.
+ * Returns the step that failed (STEP_DONE: none), its errno in *err; adds
+ * to *leaked if the failed step left more fds or mappings than before it
+ * (or an event enabled). */
+static enum set_step run_set_steps(int prog, int *err, int *leaked)
+{
+	struct perfbuf_events_opts o = {.sz = sizeof(o), .page_cnt = 1};
+	struct perfbuf_event_desc tp = {.sz = sizeof(tp), .kind = PERFBUF_EVENT_TRACEPOINT,
+					.name = "sched:sched_process_exec", .filter = "common_pid != 0"};
+	struct perfbuf_event_desc clock = {.sz = sizeof(clock), .kind = PERFBUF_EVENT_SOFTWARE,
+					   .config = PERF_COUNT_SW_CPU_CLOCK, .period = 1000000};
+	int fds = count_open_fds(), maps = count_lines("/proc/self/maps", NULL), ev = -1;
+	enum set_step step = STEP_NEW;
+	errno = 0;
+	struct perfbuf_events *set = perfbuf_events_new(&o);
+	*err = set ? 0 : errno;
+	for (step = STEP_ADD; !*err && step < STEP_DONE; step++) {
+		fds = count_open_fds();
+		maps = count_lines("/proc/self/maps", NULL);
+		int ret = 0;
+		if (step == STEP_ADD)
+			ret = perfbuf_events_add(set, &tp);
+		else if (step == STEP_ADD_CLOCK)
+			ret = ev = perfbuf_events_add(set, &clock);
+		else if (step == STEP_ATTACH)
+			ret = perfbuf_events_attach_bpf(set, ev, prog);
+		else if (step == STEP_ENABLE) {
+			ret = perfbuf_events_enable(set, -1);
+			struct perfbuf_event_info info = {.sz = sizeof(info)};
+			for (int e = 0; ret < 0 && e <= ev; e++)
+				*leaked += perfbuf_events_info(set, e, &info) == 0 && info.enabled;
+		}
+		*err = ret < 0 ? -ret : 0;
+	}
+	if (*err)
+		step--;
+	*leaked += count_open_fds() != fds || count_lines("/proc/self/maps", NULL) != maps;
+	perfbuf_events_free(set);
+	return step;
+}
+
+static void test_event_set_steps(void)
+{
+	static const struct {
+		const char *point;
+		enum set_step step;
+	} points[] = {
+		{"perf_event_open", STEP_NEW}, {"mmap", STEP_NEW},	{"perf_event_open", STEP_ADD},
+		{"set_output", STEP_ADD},      {"set_filter", STEP_ADD}, {"event_id", STEP_ADD},
+		{"attach", STEP_ATTACH},       {"enable", STEP_ENABLE},
+	};
+	int prog = bpf_trivial_prog(BPF_PROG_TYPE_PERF_EVENT);
+	EXPECT(prog >= 0, "load a perf event program: %s", strerror(-prog));
+	if (prog < 0)
+		return;
+	int err = 0, leaked = 0;
+	/* A first run loads what is loaded once (tracefs lookups, allocator arenas). */
+	EXPECT(run_set_steps(prog, &err, &leaked) == STEP_DONE && !leaked, "unarmed: %s", strerror(err));
+	int fds = count_open_fds(), maps = count_lines("/proc/self/maps", NULL);
+	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+		/* The opens at construction are the rings' (CPU 0, CPU 1); at add,
+		 * the event's: skip the construction's first. */
+		unsigned skip = !strcmp(points[i].point, "perf_event_open") && points[i].step == STEP_ADD ? 2 : 0;
+		for (unsigned cpu = 0; cpu < 2; cpu++) {
+			int err = 0, leaked = 0, injected = EMFILE + (int)cpu;
+			EXPECT(perfbuf_fault_arm(points[i].point, skip + cpu + 1, injected) == 0, "arm");
+			enum set_step step = run_set_steps(prog, &err, &leaked);
+			int fired = !perfbuf_fault_armed();
+			perfbuf_fault_arm(points[i].point, 0, 0);
+			printf("  %-16s on cpu %u: %s failed with %s, %s\n", points[i].point, cpu, step_names[step],
+			       strerror(err), leaked ? "LEFT SOMETHING BEHIND" : "nothing left behind");
+			EXPECT(fired && step == points[i].step && err == injected && !leaked, "%s #%u: step %s err %d",
+			       points[i].point, cpu, step_names[step], err);
+		}
+	}
+	EXPECT(run_set_steps(prog, &err, &leaked) == STEP_DONE && !leaked, "unarmed: %s", strerror(err));
+	EXPECT(count_open_fds() == fds && count_lines("/proc/self/maps", NULL) == maps, "leaks over the loop: fds %d -> %d",
+	       fds, count_open_fds());
+	close(prog);
+}
+
+/* CPUs going offline, simulated through the online list. */
+static void test_event_set_offline_cpus(void)
+{
+	EXPECT(perfbuf_fault_online_cpus("") == 0, "set the online list");
+	errno = 0;
+	struct perfbuf_events *set = perfbuf_events_new(NULL);
+	int err = errno;
+	printf("  no CPU online: %s (%s)\n", set ? "a set" : "NULL", perfbuf_last_error());
+	EXPECT(!set && err == ENODEV, "all CPUs offline: %s", strerror(err));
+	perfbuf_fault_online_cpus("1");
+	set = perfbuf_events_new(NULL);
+	int cpus[4], offline[4];
+	int n = set ? perfbuf_events_cpus(set, 0, cpus, 4) : -1, m = set ? perfbuf_events_cpus(set, 1, offline, 4) : -1;
+	struct perfbuf_event_desc d = {.sz = sizeof(d), .kind = PERFBUF_EVENT_SOFTWARE,
+				       .config = PERF_COUNT_SW_CPU_CLOCK};
+	int ev = set ? perfbuf_events_add(set, &d) : -1;
+	struct perfbuf_event_info info = {.sz = sizeof(info)};
+	perfbuf_events_info(set, ev, &info);
+	printf("  cpu 0 offline: the set has %d cpu(s) (cpu %d), skipped %d (cpu %d); the event %u instance(s)\n", n,
+	       n > 0 ? cpus[0] : -1, m, m > 0 ? offline[0] : -1, info.instances);
+	EXPECT(n == 1 && cpus[0] == 1 && m == 1 && offline[0] == 0 && ev >= 0 && info.instances == 1,
+	       "cpu 0 offline");
+	perfbuf_events_free(set);
+	perfbuf_fault_online_cpus(NULL);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -250,7 +367,8 @@ int main(void)
 	static const struct test_case tests[] = {{"failure_points", test_points},
 		     {"hostile_control_page", test_hostile_control_page},
 		     {"fd_exhaustion", test_fd_exhaustion},
-		     {"churn", test_churn}, {"alloc_failures", test_alloc_failures}};
+		     {"churn", test_churn}, {"alloc_failures", test_alloc_failures},
+		     {"event_set_steps", test_event_set_steps}, {"event_set_offline_cpus", test_event_set_offline_cpus}};
 	int failed = run_tests("fault_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
 	return failed ? 1 : 0;

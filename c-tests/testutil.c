@@ -3,8 +3,14 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <linux/bpf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 int checks, failures;
 
@@ -60,4 +66,30 @@ int run_tests(const char *prog, const struct test_case *tests, int n)
 	}
 	printf("%s: %d passed, %d failed\n", prog, n - failed, failed);
 	return failed;
+}
+
+int bpf_trivial_prog(int prog_type)
+{
+	struct bpf_insn insns[] = {
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	union bpf_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = (unsigned)prog_type;
+	attr.insns = (unsigned long)insns;
+	attr.insn_cnt = 2;
+	attr.license = (unsigned long)"GPL";
+	int fd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+int ensure_tracefs(void)
+{
+	struct stat st;
+	if (stat("/sys/kernel/tracing/events", &st) == 0 || stat("/sys/kernel/debug/tracing/events", &st) == 0)
+		return 0;
+	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL))
+		return -errno;
+	return 0;
 }

@@ -36,6 +36,14 @@ int count_open_fds(void);
 /* Resident set size of this process, in kB. */
 long rss_kb(void);
 
+/* A program of `prog_type` that returns 0 (`BPF_PROG_TYPE_PERF_EVENT`,
+ * _TRACEPOINT, _KPROBE...), loaded with bpf(2); its fd, or -errno. */
+int bpf_trivial_prog(int prog_type);
+
+/* Mounts tracefs at /sys/kernel/tracing unless it is mounted somewhere we
+ * look; returns 0, or -errno (not root?). */
+int ensure_tracefs(void);
+
 struct test_case {
 	const char *name;
 	void (*fn)(void);

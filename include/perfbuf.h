@@ -150,6 +150,104 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_DECODE_F_READ_GROUP 4
 
 /*
+ `perfbuf_events_opts.flags`: no rings (samples go nowhere unless a BPF
+ program attached to the events handles them: a profiler's case).
+ */
+#define PERFBUF_EVENTS_NO_RINGS 1
+
+/*
+ `perfbuf_events_opts.flags`: with `pids`, follow the children they
+ create after the events are added.
+ */
+#define PERFBUF_EVENTS_INHERIT 2
+
+/*
+ `perfbuf_event_desc.kind`: a software event (`config` = `PERF_COUNT_SW_*`).
+ */
+#define PERFBUF_EVENT_SOFTWARE 1
+
+/*
+ `perfbuf_event_desc.kind`: a hardware event (`config` = `PERF_COUNT_HW_*`).
+ */
+#define PERFBUF_EVENT_HARDWARE 2
+
+/*
+ `perfbuf_event_desc.kind`: a tracepoint (`name` = `"subsystem:name"`).
+ */
+#define PERFBUF_EVENT_TRACEPOINT 3
+
+/*
+ `perfbuf_event_desc.kind`: a kprobe (`name` = the kernel function,
+ `offset` into it).
+ */
+#define PERFBUF_EVENT_KPROBE 4
+
+/*
+ `perfbuf_event_desc.kind`: a uprobe (`name` = the binary's path,
+ `symbol` = the function, or NULL and `offset` = a file offset).
+ */
+#define PERFBUF_EVENT_UPROBE 5
+
+/*
+ `perfbuf_event_desc.kind`: the caller's `attr`.
+ */
+#define PERFBUF_EVENT_RAW 6
+
+/*
+ `perfbuf_event_desc.flags`: a return probe (kretprobe, uretprobe).
+ */
+#define PERFBUF_EVENT_F_RETPROBE 1
+
+/*
+ `perfbuf_event_desc.flags`: a hardware event falls back to the
+ software event `fallback_config` where it cannot be opened (EOPNOTSUPP,
+ ENOENT, ENODEV, EINVAL, EACCES); `perfbuf_events_info` tells.
+ */
+#define PERFBUF_EVENT_F_FALLBACK 2
+
+/*
+ `perfbuf_event_desc.flags`: `period` is a frequency in Hz.
+ */
+#define PERFBUF_EVENT_F_FREQ 4
+
+/*
+ `perfbuf_event_desc.flags`: a counter group's leader.
+ */
+#define PERFBUF_EVENT_F_GROUP_LEADER 8
+
+/*
+ `perfbuf_event_desc.flags`: a member of the group of event `leader`.
+ */
+#define PERFBUF_EVENT_F_MEMBER 16
+
+/*
+ `perfbuf_field.kind`: a signed integer in `i`.
+ */
+#define PERFBUF_FIELD_INT 1
+
+/*
+ `perfbuf_field.kind`: an unsigned integer (or pointer) in `u`.
+ */
+#define PERFBUF_FIELD_UINT 2
+
+/*
+ `perfbuf_field.kind`: a string, `len` bytes at `data` (cut at the
+ first NUL, which `len` excludes; not necessarily NUL-terminated).
+ */
+#define PERFBUF_FIELD_STR 3
+
+/*
+ `perfbuf_field.kind`: bytes of an array or struct, `len` at `data`.
+ */
+#define PERFBUF_FIELD_BYTES 4
+
+/*
+ An event set (opaque): perf events on every CPU sharing one ring per
+ CPU. Made by `perfbuf_events_new`, freed by `perfbuf_events_free`.
+ */
+struct perfbuf_events;
+
+/*
  Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
  */
 struct perfbuf_opts {
@@ -676,6 +774,258 @@ struct perfbuf_batch {
  */
 typedef int (*perfbuf_batch_fn)(void *ctx, const struct perfbuf_batch *batch);
 
+/*
+ Options of `perfbuf_events_new` (set `sz = sizeof(struct
+ perfbuf_events_opts)`; NULL for the defaults).
+ */
+struct perfbuf_events_opts {
+  /*
+   Size of the caller's struct.
+   */
+  size_t sz;
+  /*
+   With `cpu_cnt > 0`: only these CPUs (default: every online CPU);
+   offline ones are skipped, and none online is ENODEV.
+   */
+  const int *cpus;
+  /*
+   Number of entries in `cpus`.
+   */
+  int cpu_cnt;
+  /*
+   Number of entries in `pids`.
+   */
+  int pid_cnt;
+  /*
+   With `pid_cnt > 0`: watch these processes (default: every task).
+   */
+  const int *pids;
+  /*
+   With `cgroup_cnt > 0`: watch the tasks of these cgroup (v2)
+   directories and their descendants.
+   */
+  const char *const *cgroups;
+  /*
+   Number of entries in `cgroups`.
+   */
+  int cgroup_cnt;
+  /*
+   Wake the reader after this many samples (0 or 1: every sample).
+   */
+  uint32_t wakeup_events;
+  /*
+   Data pages of each CPU's ring, a power of two (0: 8).
+   */
+  size_t page_cnt;
+  /*
+   Or after this many bytes (non-zero overrides `wakeup_events`).
+   */
+  uint32_t wakeup_bytes;
+  /*
+   With batching, no sample waits longer than this to be read (0: 10 ms).
+   */
+  uint32_t max_delay_ms;
+  /*
+   `PERFBUF_EVENTS_*` bits.
+   */
+  uint32_t flags;
+  /*
+   Reserved, 0.
+   */
+  uint32_t reserved;
+};
+
+/*
+ An event to add with `perfbuf_events_add` (set `sz`).
+ */
+struct perfbuf_event_desc {
+  /*
+   Size of the caller's struct.
+   */
+  size_t sz;
+  /*
+   `PERFBUF_EVENT_*` kind.
+   */
+  uint32_t kind;
+  /*
+   `PERFBUF_EVENT_F_*` bits.
+   */
+  uint32_t flags;
+  /*
+   Software and hardware events: `PERF_COUNT_SW_*` / `PERF_COUNT_HW_*`.
+   */
+  uint64_t config;
+  /*
+   With `PERFBUF_EVENT_F_FALLBACK`: the software event to open
+   instead (`PERF_COUNT_SW_CPU_CLOCK` is 0).
+   */
+  uint64_t fallback_config;
+  /*
+   Tracepoint `"subsystem:name"`, kprobe function, or uprobe binary.
+   */
+  const char *name;
+  /*
+   Uprobe: the function (NULL: `offset` is a file offset).
+   */
+  const char *symbol;
+  /*
+   Kprobe: offset into the function; uprobe without `symbol`: file offset.
+   */
+  uint64_t offset;
+  /*
+   Uprobe: file offset of a USDT semaphore (0: none).
+   */
+  uint64_t ref_ctr_offset;
+  /*
+   A sample every `period` occurrences, or `period` Hz with
+   `PERFBUF_EVENT_F_FREQ`; 0: the kind's default (tracing events
+   sample every hit; software and hardware events only count).
+   */
+  uint64_t period;
+  /*
+   More `PERF_SAMPLE_*` bits beyond the set's own (`IDENTIFIER | IP |
+   TID | TIME | CPU`; tracing events add `RAW`).
+   */
+  uint64_t sample_type;
+  /*
+   An ftrace filter for tracing events, or NULL.
+   */
+  const char *filter;
+  /*
+   `PERFBUF_EVENT_RAW`: the attr (its `size` says how much is read).
+   */
+  const struct perf_event_attr *attr;
+  /*
+   With `PERFBUF_EVENT_F_MEMBER`: the leader's id.
+   */
+  int leader;
+  /*
+   Reserved, 0.
+   */
+  int reserved;
+};
+
+/*
+ What `perfbuf_events_info` reports (set `sz`).
+ */
+struct perfbuf_event_info {
+  /*
+   Size of the caller's struct.
+   */
+  size_t sz;
+  /*
+   The `PERFBUF_EVENT_*` kind opened: `PERFBUF_EVENT_SOFTWARE` for a
+   hardware event that fell back.
+   */
+  uint32_t kind;
+  /*
+   `perf_event_attr.type` as opened.
+   */
+  uint32_t attr_type;
+  /*
+   `perf_event_attr.config` as opened.
+   */
+  uint64_t config;
+  /*
+   The hardware event's errno when it fell back to software, else 0.
+   */
+  int fallback_errno;
+  /*
+   Kernel events open for it (CPUs × targets).
+   */
+  uint32_t instances;
+  /*
+   Its samples' `PERF_SAMPLE_*` bits.
+   */
+  uint64_t sample_type;
+  /*
+   CPUs it is open on.
+   */
+  uint32_t cpu_cnt;
+  /*
+   1 if enabled.
+   */
+  uint32_t enabled;
+  /*
+   1 if a BPF program is attached.
+   */
+  uint32_t bpf_attached;
+  /*
+   Reserved, 0.
+   */
+  uint32_t reserved;
+};
+
+/*
+ Times of a `perfbuf_events_read` (set `sz`).
+ */
+struct perfbuf_counts {
+  /*
+   Size of the caller's struct.
+   */
+  size_t sz;
+  /*
+   Nanoseconds the event was enabled (summed over CPUs and targets).
+   */
+  uint64_t time_enabled;
+  /*
+   Nanoseconds it was counting (less when the PMU was shared).
+   */
+  uint64_t time_running;
+};
+
+/*
+ One count of a `perfbuf_events_read`.
+ */
+struct perfbuf_count {
+  /*
+   The event counted.
+   */
+  int event;
+  /*
+   Reserved, 0.
+   */
+  int reserved;
+  /*
+   Its raw count.
+   */
+  uint64_t value;
+};
+
+/*
+ A tracepoint field decoded by `perfbuf_events_field` (set `sz`).
+ */
+struct perfbuf_field {
+  /*
+   Size of the caller's struct.
+   */
+  size_t sz;
+  /*
+   `PERFBUF_FIELD_*`.
+   */
+  uint32_t kind;
+  /*
+   Reserved, 0.
+   */
+  uint32_t reserved;
+  /*
+   `PERFBUF_FIELD_INT`: the value.
+   */
+  int64_t i;
+  /*
+   `PERFBUF_FIELD_UINT`: the value.
+   */
+  uint64_t u;
+  /*
+   `PERFBUF_FIELD_STR` / `_BYTES`: the data, inside the raw record.
+   */
+  const void *data;
+  /*
+   `PERFBUF_FIELD_STR` / `_BYTES`: its length.
+   */
+  size_t len;
+};
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -976,6 +1326,22 @@ perfbuf_print_fn perfbuf_set_print(perfbuf_print_fn print, void *ctx);
 const char *perfbuf_version(void);
 
 /*
+ Test builds only (feature `fault-injection`): 1 while a point armed by
+ `perfbuf_fault_arm` has not fired yet, else 0.
+ */
+int perfbuf_fault_armed(void);
+
+/*
+ Test builds only (feature `fault-injection`): the library sees `list`
+ (`"0,2-3"`; `""` for none) as the online CPUs; NULL restores the
+ machine's. Returns 0 or -EINVAL.
+
+ # Safety
+ `list` is NULL or a NUL-terminated string.
+ */
+int perfbuf_fault_online_cpus(const char *list);
+
+/*
  Decodes one perf record.
 
  `rec` points to the record (header included), `rec_len` says how many
@@ -1107,6 +1473,166 @@ int perfbuf_order_stats(const struct perf_buffer *pb, struct perfbuf_order_stats
  `pb` is a live handle; `batch_fn` is callable with `ctx`.
  */
 int perfbuf_consume_batch(struct perf_buffer *pb, perfbuf_batch_fn batch_fn, void *ctx);
+
+/*
+ Opens an event set: one ring per CPU (unless `PERFBUF_EVENTS_NO_RINGS`),
+ no events yet. Returns NULL with errno on failure (ENODEV: none of the
+ CPUs is online), with nothing left open.
+
+ # Safety
+ `opts` is NULL or a `struct perfbuf_events_opts` readable for
+ `opts->sz` bytes whose arrays hold their counts of entries (strings
+ NUL-terminated).
+ */
+struct perfbuf_events *perfbuf_events_new(const struct perfbuf_events_opts *opts);
+
+/*
+ Frees a set: detaches programs, closes every event and ring (a reader
+ from `perfbuf_events_reader` keeps its rings until freed itself).
+
+ # Safety
+ `set` is NULL or a live set; it is dangling afterwards.
+ */
+void perfbuf_events_free(struct perfbuf_events *set);
+
+/*
+ Adds an event to the set: opened on every CPU and target, disabled,
+ its samples going to each CPU's ring. Returns its id (>= 0), or
+ -errno with nothing left open (ENOENT: no such tracepoint, symbol or
+ binary; EOPNOTSUPP: the kernel lacks the PMU, e.g. kprobes without
+ CONFIG_KPROBES; EINVAL: a bad filter; see `perfbuf_last_error`).
+
+ # Safety
+ `set` is NULL or a live set; `desc` is NULL or a `struct
+ perfbuf_event_desc` readable for `desc->sz` bytes with NULL or
+ NUL-terminated strings and a NULL or readable `attr`.
+ */
+int perfbuf_events_add(struct perfbuf_events *set, const struct perfbuf_event_desc *desc);
+
+/*
+ Removes event `ev` (EBUSY for a group leader that still has members).
+
+ # Safety
+ `set` is NULL or a live set.
+ */
+int perfbuf_events_remove(struct perfbuf_events *set, int ev);
+
+/*
+ Enables event `ev` on every CPU and target (-1: every event). On
+ failure, what this call enabled is disabled again.
+
+ # Safety
+ `set` is NULL or a live set.
+ */
+int perfbuf_events_enable(struct perfbuf_events *set, int ev);
+
+/*
+ Disables event `ev` (-1: every event).
+
+ # Safety
+ `set` is NULL or a live set.
+ */
+int perfbuf_events_disable(struct perfbuf_events *set, int ev);
+
+/*
+ Attaches BPF program `prog_fd` to event `ev` on every CPU and target
+ (a BPF link each; `PERF_EVENT_IOC_SET_BPF` before Linux 5.15). Attach
+ before `perfbuf_events_enable`. Returns 0 or -errno with no link left
+ (EINVAL: the program's type does not suit the event; EEXIST: one is
+ attached already).
+
+ # Safety
+ `set` is NULL or a live set.
+ */
+int perfbuf_events_attach_bpf(struct perfbuf_events *set, int ev, int prog_fd);
+
+/*
+ Fills `*info` (set `info->sz` first) with what was opened for `ev`.
+
+ # Safety
+ `set` is NULL or a live set; `info` is NULL or writable for `info->sz` bytes.
+ */
+int perfbuf_events_info(const struct perfbuf_events *set, int ev, struct perfbuf_event_info *info);
+
+/*
+ The fd of kernel event `idx` of `ev` (0 <= idx < `info.instances`; CPU
+ by CPU, each CPU's targets in order), for the caller's own ioctls. The
+ set keeps owning it.
+
+ # Safety
+ `set` is NULL or a live set.
+ */
+int perfbuf_events_fd(const struct perfbuf_events *set, int ev, size_t idx);
+
+/*
+ Writes the set's CPUs (`offline` = 0) or the offline CPUs it skipped
+ (`offline` = 1) to `cpus` (at most `cnt`); returns how many there are.
+
+ # Safety
+ `set` is NULL or a live set; `cpus` is NULL or writable for `cnt` ints.
+ */
+int perfbuf_events_cpus(const struct perfbuf_events *set, int offline, int *cpus, size_t cnt);
+
+/*
+ Reads event `ev`'s counts on `cpu` (-1: summed over every CPU and
+ target): times into `*times` (set `times->sz`; may be NULL), counts
+ into `values` (at most `cnt`: the event, then a group leader's members
+ in the order they were added). Returns how many counts there are.
+
+ # Safety
+ `set` is NULL or a live set; `times` is NULL or writable for
+ `times->sz` bytes; `values` is NULL or writable for `cnt` entries.
+ */
+int perfbuf_events_read(const struct perfbuf_events *set, int ev, int cpu, struct perfbuf_counts *times, struct perfbuf_count *values, size_t cnt);
+
+/*
+ A reader of the set's rings: a `struct perf_buffer *` for every
+ `perfbuf_*` / `perf_buffer__*` reading function (poll, consume, batch,
+ `perfbuf_set_order` with `PERFBUF_ORDER_SAMPLE_TIME`, stats...), freed
+ with `perfbuf_free`. `event_cb` gets each record whole; decode it with
+ `perfbuf_events_decode`. Once per set (EBUSY after); EINVAL for a set
+ without rings. Returns NULL with errno on failure.
+
+ # Safety
+ `set` is NULL or a live set; `event_cb` and `ctx` as for
+ `perf_buffer__new_raw`.
+ */
+struct perf_buffer *perfbuf_events_reader(struct perfbuf_events *set, perf_buffer_event_fn event_cb, void *ctx);
+
+/*
+ Decodes record `rec` (`rec_len` readable bytes) of the set's rings
+ into `*out` (set `out->sz`; see `perfbuf_decode`), with the layout of
+ the event it came from. Returns that event's id (>= 0), -ENOENT for a
+ record of no event in the set (removed meanwhile), or another -errno
+ as `perfbuf_decode`.
+
+ # Safety
+ `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`
+ bytes; `out` is NULL or writable for `out->sz` bytes.
+ */
+int perfbuf_events_decode(const struct perfbuf_events *set, const struct perf_event_header *rec, size_t rec_len, struct perfbuf_sample *out);
+
+/*
+ Fills `*out` (set `out->sz`) with the record layout of event `ev`, for
+ `perfbuf_decode`.
+
+ # Safety
+ `set` is NULL or a live set; `out` is NULL or writable for `out->sz` bytes.
+ */
+int perfbuf_events_decode_attr(const struct perfbuf_events *set, int ev, struct perfbuf_decode_attr *out);
+
+/*
+ Decodes field `name` of tracepoint event `ev` from a sample's raw data
+ (`perfbuf_sample.raw` / `raw_size`) into `*out` (set `out->sz`), by
+ the tracepoint's format file. Returns 0, -ENOENT (no such field, or
+ `ev` is not a tracepoint) or -EBADMSG (the data is too short for it).
+
+ # Safety
+ `set` is NULL or a live set; `raw` is NULL or readable for `raw_size`
+ bytes; `name` is NULL or NUL-terminated; `out` is NULL or writable for
+ `out->sz` bytes.
+ */
+int perfbuf_events_field(const struct perfbuf_events *set, int ev, const void *raw, size_t raw_size, const char *name, struct perfbuf_field *out);
 
 #ifdef __cplusplus
 }  // extern "C"

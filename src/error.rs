@@ -87,6 +87,71 @@ pub(crate) enum What {
     RingIndex(usize),
     /// A record that wraps the ring's end could not be copied.
     RecordCopy,
+    /// The kernel has no such dynamic PMU (`"kprobe"`, `"uprobe"`).
+    NoPmu(&'static str),
+    /// A PMU's sysfs description could not be read or parsed.
+    PmuSysfs(&'static str),
+    /// tracefs is mounted nowhere we look.
+    NoTracefs,
+    /// A tracepoint tracefs does not list.
+    NoTracepoint,
+    /// A tracepoint's `format` file could not be read or parsed.
+    TracepointFormat,
+    /// A file that is not an ELF binary we can read.
+    NotElf,
+    /// A symbol the binary does not define.
+    NoSymbol,
+    /// A step of opening an event set failed on this CPU (-1: none).
+    EventSet(SetStep, i32),
+    /// None of the CPUs asked for is online.
+    NoOnlineCpu,
+    /// No event with this id in the set.
+    NoEvent(u32),
+}
+
+/// The steps of opening an event set, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SetStep {
+    /// Opening the CPU's ring owner (a software dummy event).
+    OpenRing,
+    /// Mapping the CPU's ring.
+    MapRing,
+    /// Opening an event.
+    OpenEvent,
+    /// Sending the event's records to the CPU's ring.
+    SetOutput,
+    /// Setting the event's filter.
+    SetFilter,
+    /// Asking the kernel for the event's id.
+    EventId,
+    /// Attaching the BPF program.
+    AttachBpf,
+    /// Enabling the event.
+    Enable,
+    /// Disabling the event.
+    Disable,
+    /// Reading the event's counts.
+    Read,
+    /// Opening the cgroup directory.
+    OpenCgroup,
+}
+
+impl SetStep {
+    fn text(self) -> &'static str {
+        match self {
+            SetStep::OpenRing => "open the ring owner event",
+            SetStep::MapRing => "mmap the ring",
+            SetStep::OpenEvent => "open the event",
+            SetStep::SetOutput => "send the event's records to the ring (PERF_EVENT_IOC_SET_OUTPUT)",
+            SetStep::SetFilter => "set the event's filter (PERF_EVENT_IOC_SET_FILTER)",
+            SetStep::EventId => "get the event's id (PERF_EVENT_IOC_ID)",
+            SetStep::AttachBpf => "attach the BPF program",
+            SetStep::Enable => "enable the event",
+            SetStep::Disable => "disable the event",
+            SetStep::Read => "read the event's counts",
+            SetStep::OpenCgroup => "open the cgroup directory",
+        }
+    }
 }
 
 impl Error {
@@ -166,7 +231,7 @@ impl Error {
                 ErrorKind::InvalidArgument
             }
             libc::EPERM | libc::EACCES => ErrorKind::PermissionDenied,
-            libc::EOPNOTSUPP | libc::ENOENT | libc::ENODEV | libc::ENOSYS | libc::ENXIO => {
+            libc::EOPNOTSUPP | libc::ENOENT | libc::ENODEV | libc::ENOSYS | libc::ENXIO | libc::ENOEXEC => {
                 ErrorKind::Unsupported
             }
             libc::ENOMEM | libc::EMFILE | libc::ENFILE | libc::ENOSPC => ErrorKind::ResourceExhausted,
@@ -196,6 +261,33 @@ impl Error {
             (libc::ENOMEM, What::MapRing(_)) => Some(
                 "the rings exceed the locked-memory allowance: use fewer pages, raise RLIMIT_MEMLOCK \
                  (ulimit -l) or kernel.perf_event_mlock_kb, or grant CAP_IPC_LOCK",
+            ),
+            (_, What::NoPmu("kprobe")) => Some(
+                "the kernel was built without CONFIG_KPROBES (or is older than 4.17): kprobes cannot be used",
+            ),
+            (_, What::NoPmu(_)) => Some(
+                "the kernel was built without CONFIG_UPROBE_EVENTS (or is older than 4.17): uprobes cannot be used",
+            ),
+            (_, What::NoTracefs) => Some("mount it: mount -t tracefs nodev /sys/kernel/tracing"),
+            (_, What::NoTracepoint) => {
+                Some("names are subsystem:event, as listed by `ls /sys/kernel/tracing/events/*`")
+            }
+            (libc::ENOENT | libc::EOPNOTSUPP, What::EventSet(SetStep::OpenEvent, _)) => Some(
+                "this kernel or machine lacks the event (a hardware event on a virtual machine without a PMU?)",
+            ),
+            (libc::EINVAL, What::EventSet(SetStep::SetOutput, _)) => Some(
+                "was the set's reader freed? Its rings went with it: add events while a reader exists, or before \
+                 making one",
+            ),
+            (libc::EINVAL, What::EventSet(SetStep::SetFilter, _)) => {
+                Some("check the filter's syntax and field names against the tracepoint's format file")
+            }
+            (libc::EEXIST, What::EventSet(SetStep::AttachBpf, _)) => {
+                Some("a BPF program is already attached to this event")
+            }
+            (libc::EINVAL, What::EventSet(SetStep::AttachBpf, _)) => Some(
+                "the program type must match the event: BPF_PROG_TYPE_PERF_EVENT for sampling events, \
+                 TRACEPOINT for tracepoints, KPROBE for kprobes and uprobes",
             ),
             (libc::ENOENT | libc::ENODEV, What::OpenEvent(_)) => Some(
                 "this kernel lacks the event (CONFIG_PERF_EVENTS, CONFIG_BPF_EVENTS), or the CPU is offline",
@@ -229,6 +321,22 @@ impl fmt::Display for Error {
             What::UnknownRecord(t) => return write!(f, "unknown perf sample type {t}"),
             What::RingIndex(i) => write!(f, "no ring at index {i}: ")?,
             What::RecordCopy => write!(f, "cannot copy a record that wraps the ring's end: ")?,
+            What::NoPmu(pmu) => {
+                write!(f, "the kernel has no {pmu} PMU (/sys/bus/event_source/devices/{pmu}): ")?
+            }
+            What::PmuSysfs(pmu) => write!(f, "cannot read the {pmu} PMU's sysfs description: ")?,
+            What::NoTracefs => write!(
+                f,
+                "tracefs is not mounted (looked in /proc/self/mountinfo, /sys/kernel/tracing, /sys/kernel/debug/tracing): "
+            )?,
+            What::NoTracepoint => write!(f, "no such tracepoint in tracefs: ")?,
+            What::TracepointFormat => write!(f, "cannot parse the tracepoint's format file: ")?,
+            What::NotElf => write!(f, "not an ELF binary this library can read: ")?,
+            What::NoSymbol => write!(f, "the binary does not define the symbol: ")?,
+            What::EventSet(step, -1) => write!(f, "failed to {}: ", step.text())?,
+            What::EventSet(step, cpu) => write!(f, "failed to {} on cpu #{cpu}: ", step.text())?,
+            What::NoOnlineCpu => write!(f, "none of the CPUs asked for is online: ")?,
+            What::NoEvent(id) => write!(f, "no event #{id} in the set: ")?,
         }
         let mut buf = [0u8; 128];
         write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;
@@ -264,6 +372,9 @@ fn strerror(errno: i32, buf: &mut [u8; 128]) -> &str {
 pub fn errno_name(errno: i32) -> &'static str {
     match errno {
         libc::EPERM => "EPERM",
+        libc::ENOEXEC => "ENOEXEC",
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        libc::EPROTO => "EPROTO",
         libc::ENOENT => "ENOENT",
         libc::ESRCH => "ESRCH",
         libc::EINTR => "EINTR",

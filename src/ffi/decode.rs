@@ -203,7 +203,7 @@ pub struct perfbuf_sample {
 }
 
 /// `offsetofend(struct perfbuf_sample, present)`: the smallest `sz` accepted.
-const SAMPLE_MIN_SZ: usize = 24;
+pub(crate) const SAMPLE_MIN_SZ: usize = 24;
 
 const _: () = {
     assert!(offset_of!(perfbuf_sample, present) + 8 == SAMPLE_MIN_SZ);
@@ -468,7 +468,7 @@ unsafe fn struct_bytes<'a>(ptr: *const c_void) -> Result<&'a [u8]> {
 ///
 /// # Safety
 /// `rec` is NULL or readable for `rec_len` bytes.
-unsafe fn record_bytes<'a>(rec: *const perf_event_header, rec_len: usize) -> Result<&'a [u8]> {
+pub(crate) unsafe fn record_bytes<'a>(rec: *const perf_event_header, rec_len: usize) -> Result<&'a [u8]> {
     if rec.is_null() || !rec.cast::<u64>().is_aligned() {
         return Err(Error::INVAL);
     }
@@ -482,7 +482,7 @@ unsafe fn record_bytes<'a>(rec: *const perf_event_header, rec_len: usize) -> Res
 /// # Safety
 /// `attr` is NULL or readable for `min(attr->size, 104)` bytes (64 if
 /// `size` is 0).
-unsafe fn perf_event_attr_bytes<'a>(attr: *const perf_event_attr) -> Result<&'a [u8]> {
+pub(crate) unsafe fn perf_event_attr_bytes<'a>(attr: *const perf_event_attr) -> Result<&'a [u8]> {
     if attr.is_null() {
         return Err(Error::INVAL);
     }

@@ -279,3 +279,26 @@ pub unsafe extern "C" fn perfbuf_fault_arm(point: *const c_char, nth: u32, err: 
     let point = point.and_then(|p| p.to_str().ok()).ok_or(crate::error::Error::INVAL);
     ret_errno(point.and_then(|p| crate::kernel::fault::arm(p, nth, err)).map(|()| 0))
 }
+
+/// Test builds only (feature `fault-injection`): 1 while a point armed by
+/// `perfbuf_fault_arm` has not fired yet, else 0.
+#[cfg(feature = "fault-injection")]
+#[unsafe(no_mangle)]
+pub extern "C" fn perfbuf_fault_armed() -> c_int {
+    c_int::from(crate::kernel::fault::armed())
+}
+
+/// Test builds only (feature `fault-injection`): the library sees `list`
+/// (`"0,2-3"`; `""` for none) as the online CPUs; NULL restores the
+/// machine's. Returns 0 or -EINVAL.
+///
+/// # Safety
+/// `list` is NULL or a NUL-terminated string.
+#[cfg(feature = "fault-injection")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_fault_online_cpus(list: *const c_char) -> c_int {
+    // SAFETY: NULL or a C string, per this function's contract.
+    let list = unsafe { list.as_ref().map(|p| core::ffi::CStr::from_ptr(p)) };
+    let list = list.map(|l| l.to_str().map_err(|_| crate::error::Error::INVAL)).transpose();
+    ret_errno(list.and_then(|l| crate::kernel::fault::set_online(l)).map(|()| 0))
+}

@@ -22,6 +22,7 @@
 pub(crate) mod abi;
 pub(crate) mod callbacks;
 pub(crate) mod decode;
+pub(crate) mod events;
 pub(crate) mod ext;
 pub(crate) mod handle;
 pub(crate) mod libbpf;

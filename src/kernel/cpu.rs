@@ -79,6 +79,10 @@ pub(crate) fn online_mask() -> Result<Vec<bool>> {
     if let Some(mask) = super::fake::with(|k| k.online_mask()) {
         return mask;
     }
+    #[cfg(feature = "fault-injection")]
+    if let Some(mask) = super::fault::online() {
+        return Ok(mask);
+    }
     read_cpu_list(ONLINE)
 }
 

@@ -19,6 +19,12 @@ pub(crate) const POINTS: &[&str] = &[
     "eventfd",
     "timerfd",
     "alloc",
+    "enable",
+    "set_output",
+    "attach",
+    "event_id",
+    "set_filter",
+    "read",
 ];
 
 struct Armed {
@@ -51,4 +57,28 @@ pub(crate) fn check(point: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether a point is armed and has not fired yet.
+pub(crate) fn armed() -> bool {
+    ARMED.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+}
+
+static ONLINE: Mutex<Option<Vec<bool>>> = Mutex::new(None);
+
+/// Makes the library see `list` (`"0,2-3"`) as the online CPUs, or the
+/// machine's again with `None`: CPUs going offline, without hotplug.
+pub(crate) fn set_online(list: Option<&str>) -> Result<()> {
+    let mask = match list {
+        Some("") => Some(Vec::new()),
+        Some(l) => Some(super::cpu::parse_cpu_list(l)?),
+        None => None,
+    };
+    *ONLINE.lock().unwrap_or_else(|e| e.into_inner()) = mask;
+    Ok(())
+}
+
+/// The online mask a test set, if any.
+pub(crate) fn online() -> Option<Vec<bool>> {
+    ONLINE.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }

@@ -40,6 +40,10 @@ pub const PERF_TYPE_TRACEPOINT: u32 = 2;
 pub const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
 /// `PERF_COUNT_SW_CPU_CLOCK`.
 pub const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+/// `PERF_COUNT_SW_TASK_CLOCK`.
+pub const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+/// `PERF_COUNT_SW_DUMMY`: counts nothing; a ring for other events.
+pub const PERF_COUNT_SW_DUMMY: u64 = 9;
 /// `PERF_COUNT_SW_BPF_OUTPUT`.
 pub const PERF_COUNT_SW_BPF_OUTPUT: u64 = 10;
 
@@ -116,6 +120,8 @@ pub const ATTR_FLAG_FREQ: u64 = 1 << 10;
 pub const ATTR_FLAG_WATERMARK: u64 = 1 << 14;
 /// `perf_event_attr.sample_id_all`.
 pub const ATTR_FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
+/// `perf_event_attr.use_clockid`: sample times come from `clockid`.
+pub const ATTR_FLAG_USE_CLOCKID: u64 = 1 << 25;
 /// `perf_event_attr.write_backward`: the kernel writes from high to low
 /// addresses and, with a read-only mapping, overwrites the oldest data.
 pub const ATTR_FLAG_WRITE_BACKWARD: u64 = 1 << 27;
@@ -127,8 +133,17 @@ pub const PERF_EVENT_IOC_DISABLE: u64 = 0x2401;
 /// `PERF_EVENT_IOC_SET_OUTPUT`: send this event's records to another
 /// event's ring (same CPU; the argument is that event's fd).
 pub const PERF_EVENT_IOC_SET_OUTPUT: u64 = 0x2405;
+/// `PERF_EVENT_IOC_SET_FILTER` (`_IOW('$', 6, char *)`).
+pub const PERF_EVENT_IOC_SET_FILTER: u64 = 0x4008_2406;
+/// `PERF_EVENT_IOC_ID` (`_IOR('$', 7, __u64 *)`).
+pub const PERF_EVENT_IOC_ID: u64 = 0x8008_2407;
+/// `PERF_EVENT_IOC_SET_BPF` (`_IOW('$', 8, __u32)`).
+pub const PERF_EVENT_IOC_SET_BPF: u64 = 0x4004_2408;
 /// `PERF_EVENT_IOC_PAUSE_OUTPUT` (`_IOW('$', 9, __u32)`).
 pub const PERF_EVENT_IOC_PAUSE_OUTPUT: u64 = 0x4004_2409;
+
+/// `PERF_FLAG_PID_CGROUP`: `pid` is a cgroup directory's fd.
+pub const PERF_FLAG_PID_CGROUP: u64 = 1 << 2;
 
 /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
 pub const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;

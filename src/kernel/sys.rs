@@ -188,6 +188,13 @@ pub(crate) fn perf_event_open_on(
 
 /// `ioctl(fd, request, arg)` for the perf ioctls that take an integer.
 pub(crate) fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<()> {
+    // Each step of an event set can be failed on its own, or any ioctl.
+    match request {
+        super::PERF_EVENT_IOC_ENABLE => fault("enable")?,
+        super::PERF_EVENT_IOC_SET_OUTPUT => fault("set_output")?,
+        super::PERF_EVENT_IOC_SET_BPF => fault("attach")?,
+        _ => {}
+    }
     fault("ioctl")?;
     faked!(k => k.perf_ioctl(fd.as_raw_fd(), request, arg));
     // SAFETY: the perf ioctls we issue with this wrapper take an integer
@@ -200,6 +207,91 @@ pub(crate) fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<(
 /// `PERF_EVENT_IOC_SET_OUTPUT`: `fd`'s records go to `target`'s ring.
 pub(crate) fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
     perf_ioctl(fd, super::PERF_EVENT_IOC_SET_OUTPUT, target.as_raw_fd() as u64)
+}
+
+/// `PERF_EVENT_IOC_ID`: the kernel's id of the event, the one samples
+/// carry with `PERF_SAMPLE_IDENTIFIER`.
+pub(crate) fn perf_event_id(fd: BorrowedFd<'_>) -> Result<u64> {
+    fault("event_id")?;
+    fault("ioctl")?;
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer, which
+    // points to a live u64.
+    check(unsafe {
+        libc::ioctl(fd.as_raw_fd(), super::PERF_EVENT_IOC_ID as libc::c_ulong, &mut id as *mut u64)
+    } as libc::c_long)?;
+    Ok(id)
+}
+
+/// `PERF_EVENT_IOC_SET_FILTER`: an ftrace filter on a tracing event.
+pub(crate) fn perf_set_filter(fd: BorrowedFd<'_>, filter: &core::ffi::CStr) -> Result<()> {
+    fault("set_filter")?;
+    fault("ioctl")?;
+    // SAFETY: the kernel copies the NUL-terminated string and keeps nothing.
+    check(unsafe {
+        libc::ioctl(fd.as_raw_fd(), super::PERF_EVENT_IOC_SET_FILTER as libc::c_ulong, filter.as_ptr())
+    } as libc::c_long)
+    .map(drop)
+}
+
+/// `read()` of a perf event's counts into `buf`; returns the u64 words read.
+pub(crate) fn read_counts(fd: BorrowedFd<'_>, buf: &mut [u64]) -> Result<usize> {
+    fault("read")?;
+    // SAFETY: reads at most the buffer's byte length into it.
+    let n = check(
+        unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), size_of_val(buf)) } as libc::c_long
+    )?;
+    Ok(n as usize / 8)
+}
+
+#[repr(C)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    bpf_cookie: u64,
+    _rest: [u64; 14],
+}
+
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_PERF_EVENT: u32 = 41;
+
+/// `BPF_LINK_CREATE` of `prog` on perf event `target` (Linux 5.15): the
+/// program runs on each of the event's samples until the link is closed.
+pub(crate) fn bpf_link_perf_event(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
+    fault("attach")?;
+    link_create(prog, target)
+}
+
+fn link_create(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_fd: target as u32,
+        attach_type: BPF_PERF_EVENT,
+        flags: 0,
+        bpf_cookie: 0,
+        _rest: [0; 14],
+    };
+    bpf(BPF_LINK_CREATE, &mut attr).map(owned)
+}
+
+/// Whether this kernel has BPF perf links: probed once, as libbpf does, by
+/// a link on fd -1 (EBADF: the command and attach type are known).
+pub(crate) fn bpf_perf_links_supported(prog: BorrowedFd<'_>) -> bool {
+    static SUPPORTED: once_cell::sync::OnceCell<bool> = once_cell::sync::OnceCell::new();
+    *SUPPORTED.get_or_init(|| match link_create(prog, -1) {
+        Ok(_) => true,
+        Err(e) => e.errno() == libc::EBADF,
+    })
+}
+
+/// Opens a directory (a cgroup's, for `PERF_FLAG_PID_CGROUP`).
+pub(crate) fn open_dir(path: &core::ffi::CStr) -> Result<OwnedFd> {
+    // SAFETY: `path` is NUL-terminated; no other memory is involved.
+    check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) }
+        as libc::c_long)
+    .map(owned)
 }
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.

@@ -125,7 +125,9 @@ impl CpuBuf {
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.
     pub(crate) fn teardown(self, map_fd: RawFd) {
         let CpuBuf { map_key, fd, rings, .. } = self;
-        let _ = sys::map_delete_u32(map_fd, map_key as u32);
+        if map_fd >= 0 {
+            let _ = sys::map_delete_u32(map_fd, map_key as u32);
+        }
         drop(rings);
         let _ = sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
         drop(fd);

@@ -37,6 +37,9 @@ use std::time::Duration;
 use ticker::{TIMER_TOKEN, Ticker};
 use waker::{WAKE_TAG, clear_wake};
 
+/// `map_fd` of a reader without a map (over an event set's rings).
+const NO_MAP: RawFd = -1;
+
 /// A set of per-CPU perf rings read through one epoll instance.
 pub(crate) struct Reader<H> {
     map_fd: RawFd,
@@ -135,6 +138,47 @@ impl<H: Handler> Reader<H> {
             reader.set_up_fast_mode();
         }
         reader.log_summary(map_id, opts.pages, &plan, opts.overwrite);
+        Ok(reader)
+    }
+
+    /// A reader over rings mapped by someone else (an event set's): no map
+    /// slots to fill, no fast mode. `sample_type` is what every record of
+    /// the rings starts with (for ordering by time); `max_delay` bounds a
+    /// batching set's wake-ups.
+    pub(crate) fn over_rings(
+        rings: Vec<(i32, OwnedFd, PerfRing)>,
+        handler: H,
+        sample_type: u64,
+        max_delay: Option<Duration>,
+    ) -> Result<Reader<H>> {
+        let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
+        let mut reader = Reader {
+            map_fd: NO_MAP,
+            handler,
+            events: fallible::collect(
+                rings.len() + 2,
+                core::iter::repeat(libc::epoll_event { events: 0, u64: 0 }),
+            )?,
+            bufs: fallible::vec_with_capacity(rings.len())?,
+            timer: None,
+            order: None,
+            adaptive: None,
+            sample_type,
+            round: 0,
+            reached_head: false,
+            owner_pid: sys::getpid(),
+            claim: None,
+            epoll,
+        };
+        for (cpu, fd, ring) in rings {
+            let (index, raw) = (reader.bufs.len(), fd.as_raw_fd());
+            reader.bufs.push(CpuBuf::new(cpu, cpu, fd, ring, false));
+            sys::epoll_add(reader.epoll.as_raw_fd(), raw, index as u64)
+                .map_err(|e| log::failed(e.with(What::EpollAdd(cpu, raw))))?;
+        }
+        if let Some(bound) = max_delay {
+            reader.timer = Some(Ticker::new(reader.epoll.as_raw_fd(), bound / 2)?);
+        }
         Ok(reader)
     }
 

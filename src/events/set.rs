@@ -1,0 +1,850 @@
+//! Opening an event set: one ring per CPU, owned by a software dummy
+//! event; every event opened once per CPU and target, disabled, its
+//! records sent into its CPU's ring (`PERF_EVENT_IOC_SET_OUTPUT`), its
+//! kernel ids recorded so that samples can be attributed. Every step undoes
+//! itself on failure: an event is added whole or not at all.
+
+use super::counts::Counts;
+use super::desc::{Event, EventId, Group, Kind, Sampling, Target, UprobeAt};
+use super::pmu::{DynamicPmu, EVENT_SOURCES, ProbePmu};
+use super::table::{Decoder, Layout};
+use super::tracefs::Tracefs;
+use super::{elf, format::Format};
+use crate::decode::DecodeAttr;
+use crate::error::{Error, Result, SetStep, What};
+use crate::kernel::sys::{self, AttrSource};
+use crate::kernel::{self, PerfEventAttr, cpu};
+use crate::log;
+use crate::reader::config::Wakeup;
+use crate::ring::PerfRing;
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every sample of a set carries, in this order: the event's id
+/// first (to find its layout), then what ordering and users need.
+pub(crate) const BASE_SAMPLE_TYPE: u64 = kernel::PERF_SAMPLE_IDENTIFIER
+    | kernel::PERF_SAMPLE_IP
+    | kernel::PERF_SAMPLE_TID
+    | kernel::PERF_SAMPLE_TIME
+    | kernel::PERF_SAMPLE_CPU;
+
+/// The errors a hardware event falls back to software on: a machine or
+/// virtual machine without the PMU (what profilers check for).
+const FALLBACK_ERRNOS: [i32; 5] = [libc::EOPNOTSUPP, libc::ENOENT, libc::ENODEV, libc::EINVAL, libc::EACCES];
+
+/// What kind of event was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A software event.
+    Software,
+    /// A hardware event.
+    Hardware,
+    /// A tracepoint.
+    Tracepoint,
+    /// A kprobe or kretprobe.
+    Kprobe,
+    /// A uprobe or uretprobe.
+    Uprobe,
+    /// The caller's attr.
+    Raw,
+}
+
+/// What an event of a set is, as opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventInfo {
+    /// The event's id.
+    pub id: EventId,
+    /// What was opened: for a hardware event with a fallback,
+    /// [`EventKind::Software`] if it fell back.
+    pub kind: EventKind,
+    /// `perf_event_attr.type` as opened.
+    pub type_: u32,
+    /// `perf_event_attr.config` as opened.
+    pub config: u64,
+    /// Why a hardware event fell back to software: the hardware event's
+    /// error (`None`: no fallback happened).
+    pub fallback: Option<Error>,
+    /// The `PERF_SAMPLE_*` bits of its samples.
+    pub sample_type: u64,
+    /// The CPUs it was opened on (one event per CPU and target).
+    pub cpus: Vec<u32>,
+    /// Kernel events open for it (CPUs × targets).
+    pub instances: usize,
+    /// Whether it is enabled.
+    pub enabled: bool,
+    /// Whether a BPF program is attached.
+    pub bpf_attached: bool,
+}
+
+/// A set's target, opened.
+struct OpenTarget {
+    target: Target,
+    /// A cgroup's directory, for `PERF_FLAG_PID_CGROUP`.
+    cgroup: Option<OwnedFd>,
+}
+
+impl OpenTarget {
+    /// `perf_event_open`'s pid argument and extra flags.
+    fn pid_and_flags(&self) -> (i32, libc::c_ulong) {
+        match (&self.target, &self.cgroup) {
+            (Target::Pid(pid), _) => (*pid, 0),
+            (Target::Cgroup(_), Some(fd)) => (fd.as_raw_fd(), kernel::PERF_FLAG_PID_CGROUP as libc::c_ulong),
+            _ => (-1, 0),
+        }
+    }
+}
+
+/// One CPU's ring and the dummy event that owns it.
+struct RingOwner {
+    cpu: i32,
+    fd: OwnedFd,
+    /// The mapping, until a reader takes it.
+    ring: Option<PerfRing>,
+}
+
+/// One kernel event of a set's event: on one CPU, for one target.
+struct Instance {
+    cpu: i32,
+    target: usize,
+    fd: OwnedFd,
+    id: u64,
+    /// Closed before `fd`, which detaches the program.
+    link: Option<OwnedFd>,
+}
+
+/// A set's event, opened.
+struct Opened {
+    kind: EventKind,
+    fallback: Option<Error>,
+    type_: u32,
+    config: u64,
+    sample_type: u64,
+    group: Group,
+    instances: Vec<Instance>,
+    enabled: bool,
+    bpf_attached: bool,
+}
+
+/// Options of an [`EventSet`]: see [`EventSet::builder`].
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until built"]
+pub struct EventSetBuilder {
+    cpus: Option<Vec<u32>>,
+    targets: Vec<Target>,
+    pages: usize,
+    wakeup: Wakeup,
+    max_delay: Option<Duration>,
+    inherit: bool,
+}
+
+impl EventSetBuilder {
+    /// Only these CPUs (default: every online CPU). Offline ones are
+    /// skipped ([`EventSet::offline_cpus`]); if none is online, building
+    /// fails with ENODEV.
+    pub fn cpus(mut self, cpus: &[u32]) -> Self {
+        self.cpus = Some(cpus.to_vec());
+        self
+    }
+
+    /// Watch this task (on every CPU of the set): a thread id, so a
+    /// process's pid watches its main thread (and, with [`Self::inherit`],
+    /// the threads and children it creates later). Several targets may be
+    /// given; without any, the set watches every task.
+    pub fn pid(mut self, pid: i32) -> Self {
+        self.targets.push(Target::Pid(pid));
+        self
+    }
+
+    /// Watch the tasks of this cgroup (a v2 directory, e.g.
+    /// `/sys/fs/cgroup/my.slice`) and its descendants.
+    pub fn cgroup(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.targets.push(Target::Cgroup(dir.into()));
+        self
+    }
+
+    /// With [`Self::pid`]: follow the children the processes create
+    /// after the events are added.
+    pub fn inherit(mut self, on: bool) -> Self {
+        self.inherit = on;
+        self
+    }
+
+    /// Data pages of each CPU's ring, a power of two (default 8); 0 for no
+    /// rings at all (a profiler whose BPF program does all the work).
+    pub fn pages(mut self, pages: usize) -> Self {
+        self.pages = pages;
+        self
+    }
+
+    /// When the kernel wakes the reader (default: every sample).
+    pub fn wakeup(mut self, wakeup: Wakeup) -> Self {
+        self.wakeup = wakeup;
+        self
+    }
+
+    /// With a batching [`Wakeup`], no sample waits longer than this to be
+    /// read (default 10 ms).
+    pub fn max_delay(mut self, bound: Duration) -> Self {
+        self.max_delay = Some(bound);
+        self
+    }
+
+    /// Opens the set: each CPU's ring, no events yet. Fails with ENODEV
+    /// if no CPU asked for is online, and with the kernel's error
+    /// otherwise; nothing stays open then.
+    pub fn build(self) -> Result<EventSet> {
+        EventSet::open(self)
+    }
+}
+
+/// Perf events opened on every CPU (and target), sharing one ring per CPU:
+/// tracepoints, kprobes and uprobes for a tracing monitor, sampling events
+/// with a BPF program attached for a profiler. Samples are read by the
+/// same reader as perf buffers ([`EventSet::reader`]), attributed to
+/// their event and decoded ([`super::Decoder`]).
+///
+/// Events are opened disabled: add them, attach programs, then enable.
+/// Dropping the set detaches programs, then closes every event and ring.
+///
+/// ```no_run
+/// use perfbuf::events::{Event, EventRecord, EventSet};
+/// # fn main() -> perfbuf::Result<()> {
+/// let mut set = EventSet::builder().build()?;
+/// let exec = set.add(&Event::tracepoint("sched:sched_process_exec"))?;
+/// set.enable(exec)?;
+/// let mut pb = set.reader(|rec| {
+///     if let EventRecord::Sample(s) = rec {
+///         let file = s.field("filename").and_then(|v| v.as_str().map(str::to_owned));
+///         println!("{} exec {:?}", s.pid(), file);
+///     }
+/// })?;
+/// pb.poll(None)?;
+/// # Ok(()) }
+/// ```
+pub struct EventSet {
+    cpus: Vec<i32>,
+    offline: Vec<u32>,
+    targets: Vec<OpenTarget>,
+    wakeup: Wakeup,
+    max_delay: Option<Duration>,
+    inherit: bool,
+    owners: Vec<RingOwner>,
+    events: BTreeMap<EventId, Opened>,
+    next_id: u32,
+    decoder: Decoder,
+    tracefs: Option<Tracefs>,
+}
+
+impl EventSet {
+    /// A builder with the defaults: every online CPU, every task, 8 pages
+    /// per CPU, a wake-up per sample.
+    pub fn builder() -> EventSetBuilder {
+        EventSetBuilder {
+            cpus: None,
+            targets: Vec::new(),
+            pages: 8,
+            wakeup: Wakeup::EveryRecord,
+            max_delay: None,
+            inherit: false,
+        }
+    }
+
+    fn open(b: EventSetBuilder) -> Result<EventSet> {
+        if b.pages != 0 && !b.pages.is_power_of_two() {
+            return Err(log::failed(Error::new(libc::EINVAL, What::PageCount(b.pages))));
+        }
+        if b.max_delay.is_some_and(|d| d > crate::reader::config::MAX_MAX_DELAY) {
+            return Err(log::invalid("max_delay is above 60 s"));
+        }
+        let online = cpu::online_mask().map_err(|e| log::failed(e.with(What::OnlineCpus)))?;
+        let asked: Vec<u32> = match b.cpus {
+            Some(list) => list,
+            None => (0..cpu::possible_cpu_count()? as u32).collect(),
+        };
+        let is_online = |c: u32| online.get(c as usize).copied().unwrap_or(false);
+        let (on, off): (Vec<u32>, Vec<u32>) = asked.iter().partition(|&&c| is_online(c));
+        if on.is_empty() {
+            return Err(log::failed(Error::new(libc::ENODEV, What::NoOnlineCpu)));
+        }
+        for c in &off {
+            log::info(format_args!("event set: cpu #{c} is offline, skipped"));
+        }
+        let mut targets = Vec::new();
+        for target in if b.targets.is_empty() { vec![Target::System] } else { b.targets } {
+            let cgroup = match &target {
+                Target::Cgroup(dir) => Some(open_cgroup(dir)?),
+                _ => None,
+            };
+            targets.push(OpenTarget { target, cgroup });
+        }
+        let mut set = EventSet {
+            cpus: on.iter().map(|&c| c as i32).collect(),
+            offline: off,
+            targets,
+            wakeup: b.wakeup,
+            max_delay: b.max_delay,
+            inherit: b.inherit,
+            owners: Vec::new(),
+            events: BTreeMap::new(),
+            next_id: 0,
+            decoder: Decoder::default(),
+            tracefs: None,
+        };
+        if b.pages > 0 {
+            let page_size = cpu::page_size();
+            for i in 0..set.cpus.len() {
+                let cpu = set.cpus[i];
+                let owner = set.open_ring(cpu, b.pages, page_size)?;
+                set.owners.push(owner);
+            }
+        }
+        log::info(format_args!(
+            "event set: {} cpus, {} targets, {} rings of {} pages",
+            set.cpus.len(),
+            set.targets.len(),
+            set.owners.len(),
+            b.pages
+        ));
+        Ok(set)
+    }
+
+    /// Opens and maps `cpu`'s ring: a dummy software event, watching the
+    /// set's first target (a per-CPU ring takes any target's events).
+    fn open_ring(&self, cpu: i32, pages: usize, page_size: usize) -> Result<RingOwner> {
+        let mut attr = self.common_attr(PerfEventAttr {
+            type_: kernel::PERF_TYPE_SOFTWARE,
+            config: kernel::PERF_COUNT_SW_DUMMY,
+            ..PerfEventAttr::default()
+        });
+        if let Wakeup::Bytes(n) = self.wakeup {
+            // The ring's byte watermark comes from the event that maps it.
+            attr.flags |= kernel::ATTR_FLAG_WATERMARK;
+            attr.wakeup = n;
+        }
+        let (pid, flags) = self.targets[0].pid_and_flags();
+        let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, cpu, None, flags)
+            .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenRing, cpu))))?;
+        let ring = PerfRing::map(fd.as_fd(), page_size, pages, true)
+            .map_err(|e| log::failed(e.with(What::EventSet(SetStep::MapRing, cpu))))?;
+        Ok(RingOwner { cpu, fd, ring: Some(ring) })
+    }
+
+    /// The attr fields every event of the set shares: what a shared ring
+    /// demands (same clock, ids in every record) and the set's wake-ups.
+    fn common_attr(&self, mut attr: PerfEventAttr) -> PerfEventAttr {
+        attr.size = size_of::<PerfEventAttr>() as u32;
+        attr.sample_type |= BASE_SAMPLE_TYPE;
+        attr.flags |=
+            kernel::ATTR_FLAG_DISABLED | kernel::ATTR_FLAG_SAMPLE_ID_ALL | kernel::ATTR_FLAG_USE_CLOCKID;
+        attr.flags &= !(kernel::ATTR_FLAG_WRITE_BACKWARD | kernel::ATTR_FLAG_WATERMARK);
+        attr.clockid = libc::CLOCK_MONOTONIC;
+        attr.wakeup = match self.wakeup {
+            Wakeup::EveryRecord => 1,
+            Wakeup::Records(n) => n.max(1),
+            Wakeup::Bytes(_) => 0,
+        };
+        attr
+    }
+
+    /// The CPUs the set has events on.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.cpus.iter().map(|&c| c as u32).collect()
+    }
+
+    /// The CPUs asked for that were offline, skipped.
+    pub fn offline_cpus(&self) -> &[u32] {
+        &self.offline
+    }
+
+    /// The decoder of this set's records (shared: it follows events
+    /// added and removed later).
+    pub fn decoder(&self) -> Decoder {
+        self.decoder.clone()
+    }
+
+    /// Opens `event` on every CPU and target of the set, disabled, its
+    /// records going to each CPU's ring. Fails, with nothing left open,
+    /// when the kernel refuses any of them (an offline CPU is skipped).
+    pub fn add(&mut self, event: &Event) -> Result<EventId> {
+        let resolved = self.resolve(event)?;
+        let id = EventId(self.next_id);
+        let leader = match event.group {
+            Group::Member(leader) => Some(self.events.get(&leader).ok_or(no_event(leader))?),
+            _ => None,
+        };
+        let mut attr = resolved.attr;
+        let mut fallback = None;
+        let mut kind = resolved.kind;
+        let mut instances: Vec<Instance> = Vec::new();
+        for &cpu in &self.cpus {
+            for (t, target) in self.targets.iter().enumerate() {
+                let group_fd =
+                    leader.and_then(|l| l.instances.iter().find(|i| i.cpu == cpu && i.target == t));
+                let group_fd = group_fd.map(|i| i.fd.as_fd());
+                let (pid, flags) = target.pid_and_flags();
+                let opened = match sys::perf_event_open_on(
+                    AttrSource::Built(&attr),
+                    pid,
+                    cpu,
+                    group_fd,
+                    flags,
+                ) {
+                    Err(e) if instances.is_empty() && fallback.is_none() && falls_back(&e, &resolved) => {
+                        let sw = resolved.fallback.unwrap_or(kernel::PERF_COUNT_SW_CPU_CLOCK);
+                        log::info(format_args!(
+                            "event set: hardware event {:#x} unavailable ({}), using software event {sw:#x}",
+                            attr.config,
+                            crate::error::errno_name(e.errno())
+                        ));
+                        fallback = Some(e.with(What::EventSet(SetStep::OpenEvent, cpu)));
+                        kind = EventKind::Software;
+                        attr.type_ = kernel::PERF_TYPE_SOFTWARE;
+                        attr.config = sw;
+                        sys::perf_event_open_on(AttrSource::Built(&attr), pid, cpu, group_fd, flags)
+                    }
+                    other => other,
+                };
+                let fd = match opened {
+                    Ok(fd) => fd,
+                    Err(e) if e.errno() == libc::ENODEV => {
+                        log::info(format_args!("event set: cpu #{cpu} went offline, skipped"));
+                        continue;
+                    }
+                    Err(e) => return Err(log::failed(e.with(What::EventSet(SetStep::OpenEvent, cpu)))),
+                };
+                let owner = self.owners.iter().find(|o| o.cpu == cpu);
+                instances.push(self.connect(fd, cpu, t, owner, event.filter.as_deref())?);
+            }
+        }
+        if instances.is_empty() {
+            return Err(log::failed(Error::new(libc::ENODEV, What::NoOnlineCpu)));
+        }
+        let layout = Layout { decode: decode_attr(&attr), format: resolved.format };
+        self.decoder.write().insert(id, layout, instances.iter().map(|i| i.id));
+        log::info(format_args!(
+            "event set: event #{} ({}) open on {} cpus × {} targets",
+            id.0,
+            resolved.name,
+            self.cpus.len(),
+            self.targets.len()
+        ));
+        self.events.insert(
+            id,
+            Opened {
+                kind,
+                fallback,
+                type_: attr.type_,
+                config: attr.config,
+                sample_type: attr.sample_type,
+                group: event.group,
+                instances,
+                enabled: false,
+                bpf_attached: false,
+            },
+        );
+        self.next_id += 1;
+        Ok(id)
+    }
+
+    /// Sends a new kernel event's records to its CPU's ring, sets its
+    /// filter, and learns its id. On failure the fd is closed (by drop).
+    fn connect(
+        &self,
+        fd: OwnedFd,
+        cpu: i32,
+        target: usize,
+        owner: Option<&RingOwner>,
+        filter: Option<&str>,
+    ) -> Result<Instance> {
+        let step = |s| move |e: Error| log::failed(e.with(What::EventSet(s, cpu)));
+        if let Some(owner) = owner {
+            sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
+        }
+        if let Some(filter) = filter {
+            let filter = CString::new(filter).map_err(|_| log::invalid("a filter cannot contain NUL"))?;
+            sys::perf_set_filter(fd.as_fd(), &filter).map_err(step(SetStep::SetFilter))?;
+        }
+        let id = sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?;
+        Ok(Instance { cpu, target, fd, id, link: None })
+    }
+
+    /// The attr for `event` (before the per-CPU opens), and what else
+    /// opening it needs.
+    fn resolve<'e>(&mut self, event: &'e Event) -> Result<Resolved<'e>> {
+        let mut format = None;
+        let mut fallback = None;
+        let mut keep = None;
+        let (base, kind, name) = match &event.kind {
+            Kind::Software(config) => {
+                (typed(kernel::PERF_TYPE_SOFTWARE, *config), EventKind::Software, "software".into())
+            }
+            Kind::Hardware { config, fallback: fb } => {
+                fallback = *fb;
+                (typed(kernel::PERF_TYPE_HARDWARE, *config), EventKind::Hardware, "hardware".into())
+            }
+            Kind::Tracepoint(name) => {
+                let tracefs = match &self.tracefs {
+                    Some(t) => t,
+                    None => self.tracefs.insert(Tracefs::find()?),
+                };
+                let tp = tracefs.tracepoint(name)?;
+                log::debug(format_args!("tracepoint {name}: id {} in {}", tp.id, tracefs.root().display()));
+                format = Some(tp.format.clone());
+                (typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), EventKind::Tracepoint, name.clone())
+            }
+            Kind::Kprobe { symbol, offset, retprobe } => {
+                let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe)?;
+                let attr = *pmu.attr(symbol, *offset, *retprobe, 0)?.attr();
+                (attr, EventKind::Kprobe, format!("kprobe {}", symbol.to_string_lossy()))
+            }
+            Kind::Uprobe { path, at, retprobe, ref_ctr_offset } => {
+                let offset = match at {
+                    UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s)?,
+                    UprobeAt::Offset(o) => *o,
+                };
+                let c_path = CString::new(path.as_os_str().as_bytes())
+                    .map_err(|_| log::invalid("a path cannot contain NUL"))?;
+                let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Uprobe)?;
+                let attr = *pmu.attr(&c_path, offset, *retprobe, *ref_ctr_offset)?.attr();
+                keep = Some(c_path);
+                (attr, EventKind::Uprobe, format!("uprobe {}:{offset:#x}", path.display()))
+            }
+            Kind::Raw(attr) => (*attr, EventKind::Raw, "raw".into()),
+        };
+        let mut attr = self.common_attr(base);
+        attr.sample_type |= event.sample_type;
+        attr.read_format = kernel::PERF_FORMAT_TOTAL_TIME_ENABLED
+            | kernel::PERF_FORMAT_TOTAL_TIME_RUNNING
+            | kernel::PERF_FORMAT_ID
+            | if event.group == Group::Leader { kernel::PERF_FORMAT_GROUP } else { 0 };
+        attr.flags &= !kernel::ATTR_FLAG_FREQ;
+        attr.sample_period = match event.sampling {
+            Sampling::Count => 0,
+            Sampling::Period(n) => n,
+            Sampling::Frequency(hz) => {
+                attr.flags |= kernel::ATTR_FLAG_FREQ;
+                hz
+            }
+        };
+        if self.inherit && self.targets.iter().any(|t| matches!(t.target, Target::Pid(_))) {
+            attr.flags |= kernel::ATTR_FLAG_INHERIT;
+        }
+        Ok(Resolved { attr, kind, name, format, fallback, _path: keep, _event: core::marker::PhantomData })
+    }
+
+    fn opened(&self, id: EventId) -> Result<&Opened> {
+        self.events.get(&id).ok_or(no_event(id))
+    }
+
+    fn opened_mut(&mut self, id: EventId) -> Result<&mut Opened> {
+        self.events.get_mut(&id).ok_or(no_event(id))
+    }
+
+    /// Removes an event: its program detached, its kernel events closed.
+    /// Its samples still in the rings are no longer attributed. A group
+    /// leader goes after its members (EBUSY until then).
+    pub fn remove(&mut self, id: EventId) -> Result<()> {
+        self.opened(id)?;
+        if self.events.values().any(|e| e.group == Group::Member(id)) {
+            return Err(Error::new(libc::EBUSY, What::Arg("remove the group's members before its leader")));
+        }
+        self.decoder.write().remove(id);
+        if let Some(opened) = self.events.remove(&id) {
+            close(opened);
+        }
+        Ok(())
+    }
+
+    /// The ids of the set's events, in the order they were added.
+    pub fn events(&self) -> Vec<EventId> {
+        self.events.keys().copied().collect()
+    }
+
+    /// Enables an event on every CPU and target. On failure those it
+    /// enabled are disabled again.
+    pub fn enable(&mut self, id: EventId) -> Result<()> {
+        let opened = self.opened_mut(id)?;
+        for (n, inst) in opened.instances.iter().enumerate() {
+            if let Err(e) = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0) {
+                for done in &opened.instances[..n] {
+                    let _ = sys::perf_ioctl(done.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
+                }
+                return Err(log::failed(e.with(What::EventSet(SetStep::Enable, inst.cpu))));
+            }
+        }
+        opened.enabled = true;
+        Ok(())
+    }
+
+    /// Disables an event on every CPU and target (all are tried; the
+    /// first error is returned).
+    pub fn disable(&mut self, id: EventId) -> Result<()> {
+        let opened = self.opened_mut(id)?;
+        let mut first = Ok(());
+        for inst in &opened.instances {
+            if let Err(e) = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0) {
+                first = first.and(Err(log::failed(e.with(What::EventSet(SetStep::Disable, inst.cpu)))));
+            }
+        }
+        opened.enabled = false;
+        first
+    }
+
+    /// Enables every event; on failure, those this call enabled are
+    /// disabled again.
+    pub fn enable_all(&mut self) -> Result<()> {
+        let ids: Vec<EventId> = self.events.iter().filter(|(_, e)| !e.enabled).map(|(&id, _)| id).collect();
+        for (n, &id) in ids.iter().enumerate() {
+            if let Err(e) = self.enable(id) {
+                for &done in &ids[..n] {
+                    let _ = self.disable(done);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Disables every event (all are tried; the first error is returned).
+    pub fn disable_all(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for id in self.events() {
+            let done = self.disable(id);
+            first = first.and(done);
+        }
+        first
+    }
+
+    /// Attaches a BPF program to the event: a BPF link (Linux 5.15), or
+    /// `PERF_EVENT_IOC_SET_BPF` on older kernels. A sampling event gets it
+    /// on every CPU and target, each running it on its own samples; a
+    /// tracepoint runs it on every hit wherever it is attached, so it gets
+    /// it once, and a kprobe or uprobe once per target. The program's type
+    /// must suit the event (PERF_EVENT for sampling events, TRACEPOINT for
+    /// tracepoints, KPROBE for probes).
+    /// Attach before enabling: no sample escapes the program. On failure
+    /// the links made are closed (with SET_BPF, the program stays on the
+    /// CPUs done until the event is removed).
+    pub fn attach_bpf(&mut self, id: EventId, prog: BorrowedFd<'_>) -> Result<()> {
+        let opened = self.opened_mut(id)?;
+        if opened.bpf_attached {
+            return Err(Error::new(libc::EEXIST, What::EventSet(SetStep::AttachBpf, -1)));
+        }
+        let links = sys::bpf_perf_links_supported(prog);
+        let kind = opened.kind;
+        for n in 0..opened.instances.len() {
+            let inst = &opened.instances[n];
+            if !runs_program(kind, opened.type_, &opened.instances, n) {
+                continue;
+            }
+            let attached = if links {
+                sys::bpf_link_perf_event(prog, inst.fd.as_raw_fd()).map(Some)
+            } else {
+                sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_SET_BPF, prog.as_raw_fd() as u64)
+                    .map(|()| None)
+            };
+            match attached {
+                Ok(link) => opened.instances[n].link = link,
+                Err(e) => {
+                    let cpu = inst.cpu;
+                    opened.instances[..n].iter_mut().for_each(|i| drop(i.link.take()));
+                    return Err(log::failed(e.with(What::EventSet(SetStep::AttachBpf, cpu))));
+                }
+            }
+        }
+        opened.bpf_attached = true;
+        Ok(())
+    }
+
+    /// What was opened for `id`.
+    pub fn info(&self, id: EventId) -> Result<EventInfo> {
+        let e = self.opened(id)?;
+        let mut cpus: Vec<u32> = e.instances.iter().map(|i| i.cpu as u32).collect();
+        cpus.dedup();
+        Ok(EventInfo {
+            id,
+            kind: e.kind,
+            type_: e.type_,
+            config: e.config,
+            fallback: e.fallback,
+            sample_type: e.sample_type,
+            cpus,
+            instances: e.instances.len(),
+            enabled: e.enabled,
+            bpf_attached: e.bpf_attached,
+        })
+    }
+
+    /// The event's counts, summed over its CPUs and targets (a group
+    /// leader's: with its members').
+    pub fn read(&self, id: EventId) -> Result<Counts> {
+        self.read_where(id, |_| true)
+    }
+
+    /// The event's counts on one CPU.
+    pub fn read_cpu(&self, id: EventId, cpu: u32) -> Result<Counts> {
+        if !self.cpus.contains(&(cpu as i32)) {
+            return Err(Error::invalid("the set has no events on this CPU"));
+        }
+        self.read_where(id, |i| i.cpu == cpu as i32)
+    }
+
+    fn read_where(&self, id: EventId, pick: impl Fn(&Instance) -> bool) -> Result<Counts> {
+        let e = self.opened(id)?;
+        let group = e.group == Group::Leader;
+        let members =
+            if group { self.events.values().filter(|m| m.group == Group::Member(id)).count() } else { 0 };
+        let mut words = vec![0u64; 4 + 2 * (members + 1)];
+        let mut counts = Counts::default();
+        let table = self.decoder.read();
+        for inst in e.instances.iter().filter(|i| pick(i)) {
+            let n = sys::read_counts(inst.fd.as_fd(), &mut words)
+                .map_err(|err| log::failed(err.with(What::EventSet(SetStep::Read, inst.cpu))))?;
+            counts.add_read(&words[..n], group, |kid| table.event_of_id(kid))?;
+        }
+        Ok(counts)
+    }
+
+    /// The fd of kernel event `idx` of `id` (CPU by CPU, each CPU's
+    /// targets in order); the set keeps owning it.
+    pub fn instance_fd(&self, id: EventId, idx: usize) -> Result<std::os::fd::RawFd> {
+        let inst =
+            self.opened(id)?.instances.get(idx).ok_or(Error::invalid("no such instance of the event"))?;
+        Ok(inst.fd.as_raw_fd())
+    }
+
+    /// The layout of `id`'s records.
+    pub(crate) fn decode_attr(&self, id: EventId) -> Result<DecodeAttr> {
+        self.decoder.read().layout(id).map(|l| l.decode).ok_or(no_event(id))
+    }
+
+    /// `id`'s tracepoint format (`None`: not a tracepoint).
+    pub fn format(&self, id: EventId) -> Result<Option<Arc<Format>>> {
+        self.decoder.read().layout(id).map(|l| l.format.clone()).ok_or(no_event(id))
+    }
+
+    /// Each CPU's ring for a reader, once; EINVAL for a set without rings,
+    /// EBUSY for the second call. The set keeps its own fd of each ring's
+    /// owner, for events added later.
+    pub(crate) fn take_rings(&mut self) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
+        if self.owners.is_empty() {
+            return Err(log::invalid("the event set has no rings (built with pages(0))"));
+        }
+        if self.owners.iter().any(|o| o.ring.is_none()) {
+            return Err(Error::new(libc::EBUSY, What::Arg("the event set's rings already have a reader")));
+        }
+        let mut rings = Vec::with_capacity(self.owners.len());
+        for owner in &self.owners {
+            let fd = owner
+                .fd
+                .try_clone()
+                .map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
+            rings.push(fd);
+        }
+        Ok(self
+            .owners
+            .iter_mut()
+            .zip(rings)
+            .filter_map(|(o, fd)| Some((o.cpu, fd, o.ring.take()?)))
+            .collect())
+    }
+
+    /// Options for a reader over the set's rings: its delay bound, if it
+    /// batches wake-ups.
+    pub(crate) fn max_delay(&self) -> Option<Duration> {
+        match (self.wakeup.batches(), self.max_delay) {
+            (false, _) => None,
+            (true, Some(d)) => Some(d.max(Duration::from_millis(1))),
+            (true, None) => Some(crate::reader::config::DEFAULT_MAX_DELAY),
+        }
+    }
+}
+
+impl Drop for EventSet {
+    /// Programs first (links closed), then the events, then the rings.
+    fn drop(&mut self) {
+        let events = core::mem::take(&mut self.events);
+        for opened in events.into_values().rev() {
+            close(opened);
+        }
+        self.owners.clear();
+    }
+}
+
+/// Closes an event: every link before any event fd.
+fn close(mut opened: Opened) {
+    opened.instances.iter_mut().for_each(|i| drop(i.link.take()));
+    for inst in opened.instances {
+        let _ = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
+    }
+}
+
+/// Whether instance `n` of an event takes the program. A sampling event
+/// runs its program on its own overflows: every instance. A tracepoint
+/// runs the programs of any of its perf events on every hit (and refuses
+/// the same program twice with EEXIST): one instance. A kprobe or uprobe
+/// instance is a probe of its own, firing on every CPU for its target:
+/// one instance per target, or each hit would run the program once per CPU.
+fn runs_program(kind: EventKind, type_: u32, instances: &[Instance], n: usize) -> bool {
+    match kind {
+        EventKind::Tracepoint => n == 0,
+        EventKind::Raw if type_ == kernel::PERF_TYPE_TRACEPOINT => n == 0,
+        EventKind::Kprobe | EventKind::Uprobe => {
+            !instances[..n].iter().any(|i| i.target == instances[n].target)
+        }
+        _ => true,
+    }
+}
+
+/// An event's attr before the set's common fields.
+struct Resolved<'e> {
+    attr: PerfEventAttr,
+    kind: EventKind,
+    name: String,
+    format: Option<Arc<Format>>,
+    fallback: Option<u64>,
+    /// A uprobe's path: `attr.config1` points into it until the opens end.
+    _path: Option<CString>,
+    #[allow(dead_code, reason = "a kprobe's attr points into the event's symbol")]
+    _event: core::marker::PhantomData<&'e Event>,
+}
+
+fn typed(type_: u32, config: u64) -> PerfEventAttr {
+    PerfEventAttr { type_, config, ..PerfEventAttr::default() }
+}
+
+/// Whether a hardware event's failure means "no PMU here" and it has a
+/// software fallback.
+fn falls_back(e: &Error, r: &Resolved<'_>) -> bool {
+    r.kind == EventKind::Hardware && r.fallback.is_some() && FALLBACK_ERRNOS.contains(&e.errno())
+}
+
+fn decode_attr(attr: &PerfEventAttr) -> DecodeAttr {
+    DecodeAttr {
+        sample_type: attr.sample_type,
+        read_format: attr.read_format,
+        sample_id_all: attr.has(kernel::ATTR_FLAG_SAMPLE_ID_ALL),
+        sample_regs_user: attr.sample_regs_user,
+        sample_regs_intr: attr.sample_regs_intr,
+        branch_sample_type: attr.branch_sample_type,
+    }
+}
+
+fn no_event(id: EventId) -> Error {
+    Error::new(libc::ENOENT, What::NoEvent(id.0))
+}
+
+fn open_cgroup(dir: &std::path::Path) -> Result<OwnedFd> {
+    let c =
+        CString::new(dir.as_os_str().as_bytes()).map_err(|_| log::invalid("a path cannot contain NUL"))?;
+    sys::open_dir(&c).map_err(|e| {
+        log::warn(format_args!("event set: cannot open cgroup {}: {e}", dir.display()));
+        e.with(What::EventSet(SetStep::OpenCgroup, -1))
+    })
+}

@@ -1,0 +1,821 @@
+//! The C face of event sets: `perfbuf_events_*`. A set is an opaque
+//! `struct perfbuf_events *`; its rings are read through a `struct
+//! perf_buffer *` from `perfbuf_events_reader`, with every `perfbuf_*`
+//! and `perf_buffer__*` reading function.
+
+#![allow(non_camel_case_types, reason = "C names")]
+
+use super::abi::{perf_buffer, perf_buffer_event_fn, perf_event_attr, perf_event_header};
+use super::callbacks::CCallbacks;
+use super::decode::{
+    c_decode_attr, decode_to_c, perf_event_attr_bytes, perfbuf_decode_attr, perfbuf_sample, record_bytes,
+};
+use super::handle::into_handle;
+use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
+use crate::error::{Error, Result};
+use crate::events::format::Value;
+use crate::events::{Event, EventId, EventKind, EventSet};
+use crate::fallible;
+use crate::kernel::PerfEventAttr;
+use crate::log;
+use crate::reader::Reader;
+use crate::reader::config::Wakeup;
+use core::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// An event set (opaque): perf events on every CPU sharing one ring per
+/// CPU. Made by `perfbuf_events_new`, freed by `perfbuf_events_free`.
+pub struct perfbuf_events {
+    _private: [u8; 0],
+}
+
+/// `perfbuf_events_opts.flags`: no rings (samples go nowhere unless a BPF
+/// program attached to the events handles them: a profiler's case).
+pub const PERFBUF_EVENTS_NO_RINGS: u32 = 1;
+/// `perfbuf_events_opts.flags`: with `pids`, follow the children they
+/// create after the events are added.
+pub const PERFBUF_EVENTS_INHERIT: u32 = 2;
+
+/// Options of `perfbuf_events_new` (set `sz = sizeof(struct
+/// perfbuf_events_opts)`; NULL for the defaults).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct perfbuf_events_opts {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// With `cpu_cnt > 0`: only these CPUs (default: every online CPU);
+    /// offline ones are skipped, and none online is ENODEV.
+    pub cpus: *const c_int,
+    /// Number of entries in `cpus`.
+    pub cpu_cnt: c_int,
+    /// Number of entries in `pids`.
+    pub pid_cnt: c_int,
+    /// With `pid_cnt > 0`: watch these processes (default: every task).
+    pub pids: *const c_int,
+    /// With `cgroup_cnt > 0`: watch the tasks of these cgroup (v2)
+    /// directories and their descendants.
+    pub cgroups: *const *const c_char,
+    /// Number of entries in `cgroups`.
+    pub cgroup_cnt: c_int,
+    /// Wake the reader after this many samples (0 or 1: every sample).
+    pub wakeup_events: u32,
+    /// Data pages of each CPU's ring, a power of two (0: 8).
+    pub page_cnt: usize,
+    /// Or after this many bytes (non-zero overrides `wakeup_events`).
+    pub wakeup_bytes: u32,
+    /// With batching, no sample waits longer than this to be read (0: 10 ms).
+    pub max_delay_ms: u32,
+    /// `PERFBUF_EVENTS_*` bits.
+    pub flags: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+}
+
+/// `perfbuf_event_desc.kind`: a software event (`config` = `PERF_COUNT_SW_*`).
+pub const PERFBUF_EVENT_SOFTWARE: u32 = 1;
+/// `perfbuf_event_desc.kind`: a hardware event (`config` = `PERF_COUNT_HW_*`).
+pub const PERFBUF_EVENT_HARDWARE: u32 = 2;
+/// `perfbuf_event_desc.kind`: a tracepoint (`name` = `"subsystem:name"`).
+pub const PERFBUF_EVENT_TRACEPOINT: u32 = 3;
+/// `perfbuf_event_desc.kind`: a kprobe (`name` = the kernel function,
+/// `offset` into it).
+pub const PERFBUF_EVENT_KPROBE: u32 = 4;
+/// `perfbuf_event_desc.kind`: a uprobe (`name` = the binary's path,
+/// `symbol` = the function, or NULL and `offset` = a file offset).
+pub const PERFBUF_EVENT_UPROBE: u32 = 5;
+/// `perfbuf_event_desc.kind`: the caller's `attr`.
+pub const PERFBUF_EVENT_RAW: u32 = 6;
+
+/// `perfbuf_event_desc.flags`: a return probe (kretprobe, uretprobe).
+pub const PERFBUF_EVENT_F_RETPROBE: u32 = 1;
+/// `perfbuf_event_desc.flags`: a hardware event falls back to the
+/// software event `fallback_config` where it cannot be opened (EOPNOTSUPP,
+/// ENOENT, ENODEV, EINVAL, EACCES); `perfbuf_events_info` tells.
+pub const PERFBUF_EVENT_F_FALLBACK: u32 = 2;
+/// `perfbuf_event_desc.flags`: `period` is a frequency in Hz.
+pub const PERFBUF_EVENT_F_FREQ: u32 = 4;
+/// `perfbuf_event_desc.flags`: a counter group's leader.
+pub const PERFBUF_EVENT_F_GROUP_LEADER: u32 = 8;
+/// `perfbuf_event_desc.flags`: a member of the group of event `leader`.
+pub const PERFBUF_EVENT_F_MEMBER: u32 = 16;
+const EVENT_FLAGS: u32 = 31;
+
+/// An event to add with `perfbuf_events_add` (set `sz`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct perfbuf_event_desc {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// `PERFBUF_EVENT_*` kind.
+    pub kind: u32,
+    /// `PERFBUF_EVENT_F_*` bits.
+    pub flags: u32,
+    /// Software and hardware events: `PERF_COUNT_SW_*` / `PERF_COUNT_HW_*`.
+    pub config: u64,
+    /// With `PERFBUF_EVENT_F_FALLBACK`: the software event to open
+    /// instead (`PERF_COUNT_SW_CPU_CLOCK` is 0).
+    pub fallback_config: u64,
+    /// Tracepoint `"subsystem:name"`, kprobe function, or uprobe binary.
+    pub name: *const c_char,
+    /// Uprobe: the function (NULL: `offset` is a file offset).
+    pub symbol: *const c_char,
+    /// Kprobe: offset into the function; uprobe without `symbol`: file offset.
+    pub offset: u64,
+    /// Uprobe: file offset of a USDT semaphore (0: none).
+    pub ref_ctr_offset: u64,
+    /// A sample every `period` occurrences, or `period` Hz with
+    /// `PERFBUF_EVENT_F_FREQ`; 0: the kind's default (tracing events
+    /// sample every hit; software and hardware events only count).
+    pub period: u64,
+    /// More `PERF_SAMPLE_*` bits beyond the set's own (`IDENTIFIER | IP |
+    /// TID | TIME | CPU`; tracing events add `RAW`).
+    pub sample_type: u64,
+    /// An ftrace filter for tracing events, or NULL.
+    pub filter: *const c_char,
+    /// `PERFBUF_EVENT_RAW`: the attr (its `size` says how much is read).
+    pub attr: *const perf_event_attr,
+    /// With `PERFBUF_EVENT_F_MEMBER`: the leader's id.
+    pub leader: c_int,
+    /// Reserved, 0.
+    pub reserved: c_int,
+}
+
+/// What `perfbuf_events_info` reports (set `sz`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct perfbuf_event_info {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// The `PERFBUF_EVENT_*` kind opened: `PERFBUF_EVENT_SOFTWARE` for a
+    /// hardware event that fell back.
+    pub kind: u32,
+    /// `perf_event_attr.type` as opened.
+    pub attr_type: u32,
+    /// `perf_event_attr.config` as opened.
+    pub config: u64,
+    /// The hardware event's errno when it fell back to software, else 0.
+    pub fallback_errno: c_int,
+    /// Kernel events open for it (CPUs × targets).
+    pub instances: u32,
+    /// Its samples' `PERF_SAMPLE_*` bits.
+    pub sample_type: u64,
+    /// CPUs it is open on.
+    pub cpu_cnt: u32,
+    /// 1 if enabled.
+    pub enabled: u32,
+    /// 1 if a BPF program is attached.
+    pub bpf_attached: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+}
+
+/// Times of a `perfbuf_events_read` (set `sz`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct perfbuf_counts {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// Nanoseconds the event was enabled (summed over CPUs and targets).
+    pub time_enabled: u64,
+    /// Nanoseconds it was counting (less when the PMU was shared).
+    pub time_running: u64,
+}
+
+/// One count of a `perfbuf_events_read`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct perfbuf_count {
+    /// The event counted.
+    pub event: c_int,
+    /// Reserved, 0.
+    pub reserved: c_int,
+    /// Its raw count.
+    pub value: u64,
+}
+
+/// `perfbuf_field.kind`: a signed integer in `i`.
+pub const PERFBUF_FIELD_INT: u32 = 1;
+/// `perfbuf_field.kind`: an unsigned integer (or pointer) in `u`.
+pub const PERFBUF_FIELD_UINT: u32 = 2;
+/// `perfbuf_field.kind`: a string, `len` bytes at `data` (cut at the
+/// first NUL, which `len` excludes; not necessarily NUL-terminated).
+pub const PERFBUF_FIELD_STR: u32 = 3;
+/// `perfbuf_field.kind`: bytes of an array or struct, `len` at `data`.
+pub const PERFBUF_FIELD_BYTES: u32 = 4;
+
+/// A tracepoint field decoded by `perfbuf_events_field` (set `sz`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct perfbuf_field {
+    /// Size of the caller's struct.
+    pub sz: usize,
+    /// `PERFBUF_FIELD_*`.
+    pub kind: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// `PERFBUF_FIELD_INT`: the value.
+    pub i: i64,
+    /// `PERFBUF_FIELD_UINT`: the value.
+    pub u: u64,
+    /// `PERFBUF_FIELD_STR` / `_BYTES`: the data, inside the raw record.
+    pub data: *const c_void,
+    /// `PERFBUF_FIELD_STR` / `_BYTES`: its length.
+    pub len: usize,
+}
+
+/// "PERFEVS1": marks a live set (see `handle.rs` for why).
+const MAGIC: u64 = 0x5045_5246_4556_5331;
+
+/// What a `struct perfbuf_events *` points to: the magic word first.
+#[repr(C)]
+struct SetHandle {
+    magic: AtomicU64,
+    set: EventSet,
+}
+
+/// # Safety
+/// `set` is NULL or a pointer from `perfbuf_events_new`, not yet freed,
+/// and no other call uses it concurrently.
+unsafe fn set_mut<'a>(set: *mut perfbuf_events) -> Result<&'a mut EventSet> {
+    // SAFETY: per this function's contract.
+    unsafe { set_handle(set) }.map(|h| &mut h.set)
+}
+
+/// # Safety
+/// As for [`set_mut`].
+unsafe fn set_ref<'a>(set: *const perfbuf_events) -> Result<&'a EventSet> {
+    // SAFETY: per this function's contract.
+    unsafe { set_handle(set.cast_mut()) }.map(|h| &h.set)
+}
+
+/// # Safety
+/// As for [`set_mut`].
+unsafe fn set_handle<'a>(set: *mut perfbuf_events) -> Result<&'a mut SetHandle> {
+    if set.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: a live set starts with the magic word (contract).
+    if unsafe { &*set.cast::<AtomicU64>() }.load(Ordering::Relaxed) != MAGIC {
+        return Err(log::invalid("not a perfbuf_events set (freed?)"));
+    }
+    // SAFETY: the magic says it is a Box<SetHandle> from perfbuf_events_new.
+    Ok(unsafe { &mut *set.cast::<SetHandle>() })
+}
+
+/// The caller's struct, zero-extended to ours (older headers) or checked
+/// to have zeros beyond it (newer ones).
+///
+/// # Safety
+/// `ptr` is NULL or a `T`-like struct starting with `size_t sz`, readable
+/// for `sz` bytes; every field of `T` is valid when all-zero.
+unsafe fn read_struct<T: Copy>(ptr: *const c_void, what: &'static str) -> Result<Option<T>> {
+    // SAFETY: per this function's contract.
+    let Some(bytes) = (unsafe { sized_in(ptr) })? else { return Ok(None) };
+    check_tail(bytes, size_of::<T>(), what)?;
+    // SAFETY: all-zero is a valid T (contract: integers and raw pointers).
+    let mut value: T = unsafe { core::mem::zeroed() };
+    let n = bytes.len().min(size_of::<T>());
+    // SAFETY: `value` is a whole T and `bytes` holds n <= size_of::<T>() bytes.
+    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), n) };
+    Ok(Some(value))
+}
+
+/// A NUL-terminated string argument.
+///
+/// # Safety
+/// `s` is NULL or NUL-terminated.
+unsafe fn c_str<'a>(s: *const c_char, what: &'static str) -> Result<&'a str> {
+    // SAFETY: per this function's contract.
+    let s = unsafe { s.as_ref().map(|p| CStr::from_ptr(p)) }.ok_or_else(|| log::invalid(what))?;
+    s.to_str().map_err(|_| log::invalid(what))
+}
+
+/// `n` elements at `ptr` (none for `n <= 0`).
+///
+/// # Safety
+/// With `n > 0`, `ptr` is NULL or holds `n` elements.
+unsafe fn list<'a, T>(ptr: *const T, n: c_int, what: &'static str) -> Result<&'a [T]> {
+    if n <= 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(log::invalid(what));
+    }
+    // SAFETY: non-NULL with n elements (contract).
+    Ok(unsafe { core::slice::from_raw_parts(ptr, n as usize) })
+}
+
+/// Opens an event set: one ring per CPU (unless `PERFBUF_EVENTS_NO_RINGS`),
+/// no events yet. Returns NULL with errno on failure (ENODEV: none of the
+/// CPUs is online), with nothing left open.
+///
+/// # Safety
+/// `opts` is NULL or a `struct perfbuf_events_opts` readable for
+/// `opts->sz` bytes whose arrays hold their counts of entries (strings
+/// NUL-terminated).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_new(opts: *const perfbuf_events_opts) -> *mut perfbuf_events {
+    // SAFETY: per this function's contract.
+    let built = unsafe { builder_of(opts) }
+        .and_then(|b| b.build())
+        .and_then(|set| fallible::boxed(SetHandle { magic: AtomicU64::new(MAGIC), set }));
+    match built {
+        Ok(h) => Box::into_raw(h).cast(),
+        Err(e) => {
+            log::remember(&e);
+            crate::error::set_errno(e.errno());
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// As for [`perfbuf_events_new`].
+unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<crate::events::EventSetBuilder> {
+    let mut b = EventSet::builder();
+    // SAFETY: per the caller's contract; the struct is ints and pointers.
+    let Some(o) =
+        (unsafe { read_struct::<perfbuf_events_opts>(opts.cast(), "perfbuf_events_opts: bad size") })?
+    else {
+        return Ok(b);
+    };
+    if o.flags & !(PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT) != 0 || o.reserved != 0 {
+        return Err(log::invalid("perfbuf_events_opts: unknown flags"));
+    }
+    // SAFETY: per the caller's contract, each array holds its count.
+    let (cpus, pids, cgroups) = unsafe {
+        (
+            list(o.cpus, o.cpu_cnt, "perfbuf_events_opts: cpu_cnt > 0 needs cpus")?,
+            list(o.pids, o.pid_cnt, "perfbuf_events_opts: pid_cnt > 0 needs pids")?,
+            list(o.cgroups, o.cgroup_cnt, "perfbuf_events_opts: cgroup_cnt > 0 needs cgroups")?,
+        )
+    };
+    if !cpus.is_empty() {
+        if cpus.iter().any(|&c| c < 0) {
+            return Err(log::invalid("perfbuf_events_opts: a negative CPU"));
+        }
+        b = b.cpus(&cpus.iter().map(|&c| c as u32).collect::<Vec<_>>());
+    }
+    for &pid in pids {
+        b = b.pid(pid);
+    }
+    for &dir in cgroups {
+        // SAFETY: per the caller's contract, each entry is a C string.
+        let dir = unsafe { c_str(dir, "perfbuf_events_opts: a NULL cgroup") }?;
+        b = b.cgroup(OsStr::from_bytes(dir.as_bytes()));
+    }
+    let pages = match (o.flags & PERFBUF_EVENTS_NO_RINGS != 0, o.page_cnt) {
+        (true, _) => 0,
+        (false, 0) => 8,
+        (false, n) => n,
+    };
+    b = b.pages(pages).inherit(o.flags & PERFBUF_EVENTS_INHERIT != 0);
+    b = b.wakeup(match (o.wakeup_events, o.wakeup_bytes) {
+        (_, n) if n > 0 => Wakeup::Bytes(n),
+        (0 | 1, _) => Wakeup::EveryRecord,
+        (n, _) => Wakeup::Records(n),
+    });
+    if o.max_delay_ms > 0 {
+        b = b.max_delay(Duration::from_millis(o.max_delay_ms.into()));
+    }
+    Ok(b)
+}
+
+/// Frees a set: detaches programs, closes every event and ring (a reader
+/// from `perfbuf_events_reader` keeps its rings until freed itself).
+///
+/// # Safety
+/// `set` is NULL or a live set; it is dangling afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_free(set: *mut perfbuf_events) {
+    // SAFETY: per this function's contract.
+    if let Ok(h) = unsafe { set_handle(set) } {
+        h.magic.store(0, Ordering::Relaxed);
+        // SAFETY: checked to be a Box<SetHandle> from perfbuf_events_new.
+        drop(unsafe { Box::from_raw(set.cast::<SetHandle>()) });
+    }
+}
+
+/// The event `desc` describes, in Rust terms.
+///
+/// # Safety
+/// `desc`'s strings are NULL or NUL-terminated; its `attr` is NULL or a
+/// readable `struct perf_event_attr`.
+unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
+    if desc.flags & !EVENT_FLAGS != 0 || desc.reserved != 0 {
+        return Err(log::invalid("perfbuf_event_desc: unknown flags"));
+    }
+    let retprobe = desc.flags & PERFBUF_EVENT_F_RETPROBE != 0;
+    // SAFETY: per this function's contract.
+    let name = || unsafe { c_str(desc.name, "perfbuf_event_desc: this kind needs a name") };
+    let mut event = match desc.kind {
+        PERFBUF_EVENT_SOFTWARE => Event::software(desc.config),
+        PERFBUF_EVENT_HARDWARE if desc.flags & PERFBUF_EVENT_F_FALLBACK != 0 => {
+            Event::hardware(desc.config).or_software(desc.fallback_config)
+        }
+        PERFBUF_EVENT_HARDWARE => Event::hardware(desc.config),
+        PERFBUF_EVENT_TRACEPOINT => Event::tracepoint(name()?),
+        PERFBUF_EVENT_KPROBE if retprobe => Event::kretprobe(name()?).offset(desc.offset),
+        PERFBUF_EVENT_KPROBE => Event::kprobe(name()?).offset(desc.offset),
+        PERFBUF_EVENT_UPROBE => {
+            let path = OsStr::from_bytes(name()?.as_bytes());
+            let probe = if desc.symbol.is_null() {
+                Event::uprobe_at(path, desc.offset)
+            } else {
+                // SAFETY: per this function's contract.
+                let symbol = unsafe { c_str(desc.symbol, "perfbuf_event_desc: bad symbol") }?;
+                if retprobe { Event::uretprobe(path, symbol) } else { Event::uprobe(path, symbol) }
+            };
+            let probe = if retprobe && desc.symbol.is_null() {
+                return Err(log::invalid("perfbuf_event_desc: a uretprobe needs a symbol"));
+            } else {
+                probe
+            };
+            probe.ref_ctr_offset(desc.ref_ctr_offset)
+        }
+        PERFBUF_EVENT_RAW => {
+            // SAFETY: per this function's contract.
+            let bytes = unsafe { perf_event_attr_bytes(desc.attr) }?;
+            let mut attr = PerfEventAttr::default();
+            let n = bytes.len().min(size_of::<PerfEventAttr>());
+            // SAFETY: `attr` is a whole PerfEventAttr (plain integers) and
+            // `bytes` holds n <= its size bytes.
+            unsafe {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut attr as *mut PerfEventAttr).cast(), n)
+            };
+            Event::raw(attr)
+        }
+        _ => return Err(log::invalid("perfbuf_event_desc: unknown kind")),
+    };
+    match (desc.period, desc.flags & PERFBUF_EVENT_F_FREQ != 0) {
+        (0, true) => return Err(log::invalid("perfbuf_event_desc: a frequency of 0")),
+        (0, false) => {}
+        (hz, true) => event = event.frequency(hz),
+        (n, false) => event = event.period(n),
+    }
+    event = event.sample(desc.sample_type);
+    if !desc.filter.is_null() {
+        // SAFETY: per this function's contract.
+        event = event.filter(unsafe { c_str(desc.filter, "perfbuf_event_desc: bad filter") }?);
+    }
+    if desc.flags & PERFBUF_EVENT_F_GROUP_LEADER != 0 {
+        event = event.group_leader();
+    }
+    if desc.flags & PERFBUF_EVENT_F_MEMBER != 0 {
+        event = event.member_of(event_id(desc.leader)?);
+    }
+    Ok(event)
+}
+
+fn event_id(ev: c_int) -> Result<EventId> {
+    u32::try_from(ev).map(EventId).map_err(|_| log::invalid("a negative event id"))
+}
+
+/// Adds an event to the set: opened on every CPU and target, disabled,
+/// its samples going to each CPU's ring. Returns its id (>= 0), or
+/// -errno with nothing left open (ENOENT: no such tracepoint, symbol or
+/// binary; EOPNOTSUPP: the kernel lacks the PMU, e.g. kprobes without
+/// CONFIG_KPROBES; EINVAL: a bad filter; see `perfbuf_last_error`).
+///
+/// # Safety
+/// `set` is NULL or a live set; `desc` is NULL or a `struct
+/// perfbuf_event_desc` readable for `desc->sz` bytes with NULL or
+/// NUL-terminated strings and a NULL or readable `attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_add(
+    set: *mut perfbuf_events,
+    desc: *const perfbuf_event_desc,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_mut(set) }?;
+        // SAFETY: per this function's contract; the struct is ints and pointers.
+        let desc = unsafe { read_struct::<perfbuf_event_desc>(desc.cast(), "perfbuf_event_desc: bad size") }?
+            .ok_or(Error::INVAL)?;
+        // SAFETY: per this function's contract.
+        let event = unsafe { event_of(&desc) }?;
+        Ok(set.add(&event)?.get() as c_int)
+    })())
+}
+
+/// Removes event `ev` (EBUSY for a group leader that still has members).
+///
+/// # Safety
+/// `set` is NULL or a live set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_remove(set: *mut perfbuf_events, ev: c_int) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { set_mut(set) }.and_then(|s| s.remove(event_id(ev)?)).map(|()| 0))
+}
+
+/// Enables event `ev` on every CPU and target (-1: every event). On
+/// failure, what this call enabled is disabled again.
+///
+/// # Safety
+/// `set` is NULL or a live set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_enable(set: *mut perfbuf_events, ev: c_int) -> c_int {
+    // SAFETY: per this function's contract.
+    let set = unsafe { set_mut(set) };
+    ret_errno(set.and_then(|s| if ev == -1 { s.enable_all() } else { s.enable(event_id(ev)?) }).map(|()| 0))
+}
+
+/// Disables event `ev` (-1: every event).
+///
+/// # Safety
+/// `set` is NULL or a live set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_disable(set: *mut perfbuf_events, ev: c_int) -> c_int {
+    // SAFETY: per this function's contract.
+    let set = unsafe { set_mut(set) };
+    ret_errno(set.and_then(|s| if ev == -1 { s.disable_all() } else { s.disable(event_id(ev)?) }).map(|()| 0))
+}
+
+/// Attaches BPF program `prog_fd` to event `ev` on every CPU and target
+/// (a BPF link each; `PERF_EVENT_IOC_SET_BPF` before Linux 5.15). Attach
+/// before `perfbuf_events_enable`. Returns 0 or -errno with no link left
+/// (EINVAL: the program's type does not suit the event; EEXIST: one is
+/// attached already).
+///
+/// # Safety
+/// `set` is NULL or a live set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_attach_bpf(
+    set: *mut perfbuf_events,
+    ev: c_int,
+    prog_fd: c_int,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_mut(set) }?;
+        if prog_fd < 0 {
+            return Err(Error::new(libc::EBADF, crate::error::What::Arg("a negative program fd")));
+        }
+        // SAFETY: the fd is the caller's, open for this call (the kernel
+        // checks it is a BPF program).
+        let prog = unsafe { BorrowedFd::borrow_raw(prog_fd) };
+        set.attach_bpf(event_id(ev)?, prog).map(|()| 0)
+    })())
+}
+
+/// Fills `*info` (set `info->sz` first) with what was opened for `ev`.
+///
+/// # Safety
+/// `set` is NULL or a live set; `info` is NULL or writable for `info->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_info(
+    set: *const perfbuf_events,
+    ev: c_int,
+    info: *mut perfbuf_event_info,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let (set, sz) = unsafe { (set_ref(set)?, out_sz(info.cast(), size_of::<usize>())?) };
+        let i = set.info(event_id(ev)?)?;
+        let value = perfbuf_event_info {
+            sz,
+            kind: match i.kind {
+                EventKind::Software => PERFBUF_EVENT_SOFTWARE,
+                EventKind::Hardware => PERFBUF_EVENT_HARDWARE,
+                EventKind::Tracepoint => PERFBUF_EVENT_TRACEPOINT,
+                EventKind::Kprobe => PERFBUF_EVENT_KPROBE,
+                EventKind::Uprobe => PERFBUF_EVENT_UPROBE,
+                _ => PERFBUF_EVENT_RAW,
+            },
+            attr_type: i.type_,
+            config: i.config,
+            fallback_errno: i.fallback.map_or(0, |e| e.errno()),
+            instances: i.instances as u32,
+            sample_type: i.sample_type,
+            cpu_cnt: i.cpus.len() as u32,
+            enabled: i.enabled.into(),
+            bpf_attached: i.bpf_attached.into(),
+            reserved: 0,
+        };
+        // SAFETY: `info` is writable for `sz` bytes (contract).
+        unsafe { write_sized(info, &value, sz) };
+        Ok(0)
+    })())
+}
+
+/// The fd of kernel event `idx` of `ev` (0 <= idx < `info.instances`; CPU
+/// by CPU, each CPU's targets in order), for the caller's own ioctls. The
+/// set keeps owning it.
+///
+/// # Safety
+/// `set` is NULL or a live set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_fd(set: *const perfbuf_events, ev: c_int, idx: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { set_ref(set) }.and_then(|s| s.instance_fd(event_id(ev)?, idx)))
+}
+
+/// Writes the set's CPUs (`offline` = 0) or the offline CPUs it skipped
+/// (`offline` = 1) to `cpus` (at most `cnt`); returns how many there are.
+///
+/// # Safety
+/// `set` is NULL or a live set; `cpus` is NULL or writable for `cnt` ints.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_cpus(
+    set: *const perfbuf_events,
+    offline: c_int,
+    cpus: *mut c_int,
+    cnt: usize,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_ref(set) }?;
+        let list = if offline != 0 { set.offline_cpus().to_vec() } else { set.cpus() };
+        if !cpus.is_null() {
+            for (i, &c) in list.iter().take(cnt).enumerate() {
+                // SAFETY: `cpus` is writable for `cnt` > i ints (contract).
+                unsafe { cpus.add(i).write(c as c_int) };
+            }
+        }
+        Ok(list.len() as c_int)
+    })())
+}
+
+/// Reads event `ev`'s counts on `cpu` (-1: summed over every CPU and
+/// target): times into `*times` (set `times->sz`; may be NULL), counts
+/// into `values` (at most `cnt`: the event, then a group leader's members
+/// in the order they were added). Returns how many counts there are.
+///
+/// # Safety
+/// `set` is NULL or a live set; `times` is NULL or writable for
+/// `times->sz` bytes; `values` is NULL or writable for `cnt` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_read(
+    set: *const perfbuf_events,
+    ev: c_int,
+    cpu: c_int,
+    times: *mut perfbuf_counts,
+    values: *mut perfbuf_count,
+    cnt: usize,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_ref(set) }?;
+        let id = event_id(ev)?;
+        let counts = match cpu {
+            -1 => set.read(id)?,
+            c if c >= 0 => set.read_cpu(id, c as u32)?,
+            _ => return Err(log::invalid("cpu is -1 or a CPU id")),
+        };
+        if !times.is_null() {
+            // SAFETY: per this function's contract.
+            let sz = unsafe { out_sz(times.cast(), size_of::<usize>()) }?;
+            let value =
+                perfbuf_counts { sz, time_enabled: counts.time_enabled, time_running: counts.time_running };
+            // SAFETY: `times` is writable for `sz` bytes (contract).
+            unsafe { write_sized(times, &value, sz) };
+        }
+        if !values.is_null() {
+            for (i, &(event, value)) in counts.values.iter().take(cnt).enumerate() {
+                let c = perfbuf_count { event: event.get() as c_int, reserved: 0, value };
+                // SAFETY: `values` is writable for `cnt` > i entries (contract).
+                unsafe { values.add(i).write(c) };
+            }
+        }
+        Ok(counts.values.len() as c_int)
+    })())
+}
+
+/// A reader of the set's rings: a `struct perf_buffer *` for every
+/// `perfbuf_*` / `perf_buffer__*` reading function (poll, consume, batch,
+/// `perfbuf_set_order` with `PERFBUF_ORDER_SAMPLE_TIME`, stats...), freed
+/// with `perfbuf_free`. `event_cb` gets each record whole; decode it with
+/// `perfbuf_events_decode`. Once per set (EBUSY after); EINVAL for a set
+/// without rings. Returns NULL with errno on failure.
+///
+/// # Safety
+/// `set` is NULL or a live set; `event_cb` and `ctx` as for
+/// `perf_buffer__new_raw`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_reader(
+    set: *mut perfbuf_events,
+    event_cb: perf_buffer_event_fn,
+    ctx: *mut c_void,
+) -> *mut perf_buffer {
+    // SAFETY: the callbacks' contract is this function's.
+    let callbacks = unsafe { CCallbacks::raw(event_cb, ctx) };
+    into_handle((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_mut(set) }?;
+        if event_cb.is_none() {
+            return Err(log::invalid("perfbuf_events_reader needs an event_cb"));
+        }
+        Reader::over_rings(set.take_rings()?, callbacks, crate::events::BASE_SAMPLE_TYPE, set.max_delay())
+    })())
+}
+
+/// Decodes record `rec` (`rec_len` readable bytes) of the set's rings
+/// into `*out` (set `out->sz`; see `perfbuf_decode`), with the layout of
+/// the event it came from. Returns that event's id (>= 0), -ENOENT for a
+/// record of no event in the set (removed meanwhile), or another -errno
+/// as `perfbuf_decode`.
+///
+/// # Safety
+/// `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`
+/// bytes; `out` is NULL or writable for `out->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_decode(
+    set: *const perfbuf_events,
+    rec: *const perf_event_header,
+    rec_len: usize,
+    out: *mut perfbuf_sample,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let (set, rec) = unsafe { (set_ref(set)?, record_bytes(rec, rec_len)?) };
+        let decoder = set.decoder();
+        let event = decoder.event_of(rec).ok_or(Error::from_errno(libc::ENOENT))?;
+        let layout = set.decode_attr(event)?;
+        // SAFETY: `sz` is out's first field (contract).
+        let sz = unsafe { out_sz(out.cast(), super::decode::SAMPLE_MIN_SZ) };
+        let (value, ret) = decode_to_c(Ok(rec), Ok(layout), sz);
+        if let Some(value) = value {
+            // SAFETY: `out` is writable for `out->sz` = `value.sz` bytes.
+            unsafe { write_sized(out, &value, value.sz) };
+        }
+        ret.map(|_| event.get() as c_int)
+    })())
+}
+
+/// Fills `*out` (set `out->sz`) with the record layout of event `ev`, for
+/// `perfbuf_decode`.
+///
+/// # Safety
+/// `set` is NULL or a live set; `out` is NULL or writable for `out->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_decode_attr(
+    set: *const perfbuf_events,
+    ev: c_int,
+    out: *mut perfbuf_decode_attr,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let (set, sz) = unsafe { (set_ref(set)?, out_sz(out.cast(), size_of::<usize>())?) };
+        let value = c_decode_attr(&set.decode_attr(event_id(ev)?)?, sz);
+        // SAFETY: `out` is writable for `sz` bytes (contract).
+        unsafe { write_sized(out, &value, sz) };
+        Ok(0)
+    })())
+}
+
+/// Decodes field `name` of tracepoint event `ev` from a sample's raw data
+/// (`perfbuf_sample.raw` / `raw_size`) into `*out` (set `out->sz`), by
+/// the tracepoint's format file. Returns 0, -ENOENT (no such field, or
+/// `ev` is not a tracepoint) or -EBADMSG (the data is too short for it).
+///
+/// # Safety
+/// `set` is NULL or a live set; `raw` is NULL or readable for `raw_size`
+/// bytes; `name` is NULL or NUL-terminated; `out` is NULL or writable for
+/// `out->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_field(
+    set: *const perfbuf_events,
+    ev: c_int,
+    raw: *const c_void,
+    raw_size: usize,
+    name: *const c_char,
+    out: *mut perfbuf_field,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let (set, sz, name) = unsafe {
+            (
+                set_ref(set)?,
+                out_sz(out.cast(), size_of::<usize>())?,
+                c_str(name, "perfbuf_events_field: NULL name")?,
+            )
+        };
+        if raw.is_null() {
+            return Err(Error::INVAL);
+        }
+        // SAFETY: non-NULL and readable for raw_size bytes (contract).
+        let raw = unsafe { core::slice::from_raw_parts(raw.cast::<u8>(), raw_size) };
+        let format = set.format(event_id(ev)?)?.ok_or(Error::from_errno(libc::ENOENT))?;
+        let field = format.field(name).ok_or(Error::from_errno(libc::ENOENT))?;
+        let value = field.decode(raw).map_err(|_| Error::from_errno(libc::EBADMSG))?;
+        let mut f = perfbuf_field { sz, kind: 0, reserved: 0, i: 0, u: 0, data: core::ptr::null(), len: 0 };
+        match value {
+            Value::Signed(v) => (f.kind, f.i) = (PERFBUF_FIELD_INT, v),
+            Value::Unsigned(v) => (f.kind, f.u) = (PERFBUF_FIELD_UINT, v),
+            Value::Str(b) => (f.kind, f.data, f.len) = (PERFBUF_FIELD_STR, b.as_ptr().cast(), b.len()),
+            Value::Bytes(b) => (f.kind, f.data, f.len) = (PERFBUF_FIELD_BYTES, b.as_ptr().cast(), b.len()),
+        }
+        // SAFETY: `out` is writable for `sz` bytes (contract).
+        unsafe { write_sized(out, &f, sz) };
+        Ok(0)
+    })())
+}
+
+const _: () = {
+    assert!(size_of::<perfbuf_events_opts>() == 72);
+    assert!(size_of::<perfbuf_event_desc>() == 104);
+};

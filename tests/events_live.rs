@@ -1,0 +1,151 @@
+//! Event sets through the Rust API on the real kernel: a tracepoint's
+//! fields decoded by name and read in time order, uprobes on a function of
+//! this test, a counter group, and the errors users meet. Needs root and a
+//! mounted tracefs; skipped otherwise, a failure under `CI=true`.
+
+use perfbuf::events::{Event, EventKind, EventRecord, EventSet};
+use perfbuf::{ErrorKind, OrderKey};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Tests that count their own probe hits run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn set() -> Option<EventSet> {
+    match EventSet::builder().build() {
+        Ok(s) if std::path::Path::new("/sys/kernel/tracing/events").exists() => Some(s),
+        Ok(_) | Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("event sets need root and tracefs at /sys/kernel/tracing")
+        }
+        other => {
+            eprintln!("skipped: {:?}", other.err());
+            None
+        }
+    }
+}
+
+/// The uprobe target.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn perfbuf_rust_probe_target(x: u64) -> u64 {
+    std::hint::black_box(x.wrapping_mul(3).wrapping_add(1))
+}
+
+#[test]
+fn tracepoint_fields_in_time_order() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exec = set.add(&Event::tracepoint("sched:sched_process_exec")).unwrap();
+    assert_eq!(set.info(exec).unwrap().kind, EventKind::Tracepoint);
+    let mut seen = Vec::new();
+    let mut pb = set
+        .reader(|rec| {
+            if let EventRecord::Sample(s) = rec {
+                let file = s.field("filename").and_then(|v| v.as_str().map(str::to_owned));
+                let pid = s.field("pid").and_then(|v| v.as_i64());
+                seen.push((s.time(), s.pid(), pid, file));
+            }
+        })
+        .unwrap();
+    pb.set_order(OrderKey::SampleTime, Duration::from_millis(5)).unwrap();
+    set.enable(exec).unwrap();
+    let mut children = Vec::new();
+    for _ in 0..4 {
+        let child = std::process::Command::new("/bin/true").spawn().unwrap();
+        children.push(child.id());
+        let mut child = child;
+        child.wait().unwrap();
+    }
+    for _ in 0..20 {
+        pb.poll(Some(Duration::from_millis(20))).unwrap();
+    }
+    pb.flush_ordered().unwrap();
+    drop(pb);
+    let ours: Vec<_> = seen.iter().filter(|s| children.contains(&s.1)).collect();
+    assert_eq!(ours.len(), 4, "{seen:?}");
+    for (_, pid, field_pid, file) in &ours {
+        assert_eq!(file.as_deref(), Some("/bin/true"));
+        assert_eq!(*field_pid, Some(i64::from(*pid)));
+    }
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "time order: {seen:?}");
+}
+
+#[test]
+fn uprobes_on_a_function_of_this_test() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let entry = set.add(&Event::uprobe(&exe, "perfbuf_rust_probe_target")).unwrap();
+    let exit = set.add(&Event::uretprobe(&exe, "perfbuf_rust_probe_target")).unwrap();
+    let me = std::process::id();
+    let (mut at_entry, mut at_exit) = (0, 0);
+    let addr = perfbuf_rust_probe_target as extern "C" fn(u64) -> u64 as usize as u64;
+    let mut pb = set
+        .reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.pid() == me
+            {
+                if s.event == entry {
+                    assert_eq!(s.ip(), addr);
+                    at_entry += 1;
+                } else if s.event == exit {
+                    at_exit += 1;
+                }
+            }
+        })
+        .unwrap();
+    set.enable_all().unwrap();
+    for i in 0..100 {
+        perfbuf_rust_probe_target(i);
+    }
+    set.disable_all().unwrap();
+    pb.consume().unwrap();
+    drop(pb);
+    assert_eq!((at_entry, at_exit), (100, 100));
+    let info = set.info(entry).unwrap();
+    assert_eq!((info.kind, info.enabled, info.instances), (EventKind::Uprobe, false, set.cpus().len()));
+    let missing = set.add(&Event::uprobe(&exe, "no_such_function")).unwrap_err();
+    assert_eq!(missing.errno(), libc::ENOENT);
+}
+
+#[test]
+fn a_counter_group_reads_together() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_) = set() else { return };
+    // The kernel takes a thread id: this test's thread.
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let mut set = EventSet::builder().pid(tid).pages(0).build().unwrap();
+    let clock = set.add(&Event::software(perfbuf::uapi::PERF_COUNT_SW_TASK_CLOCK).group_leader()).unwrap();
+    let task_clock = Event::software(perfbuf::uapi::PERF_COUNT_SW_TASK_CLOCK);
+    let member = set.add(&task_clock.member_of(clock)).unwrap();
+    set.enable_all().unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(20) {
+        std::hint::black_box(perfbuf_rust_probe_target(1));
+    }
+    set.disable_all().unwrap();
+    let counts = set.read(clock).unwrap();
+    assert_eq!(counts.values.iter().map(|v| v.0).collect::<Vec<_>>(), vec![clock, member]);
+    // The thread spun for 20 ms under both clocks.
+    assert!(counts.values.iter().all(|v| v.1 >= 15_000_000), "{counts:?}");
+    assert!(counts.time_enabled > 0 && counts.scaled(member).unwrap() >= counts.values[1].1);
+    assert_eq!(set.remove(clock).unwrap_err().errno(), libc::EBUSY);
+}
+
+#[test]
+fn errors_say_what_is_missing() {
+    let Some(mut set) = set() else { return };
+    let e = set.add(&Event::tracepoint("nope:nope")).unwrap_err();
+    assert_eq!(e.errno(), libc::ENOENT);
+    assert!(e.to_string().contains("tracepoint"), "{e}");
+    if !std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+        let e = set.add(&Event::kprobe("do_sys_openat2")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(e.to_string().contains("CONFIG_KPROBES"), "{e}");
+    }
+    let _pb = set.reader(|_| {}).unwrap();
+    assert_eq!(set.reader(|_| {}).err().map(|e| e.errno()), Some(libc::EBUSY));
+    let none = EventSet::builder().cpus(&[4096]).build().err().map(|e| e.errno());
+    assert_eq!(none, Some(libc::ENODEV));
+}
