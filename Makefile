@@ -211,7 +211,7 @@ $(BUILD)/execmon: examples/execmon.c include/perfbuf.h lib | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
 
 $(BUILD)/profile: examples/profile.c include/perfbuf.h lib | $(BUILD)
-	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude -o $@ $< -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
 EXAMPLES := $(BUILD)/ordered_reader $(BUILD)/ordered_builtin $(BUILD)/exec_events $(BUILD)/exec_events.bpf.o \
 	$(BUILD)/execmon $(BUILD)/profile $(BUILD)/profile.bpf.o

@@ -2,18 +2,38 @@
  * CPU's event, which counts the samples per CPU (examples/bpf/profile.bpf.c);
  * reports the counts at exit. The event is CPU cycles where the machine has
  * a PMU, else the software CPU clock (a virtual machine): the set says which
- * it got, and why. No rings: the program does all the work.
+ * it got, and why. No rings: the program does all the work. While it
+ * samples, a demo workload keeps every CPU busy (some virtual machines take
+ * no clock samples on an idle CPU).
  *
  * usage: profile [profile.bpf.o] [SECONDS]   (default 1 s; needs root) */
+#define _GNU_SOURCE
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <perfbuf.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define HZ 99
+
+static atomic_int stop;
+
+/* The demo workload: spins on one CPU until told to stop. */
+static void *spin(void *arg)
+{
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET((int)(long)arg, &one);
+	pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+	for (volatile unsigned long n = 0; !atomic_load(&stop); n++)
+		;
+	return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -50,10 +70,16 @@ int main(int argc, char **argv)
 	else
 		printf("sampling %s\n", info.kind == PERFBUF_EVENT_HARDWARE ? "CPU cycles" : "the CPU clock");
 
+	int cpus[1024], n = perfbuf_events_cpus(set, 0, cpus, 1024), silent = 0;
+	pthread_t workers[1024];
+	for (int i = 0; i < n && i < 1024; i++)
+		pthread_create(&workers[i], NULL, spin, (void *)(long)cpus[i]);
 	usleep((useconds_t)(seconds * 1e6));
 	perfbuf_events_disable(set, ev);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < n && i < 1024; i++)
+		pthread_join(workers[i], NULL);
 
-	int cpus[1024], n = perfbuf_events_cpus(set, 0, cpus, 1024), silent = 0;
 	for (int i = 0; i < n && i < 1024; i++) {
 		__u32 key = (__u32)cpus[i];
 		__u64 samples = 0;
