@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${FUZZ_SECONDS:-30}
-targets=${FUZZ_TARGETS:-ring decode}
+targets=${FUZZ_TARGETS:-ring decode tracepoint}
 triple=x86_64-unknown-linux-gnu
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$root/fuzz"

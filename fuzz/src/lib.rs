@@ -1,4 +1,5 @@
-//! Fuzz harnesses for perfbuf: what each fuzz target runs and checks, the
+//! Fuzz harnesses for perfbuf (ring reader, record decoder, tracepoint
+//! formats): what each fuzz target runs and checks, the
 //! seed corpus generator, and a replay of the corpus for `cargo test`.
 //!
 //! A failed check panics; under libFuzzer a panic aborts and is reported as
@@ -9,3 +10,4 @@
 pub mod decode;
 pub mod ring;
 pub mod seeds;
+pub mod tracepoint;

@@ -402,14 +402,61 @@ pub fn decode_seeds() -> Vec<Seed> {
     ]
 }
 
-/// Every seed of `target` ("ring" or "decode").
+/// Format files of a real kernel (the library's test fixtures).
+const FORMATS: [(&str, &str); 8] = [
+    ("sched_process_exec", include_str!("../../tests/fixtures/tracepoint/sched_sched_process_exec.format")),
+    ("sched_switch", include_str!("../../tests/fixtures/tracepoint/sched_sched_switch.format")),
+    ("sys_enter_openat", include_str!("../../tests/fixtures/tracepoint/syscalls_sys_enter_openat.format")),
+    ("irq_handler_entry", include_str!("../../tests/fixtures/tracepoint/irq_irq_handler_entry.format")),
+    ("ipi_send_cpumask", include_str!("../../tests/fixtures/tracepoint/ipi_ipi_send_cpumask.format")),
+    ("ftrace_print", include_str!("../../tests/fixtures/tracepoint/ftrace_print.format")),
+    ("ext4_fc_stats", include_str!("../../tests/fixtures/tracepoint/ext4_ext4_fc_stats.format")),
+    ("foo_rel_loc", include_str!("../../tests/fixtures/tracepoint/synthetic_foo_rel_loc.format")),
+];
+
+/// A raw record the kernel wrote for sched_process_exec (filename
+/// "/usr/bin/true", pid and old_pid 31925), from the fixtures.
+const EXEC_RECORD: &str = "6d010000b57c000014000e00b57c0000b57c00002f7573722f62696e2f74727565000000";
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+/// Seeds of the tracepoint target: each real format with an all-zero
+/// record and an all-ones one; a real exec record whole, cut, and with its
+/// `__data_loc` word pointing past the end; malformed format files.
+pub fn tracepoint_seeds() -> Vec<Seed> {
+    use crate::tracepoint::join;
+    let mut seeds = Vec::new();
+    for (name, text) in FORMATS {
+        seeds.push((format!("tp-{name}-zeros"), join(text, &[0; 64])));
+        seeds.push((format!("tp-{name}-ones"), join(text, &[0xff; 96])));
+    }
+    let exec_format = FORMATS[0].1;
+    let exec = hex(EXEC_RECORD);
+    seeds.push(("tp-exec-record".into(), join(exec_format, &exec)));
+    seeds.push(("tp-exec-record-cut".into(), join(exec_format, &exec[..22])));
+    let mut far = exec.clone();
+    far[8..12].copy_from_slice(&((0xffu32 << 16) | 0x40).to_ne_bytes());
+    seeds.push(("tp-exec-data-loc-beyond".into(), join(exec_format, &far)));
+    seeds.push(("tp-no-record".into(), exec_format.as_bytes().to_vec()));
+    let broken = exec_format.replace("offset:8;", "offset:18446744073709551615;");
+    seeds.push(("tp-offset-overflow".into(), join(&broken, &exec)));
+    let no_id = exec_format.replace("ID:", "XX:");
+    seeds.push(("tp-missing-id".into(), join(&no_id, &exec)));
+    seeds.push(("tp-empty".into(), Vec::new()));
+    seeds
+}
+
+/// Every seed of `target` ("ring", "decode" or "tracepoint").
 pub fn for_target(target: &str) -> Vec<Seed> {
     match target {
         "ring" => ring_seeds(),
         "decode" => decode_seeds(),
+        "tracepoint" => tracepoint_seeds(),
         _ => panic!("unknown target {target}"),
     }
 }
 
 /// The fuzz targets.
-pub const TARGETS: [&str; 2] = ["ring", "decode"];
+pub const TARGETS: [&str; 3] = ["ring", "decode", "tracepoint"];

@@ -2,7 +2,7 @@
 //! makes, every seed passes its target's checks, and each seed's input
 //! layout round-trips.
 
-use perfbuf_fuzz::{decode, ring, seeds};
+use perfbuf_fuzz::{decode, ring, seeds, tracepoint};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -50,6 +50,20 @@ fn decode_seeds_pass() {
     }
 }
 
+#[test]
+fn tracepoint_seeds_pass() {
+    for (name, bytes) in seeds::tracepoint_seeds() {
+        println!("{name}");
+        tracepoint::run(&bytes);
+    }
+    // The real record decodes as the kernel rendered it.
+    let seed = seeds::tracepoint_seeds().into_iter().find(|s| s.0 == "tp-exec-record").unwrap().1;
+    let (text, raw) = tracepoint::split(&seed);
+    let format = perfbuf::tracepoint::Format::parse(&text).unwrap();
+    assert_eq!(format.field("filename").unwrap().decode(raw).unwrap().as_str(), Some("/usr/bin/true"));
+    assert_eq!(format.field("pid").unwrap().decode(raw).unwrap().as_i64(), Some(31925));
+}
+
 /// Short and arbitrary inputs are fine too (the fuzzer's first inputs).
 #[test]
 fn short_inputs_pass() {
@@ -57,6 +71,7 @@ fn short_inputs_pass() {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
         ring::run(&bytes);
         decode::run(&bytes);
+        tracepoint::run(&bytes);
     }
 }
 
