@@ -21,7 +21,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := events-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib
@@ -64,7 +64,7 @@ controls-test: $(BUILD)/controls_test
 $(BUILD)/events_test: c-tests/events_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/events_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
-events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o
+events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o tracefs
 	$(BUILD)/events_test $(BUILD)/profile.bpf.o
 
 # Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
@@ -219,7 +219,7 @@ examples: $(EXAMPLES)
 
 # Both CPUs producing, then one idle; the raw-region merge on libbpf and on
 # libperfbuf (LD_PRELOAD), the built-in one with a 1-page and a large ring.
-examples-test: examples
+examples-test: examples tracefs
 	$(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
 	$(BUILD)/exec_events_perfbuf_first $(BUILD)/exec_events.bpf.o
 	$(BUILD)/execmon -f 'filename ~ "*/true"' sh -c '/bin/true; /bin/echo not shown; /bin/true' > $(BUILD)/execmon.out
@@ -241,10 +241,10 @@ decode-test: $(BUILD)/decode_test
 
 # ---- language packages -------------------------------------------------------
 
-python-test: lib producer-lib $(BUILD)/exec_events.bpf.o
+python-test: lib producer-lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
 	bindings/python/run-tests.sh
 
-go-test: lib $(BUILD)/exec_events.bpf.o
+go-test: lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
 	bindings/go/run-tests.sh
 
 linked-test: $(BUILD)/linked_test
@@ -297,17 +297,24 @@ c-tests: check-exports check-header-compat install-test linkorder-test linked-te
 
 # The fuzz crate is its own workspace: its tests replay the seed corpus and
 # the regressions on stable and check the corpus is what gen-corpus writes.
-cargo-test: producer-lib
+# The kernel tests read tracepoints: mount tracefs where it is missing (as
+# root; the tests report it if this could not be done).
+tracefs:
+	@[ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] || \
+		mount -t tracefs nodev /sys/kernel/tracing || echo "tracefs: not mounted (not root?)"
+
+cargo-test: producer-lib tracefs
 	$(CARGO) test --release
 	cd fuzz && $(CARGO) test --release
 
 # The Rust examples against the real producer: a stream with the builder
 # (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd.
-rust-examples-test: producer-lib
+rust-examples-test: producer-lib tracefs
 	$(CARGO) build --release --examples
 	$(REL)/examples/stream_reader --demo 200000
 	$(REL)/examples/stream_reader --demo 1000000 --fast
 	$(REL)/examples/async_reader --demo 200000
+	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' | grep -c ' exec /bin/true$$' | grep -qx 2
 
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
