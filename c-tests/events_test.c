@@ -376,27 +376,33 @@ static void kids_run(struct kids *k)
 	wait_children();
 }
 
-static void test_pid_target(void)
+/* Opens a set with `o`, a uprobe on the target, lets both children and
+ * this process call it, and checks only child a's 20 calls were seen. */
+static void watch_kids(const struct perfbuf_events_opts *o, struct kids *k, const char *what)
 {
-	struct kids k;
-	kids_start(&k);
-	struct perfbuf_events_opts o = {.sz = sizeof(o), .pids = (int[]){k.a}, .pid_cnt = 1};
-	struct perfbuf_events *set = must_new(&o);
+	struct perfbuf_events *set = must_new(o);
 	int ev = add_uprobe(set, 0);
 	EXPECT(ev >= 0, "add: %s", perfbuf_last_error());
 	struct collected *c = collected_new(set);
 	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
 	perfbuf_events_enable(set, ev);
 	call_target(5);
-	kids_run(&k);
+	kids_run(k);
 	perfbuf_consume(pb);
-	printf("  pid %d watched: %d samples, %d of them its own\n", k.a, count(c, ev, NULL, 0),
-	       count(c, ev, NULL, (uint32_t)k.a));
-	EXPECT(count(c, ev, NULL, (uint32_t)k.a) == 20 && count(c, ev, NULL, 0) == 20, "pid target: %d of %d",
-	       count(c, ev, NULL, (uint32_t)k.a), count(c, ev, NULL, 0));
+	int own = count(c, ev, NULL, (uint32_t)k->a), all = count(c, ev, NULL, 0);
+	printf("  %s watched: %d samples, %d of them from pid %d\n", what, all, own, k->a);
+	EXPECT(own == 20 && all == 20, "%s: %d of %d", what, own, all);
 	perfbuf_free(pb);
 	perfbuf_events_free(set);
 	free(c);
+}
+
+static void test_pid_target(void)
+{
+	struct kids k;
+	kids_start(&k);
+	struct perfbuf_events_opts o = {.sz = sizeof(o), .pids = (int[]){k.a}, .pid_cnt = 1};
+	watch_kids(&o, &k, "a pid");
 }
 
 /* The cgroup v2 mount point, from mountinfo. */
@@ -435,22 +441,7 @@ static void test_cgroup_target(void)
 	if (f)
 		fclose(f);
 	struct perfbuf_events_opts o = {.sz = sizeof(o), .cgroups = (const char *[]){dir}, .cgroup_cnt = 1};
-	struct perfbuf_events *set = must_new(&o);
-	int ev = add_uprobe(set, 0);
-	EXPECT(ev >= 0, "add: %s", perfbuf_last_error());
-	struct collected *c = collected_new(set);
-	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
-	perfbuf_events_enable(set, ev);
-	call_target(5);
-	kids_run(&k);
-	perfbuf_consume(pb);
-	printf("  cgroup %s watched: %d samples, %d of them from its member %d\n", dir, count(c, ev, NULL, 0),
-	       count(c, ev, NULL, (uint32_t)k.a), k.a);
-	EXPECT(count(c, ev, NULL, (uint32_t)k.a) == 20 && count(c, ev, NULL, 0) == 20, "cgroup target: %d of %d",
-	       count(c, ev, NULL, (uint32_t)k.a), count(c, ev, NULL, 0));
-	perfbuf_free(pb);
-	perfbuf_events_free(set);
-	free(c);
+	watch_kids(&o, &k, "a cgroup");
 	EXPECT(rmdir(dir) == 0, "rmdir %s: %s", dir, strerror(errno));
 	/* A directory that is not a cgroup. */
 	o.cgroups = (const char *[]){"/tmp"};

@@ -10,7 +10,7 @@ use super::callbacks::CCallbacks;
 use super::decode::{
     c_decode_attr, decode_to_c, perf_event_attr_bytes, perfbuf_decode_attr, perfbuf_sample, record_bytes,
 };
-use super::handle::into_handle;
+use super::handle::{into_handle, null_with};
 use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use crate::error::{Error, Result};
 use crate::events::format::Value;
@@ -325,11 +325,7 @@ pub unsafe extern "C" fn perfbuf_events_new(opts: *const perfbuf_events_opts) ->
         .and_then(|set| fallible::boxed(SetHandle { magic: AtomicU64::new(MAGIC), set }));
     match built {
         Ok(h) => Box::into_raw(h).cast(),
-        Err(e) => {
-            log::remember(&e);
-            crate::error::set_errno(e.errno());
-            core::ptr::null_mut()
-        }
+        Err(e) => null_with(&e),
     }
 }
 

@@ -48,12 +48,16 @@ pub(crate) fn into_handle(result: Result<Reader<CCallbacks>>) -> *mut perf_buffe
     });
     match boxed {
         Ok(handle) => Box::into_raw(handle).cast(),
-        Err(e) => {
-            log::remember(&e);
-            crate::error::set_errno(e.errno());
-            core::ptr::null_mut()
-        }
+        Err(e) => null_with(&e),
     }
+}
+
+/// A constructor's failure, as libbpf reports it: NULL with errno set
+/// (and the error's text kept for `perfbuf_last_error`).
+pub(crate) fn null_with<T>(e: &Error) -> *mut T {
+    log::remember(e);
+    crate::error::set_errno(e.errno());
+    core::ptr::null_mut()
 }
 
 /// The handle behind `pb`: EINVAL for NULL and for anything this library

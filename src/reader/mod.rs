@@ -92,26 +92,9 @@ impl<H: Handler> Reader<H> {
                 fallible::collect(n, (0..n as i32).map(|c| (c, c)))?
             }
         };
-        let mut reader = Reader {
-            map_fd,
-            handler,
-            // Room for every ring, the wake and timer tokens, and the
-            // fast mode's spill-ring owners.
-            events: fallible::collect(
-                2 * slots.len() + 2,
-                core::iter::repeat(libc::epoll_event { events: 0, u64: 0 }),
-            )?,
-            bufs: fallible::vec_with_capacity(slots.len())?,
-            timer: None,
-            order: None,
-            adaptive: None,
-            sample_type: plan.sample_type,
-            round: 0,
-            reached_head: false,
-            owner_pid: sys::getpid(),
-            claim: None,
-            epoll,
-        };
+        // Room for the fast mode's spill-ring owners too.
+        let mut reader =
+            Reader::empty(map_fd, handler, epoll, slots.len(), 2 * slots.len(), plan.sample_type)?;
         let attr = match (&plan.attr, opts.attr) {
             (Some(a), _) => AttrSource::Built(a),
             (None, config::AttrChoice::Caller(attr, _)) => AttrSource::Caller(attr),
@@ -152,24 +135,7 @@ impl<H: Handler> Reader<H> {
         max_delay: Option<Duration>,
     ) -> Result<Reader<H>> {
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
-        let mut reader = Reader {
-            map_fd: NO_MAP,
-            handler,
-            events: fallible::collect(
-                rings.len() + 2,
-                core::iter::repeat(libc::epoll_event { events: 0, u64: 0 }),
-            )?,
-            bufs: fallible::vec_with_capacity(rings.len())?,
-            timer: None,
-            order: None,
-            adaptive: None,
-            sample_type,
-            round: 0,
-            reached_head: false,
-            owner_pid: sys::getpid(),
-            claim: None,
-            epoll,
-        };
+        let mut reader = Reader::empty(NO_MAP, handler, epoll, rings.len(), rings.len(), sample_type)?;
         for (cpu, fd, ring) in rings {
             let (index, raw) = (reader.bufs.len(), fd.as_raw_fd());
             reader.bufs.push(CpuBuf::new(cpu, cpu, fd, ring, false));
@@ -180,6 +146,33 @@ impl<H: Handler> Reader<H> {
             reader.timer = Some(Ticker::new(reader.epoll.as_raw_fd(), bound / 2)?);
         }
         Ok(reader)
+    }
+
+    /// A reader with no rings yet: room for `rings` of them and for
+    /// `fds` ring fds in one epoll wait (plus the wake and timer tokens).
+    fn empty(
+        map_fd: RawFd,
+        handler: H,
+        epoll: OwnedFd,
+        rings: usize,
+        fds: usize,
+        sample_type: u64,
+    ) -> Result<Reader<H>> {
+        Ok(Reader {
+            map_fd,
+            handler,
+            events: fallible::collect(fds + 2, core::iter::repeat(libc::epoll_event { events: 0, u64: 0 }))?,
+            bufs: fallible::vec_with_capacity(rings)?,
+            timer: None,
+            order: None,
+            adaptive: None,
+            sample_type,
+            round: 0,
+            reached_head: false,
+            owner_pid: sys::getpid(),
+            claim: None,
+            epoll,
+        })
     }
 
     /// Says at info level what the reader was set up with.
