@@ -6,7 +6,7 @@
 //! Layout: `desc` describes events and targets; `set` opens them (with
 //! `pmu` for the kprobe and uprobe PMUs, `tracefs` for tracepoints, `elf`
 //! for uprobe symbols); `table` attributes records to events and decodes
-//! them ([`format`] decodes tracepoint fields); `counts` reads counters.
+//! them ([`mod@format`] decodes tracepoint fields); `counts` reads counters.
 
 mod counts;
 mod desc;
