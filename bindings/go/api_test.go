@@ -23,6 +23,7 @@ import (
 func TestOnlyPerfbufNames(t *testing.T) {
 	for file, re := range map[string]*regexp.Regexp{
 		"perfbuf.go": regexp.MustCompile(`C\.perf_buffer__`),
+		"events.go":  regexp.MustCompile(`C\.perf_buffer__`),
 		"shim.c":     regexp.MustCompile(`\bperf_buffer__[a-z_]+\s*\(`),
 	} {
 		src, err := os.ReadFile(file)

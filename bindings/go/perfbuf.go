@@ -11,6 +11,10 @@
 //		...
 //	}
 //
+// NewEventSet opens perf events that are not BPF output (tracepoints with
+// their fields decoded by name, kprobes, uprobes, software and hardware
+// sampling events) on every CPU, read by an EventReader in the same way.
+//
 // It links libperfbuf (not libbpf), found with pkg-config (perfbuf.pc,
 // installed by libperfbuf's make install), and calls only libperfbuf's own
 // perfbuf_* functions, so a program that also links libbpf is safe
@@ -119,22 +123,29 @@ func cCall(op string, fn func() C.int) (C.int, error) {
 	return ret, nil
 }
 
-// Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
-type Reader struct {
+// rings is what Reader and EventReader share: a C perf_buffer drained by
+// one goroutine at a time (Read), which the others may wake (Close,
+// Pause, Resume, SetDeadline) without ever reaching a freed buffer.
+type rings struct {
 	mu sync.Mutex // held by the goroutine inside poll
 	// pb is freed and cleared under both mu and wakeMu; wake holds wakeMu
 	// shared, so perfbuf_wake never runs on a freed buffer.
 	wakeMu   sync.RWMutex
 	pb       *C.struct_perf_buffer
 	handle   cgo.Handle
-	ownedFD  int // a dup of the map's fd (NewReaderFromMap), or -1
-	queue    []Record
-	cpuIndex map[int]int
-	size     int
 	closed   atomic.Bool
 	waiters  atomic.Int32 // control calls waiting for the buffer
 	stateMu  sync.Mutex   // deadline
 	deadline time.Time
+}
+
+// Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
+type Reader struct {
+	rings
+	ownedFD  int // a dup of the map's fd (NewReaderFromMap), or -1
+	queue    []Record
+	cpuIndex map[int]int
+	size     int
 }
 
 // NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
@@ -257,18 +268,28 @@ func (r *Reader) Read() (Record, error) {
 func (r *Reader) ReadInto(rec *Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.wait(func() bool { return len(r.queue) > 0 }); err != nil {
+		return err
+	}
+	next := r.queue[0]
+	r.queue = r.queue[1:]
+	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
+	rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
+	if idx, ok := r.cpuIndex[next.CPU]; ok {
+		rec.Remaining = int(C.perfbuf_go_pending(r.pb, C.size_t(idx)))
+	}
+	return nil
+}
+
+// wait polls, with mu held, until ready reports a queued record (nil), the
+// deadline passes (os.ErrDeadlineExceeded) or the buffer is closed
+// (ErrClosed).
+func (r *rings) wait(ready func() bool) error {
 	for {
 		if r.closed.Load() || r.pb == nil {
 			return fmt.Errorf("perfbuf: Read: %w", ErrClosed)
 		}
-		if len(r.queue) > 0 {
-			next := r.queue[0]
-			r.queue = r.queue[1:]
-			rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
-			rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
-			if idx, ok := r.cpuIndex[next.CPU]; ok {
-				rec.Remaining = int(C.perfbuf_go_pending(r.pb, C.size_t(idx)))
-			}
+		if ready() {
 			return nil
 		}
 		timeout := -1
@@ -305,8 +326,20 @@ func (r *Reader) ReadInto(rec *Record) error {
 // Close unblocks a concurrent Read (which returns ErrClosed) and frees the
 // rings (and closes the fd NewReaderFromMap duplicated).
 func (r *Reader) Close() error {
+	r.close(func() {
+		if r.ownedFD >= 0 {
+			syscall.Close(r.ownedFD)
+			r.ownedFD = -1
+		}
+	})
+	return nil
+}
+
+// close frees the buffer once (a concurrent Read returns ErrClosed), then
+// runs after with mu held; it reports whether this call closed it.
+func (r *rings) close(after func()) bool {
 	if r.closed.Swap(true) {
-		return nil
+		return false
 	}
 	r.wake()
 	r.mu.Lock()
@@ -317,16 +350,13 @@ func (r *Reader) Close() error {
 	r.wakeMu.Unlock()
 	C.perfbuf_free(pb)
 	r.handle.Delete()
-	if r.ownedFD >= 0 {
-		syscall.Close(r.ownedFD)
-		r.ownedFD = -1
-	}
-	return nil
+	after()
+	return true
 }
 
 // wake ends a blocked poll: perfbuf_wake is the one call libperfbuf allows
 // during a poll, but not during or after perfbuf_free.
-func (r *Reader) wake() {
+func (r *rings) wake() {
 	r.wakeMu.RLock()
 	defer r.wakeMu.RUnlock()
 	if r.pb != nil {
@@ -336,17 +366,17 @@ func (r *Reader) wake() {
 
 // Pause stops the kernel's output into every ring: records produced while
 // paused are dropped and reported as LostSamples after Resume.
-func (r *Reader) Pause() error {
+func (r *rings) Pause() error {
 	return r.control("Pause", func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_pause(pb) })
 }
 
 // Resume restarts output after Pause.
-func (r *Reader) Resume() error {
+func (r *rings) Resume() error {
 	return r.control("Resume", func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_resume(pb) })
 }
 
 // control runs fn with the buffer to itself, waking a blocked Read first.
-func (r *Reader) control(op string, fn func(*C.struct_perf_buffer) C.int) error {
+func (r *rings) control(op string, fn func(*C.struct_perf_buffer) C.int) error {
 	if r.closed.Load() {
 		return ErrClosed
 	}
@@ -365,7 +395,7 @@ func (r *Reader) control(op string, fn func(*C.struct_perf_buffer) C.int) error 
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed;
 // the zero time means no deadline.
-func (r *Reader) SetDeadline(t time.Time) {
+func (r *rings) SetDeadline(t time.Time) {
 	r.stateMu.Lock()
 	r.deadline = t
 	r.stateMu.Unlock()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # go vet and go test on the real kernel, against the build tree's
 # libperfbuf (target/release) found through pkg-config, as an installed
-# one would be; then the example module on the real BPF program.
+# one would be; then the examples: dump on the real BPF program, execmon
+# (an event set on a tracepoint) and profile (an event set with
+# build/profile.bpf.o on every CPU).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -26,7 +28,7 @@ unformatted=$(gofmt -l . )
 [ -z "$unformatted" ] || { echo "go-test: not gofmt'ed: $unformatted" >&2; exit 1; }
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
 # The lifetime of the C buffer under concurrent Close, with the race detector.
-go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume' ./ 2>&1 | grep -v "^=== RUN"
+go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume|TestEventLifetimes|TestEventTracepointExecOrdered' ./ 2>&1 | grep -v "^=== RUN"
 
 # Linked with -lbpf before -lperfbuf: libbpf's perf_buffer__* names win the
 # symbol lookup, and the package must still read through libperfbuf (it
@@ -39,7 +41,7 @@ case "$needed" in
 esac
 echo "go-test: linked as: $needed"
 "$build/perfbuf_go_libbpf_first.test" -test.count=1 \
-	-test.run 'TestRecordsBytesSizesAndCPUs|TestLostSamplesAddUp|TestPauseResume|TestFastOption|TestDefaults'
+	-test.run 'TestRecordsBytesSizesAndCPUs|TestLostSamplesAddUp|TestPauseResume|TestFastOption|TestDefaults|TestEventTracepointExecOrdered|TestEventUprobes'
 
 # README's steps for depending on the unpublished module: make install into
 # a prefix, a scratch module with a replace directive and go mod tidy,
@@ -90,14 +92,37 @@ if [ ! -f "$bpf_obj" ]; then
 	echo "go-test: $bpf_obj is missing (make examples builds it)" >&2
 	exit 1
 fi
-cd "$here/examples/dump"
-before=$(cat go.mod)
-go vet ./...
-go build -o "$build/perfbuf-go-dump" .
-[ "$(cat go.mod)" = "$before" ] && [ ! -e go.sum ] || { echo "go-test: the build changed examples/dump/go.mod" >&2; exit 1; }
+profile_obj="$build/profile.bpf.o"
+[ -f "$profile_obj" ] || make -C "$top" --no-print-directory build/profile.bpf.o
+for example in dump profile; do
+	cd "$here/examples/$example"
+	before=$(cat go.mod)
+	go vet ./...
+	go build -o "$build/perfbuf-go-$example" .
+	[ "$(cat go.mod)" = "$before" ] && [ ! -e go.sum ] || { echo "go-test: the build changed examples/$example/go.mod" >&2; exit 1; }
+done
+# execmon has no dependency: it is part of the package's module (vetted above).
+cd "$here"
+go build -o "$build/perfbuf-go-execmon" ./examples/execmon
 if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
-	echo "go-test: skipping examples/dump -obj (it loads a BPF program: run as root)"
+	echo "go-test: skipping the examples (they open perf events and load BPF programs: run as root)"
 	exit 0
 fi
 echo "go-test: examples/dump -obj $bpf_obj -check 3"
 "$build/perfbuf-go-dump" -obj "$bpf_obj" -check 3
+
+# execmon runs a command and shows its execs, in time order, with the
+# fields decoded by name; it exits with the command's status.
+echo "go-test: examples/execmon /bin/sh -c '/bin/true; /bin/true'"
+out=$("$build/perfbuf-go-execmon" /bin/sh -c '/bin/true; /bin/true')
+echo "$out"
+[ "$(grep -c ' exec /bin/true$' <<< "$out")" -ge 2 ] || { echo "go-test: execmon missed the execs" >&2; exit 1; }
+if "$build/perfbuf-go-execmon" /bin/false > /dev/null; then
+	echo "go-test: execmon did not pass on the command's failure" >&2
+	exit 1
+fi
+
+# profile: cycles or the CPU clock at 99 Hz on every CPU, counted by
+# build/profile.bpf.o loaded with cilium/ebpf; it fails if a CPU took no sample.
+echo "go-test: examples/profile -obj $profile_obj"
+"$build/perfbuf-go-profile" -obj "$profile_obj"

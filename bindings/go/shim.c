@@ -33,3 +33,31 @@ uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx)
 	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
 	return perfbuf_ring_stats(pb, idx, &st) == 0 ? st.pending_bytes : 0;
 }
+
+static enum bpf_perf_event_ret event_tramp(void *ctx, int cpu, struct perf_event_header *rec)
+{
+	perfbufGoEvent((uintptr_t)ctx, cpu, rec);
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+struct perf_buffer *perfbuf_go_events_reader(struct perfbuf_events *set, uintptr_t handle, int *err)
+{
+	struct perf_buffer *pb = perfbuf_events_reader(set, event_tramp, (void *)handle);
+	*err = pb ? 0 : errno;
+	return pb;
+}
+
+int perfbuf_go_field(const struct perfbuf_events *set, int ev, const void *raw, size_t raw_size, const char *name,
+		     uint32_t *kind, int64_t *i, uint64_t *u, size_t *off, size_t *len)
+{
+	struct perfbuf_field f = {.sz = sizeof(f)};
+	int ret = perfbuf_events_field(set, ev, raw, raw_size, name, &f);
+	if (ret < 0)
+		return ret;
+	*kind = f.kind;
+	*i = f.i;
+	*u = f.u;
+	*off = f.data ? (size_t)((const char *)f.data - (const char *)raw) : 0;
+	*len = f.len;
+	return 0;
+}

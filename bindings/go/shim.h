@@ -18,4 +18,13 @@ struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle
 				   uint32_t flags, int *err);
 uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx);
 
+/* perfbuf_events_reader delivering every record to the exported Go
+ * function perfbufGoEvent with `handle`; NULL with *err = errno on failure. */
+struct perf_buffer *perfbuf_go_events_reader(struct perfbuf_events *set, uintptr_t handle, int *err);
+
+/* perfbuf_events_field with the data's place as an offset into `raw` (not
+ * a pointer: raw may be Go memory, which must not receive pointers). */
+int perfbuf_go_field(const struct perfbuf_events *set, int ev, const void *raw, size_t raw_size, const char *name,
+		     uint32_t *kind, int64_t *i, uint64_t *u, size_t *off, size_t *len);
+
 #endif

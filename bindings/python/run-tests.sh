@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds a venv with the package and pytest, runs the tests on the real
 # kernel against target/release/libperfbuf.so and the BPF test producer,
-# then the example on the real BPF program (build/exec_events.bpf.o).
+# then the examples: exec_events.py on the real BPF program
+# (build/exec_events.bpf.o), execmon.py (an event set on a tracepoint) and
+# profile.py (an event set with build/profile.bpf.o on every CPU).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -10,6 +12,10 @@ venv="$top/build/pyvenv"
 "$venv/bin/pip" install -q --disable-pip-version-check -e "$here" pytest
 export PERFBUF_LIBRARY="$top/target/release/libperfbuf.so"
 export PERFBUF_PRODUCER_LIBRARY="$top/build/libperfbuf_producer.so"
+export PERFBUF_PROFILE_BPF_OBJ="$top/build/profile.bpf.o"
+# The event-set tests load the profiler's BPF program (make's python-test
+# target builds only exec_events.bpf.o).
+[ -f "$PERFBUF_PROFILE_BPF_OBJ" ] || make -C "$top" --no-print-directory build/profile.bpf.o
 cd "$here"
 "$venv/bin/python" -m pytest -q tests "$@"
 bpf_obj="$top/build/exec_events.bpf.o"
@@ -23,3 +29,19 @@ if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
 fi
 echo "python-test: examples/exec_events.py on $bpf_obj"
 "$venv/bin/python" examples/exec_events.py "$bpf_obj"
+
+# execmon.py runs a command and shows its execs, in time order, with the
+# fields decoded by name; it exits with the command's status.
+echo "python-test: examples/execmon.py /bin/sh -c '/bin/true; /bin/true'"
+out=$("$venv/bin/python" examples/execmon.py /bin/sh -c '/bin/true; /bin/true')
+echo "$out"
+[ "$(grep -c ' exec /bin/true$' <<< "$out")" -ge 2 ] || { echo "python-test: execmon.py missed the execs" >&2; exit 1; }
+if "$venv/bin/python" examples/execmon.py /bin/false > /dev/null; then
+	echo "python-test: execmon.py did not pass on the command's failure" >&2
+	exit 1
+fi
+
+# profile.py: cycles or the CPU clock at 99 Hz on every CPU, counted by a
+# BPF program; it fails if a CPU took no sample.
+echo "python-test: examples/profile.py on $PERFBUF_PROFILE_BPF_OBJ"
+"$venv/bin/python" examples/profile.py "$PERFBUF_PROFILE_BPF_OBJ"

@@ -27,11 +27,12 @@ import operator
 import os
 import threading
 import weakref
-from typing import Any, Callable, Deque, Iterable, Iterator, NamedTuple, Optional, Union
+from typing import Any, Callable, Deque, Iterable, Iterator, NamedTuple, Optional, TypeVar, Union
 
 from . import _lib
 
-__all__ = ["PerfBuffer", "Record", "library_version", "last_error", "use_logging"]
+__all__ = ["PerfBuffer", "Record", "library_version", "last_error", "use_logging", "EventSet", "EventReader",
+           "EventSample", "EventInfo", "Counts"]
 
 _LIB = _lib.load()
 _log = logging.getLogger("perfbuf")
@@ -139,137 +140,39 @@ def _callable_or_none(name: str, fn: Any) -> None:
 
 SampleFn = Callable[[int, bytes], None]
 LostFn = Callable[[int, int], None]
+_R = TypeVar("_R", bound="_RingReader")
 
 
-class PerfBuffer:
-    """A perf buffer over a BPF_MAP_TYPE_PERF_EVENT_ARRAY (one ring per CPU).
+class _RingReader:
+    """What every reader over a C ``struct perf_buffer`` shares: polling and
+    draining with callbacks (exceptions re-raised, the rest of the drain
+    held back), pulling records, the controls, the figures, ring views and
+    a close that is safe from any thread. :class:`PerfBuffer` and the event
+    set's :class:`EventReader` are built on it."""
 
-    ``on_sample(cpu, data)`` gets each sample's bytes (as the kernel sized
-    them: padded to 4 bytes short of a multiple of 8), ``on_lost(cpu, count)``
-    each count of records the kernel dropped. Without callbacks, use
-    :meth:`read` or :meth:`records` to pull records instead.
+    # Class defaults, so that __del__ and close work whatever a constructor failed on.
+    _pb: Optional[int] = None
+    _owned_fd: Optional[int] = None
 
-    With no option given, the buffer is exactly C's
-    ``perf_buffer__new(map_fd, page_cnt, ...)``: libbpf's per-record
-    wake-ups, and libperfbuf's environment variables (``PERFBUF_ADAPTIVE``,
-    ``PERFBUF_WAKEUP_EVENTS``, ``PERFBUF_MAX_DELAY_MS``) apply. Options:
-
-    - ``fast=True``: the fast mode (adaptive wake-ups, ``PERFBUF_F_ADAPTIVE``):
-      while a CPU's rate is high the kernel wakes the reader every 64
-      records, and a timer delivers the rest within 1 ms. Needs per-record
-      wake-ups and forward rings (no ``wakeup_*``, no ``overwrite``).
-    - ``wakeup_events=N`` / ``wakeup_bytes=B``: batch wake-ups; a poll still
-      delivers a partial batch within ``max_delay_ms`` (default 10 ms).
-    - ``overwrite=True``: overwritable rings (the newest records are kept).
-    - ``cpus=[...]``: read only these CPUs.
-
-    An exception raised by a callback stops the poll or consume that called
-    it and is re-raised from there. The record that raised is consumed; the
-    records the same call drained after it are kept by the buffer and
-    delivered first by the next poll, consume or read.
-
-    Threading: one thread at a time polls and calls the other methods;
-    :meth:`wake` and :meth:`close` may be called from any thread (a poll
-    blocked elsewhere then raises ``OSError(ECANCELED)``, or ``ValueError``
-    once closed). :meth:`close` from a callback closes once the call returns.
-    """
-
-    def __init__(self, map_fd: int, page_cnt: int = 8, on_sample: Optional[SampleFn] = None,
-                 on_lost: Optional[LostFn] = None, wakeup_events: Optional[int] = None, *,
-                 wakeup_bytes: Optional[int] = None, max_delay_ms: Optional[int] = None, fast: bool = False,
-                 overwrite: bool = False, cpus: Optional[Iterable[int]] = None) -> None:
-        self._pb: Optional[int] = None  # first, so that __del__ works whatever fails below
-        self._owned_fd: Optional[int] = None
-        try:
-            map_fd = _as_int("map_fd", map_fd)
-        except TypeError as e:
-            raise TypeError(f"{e} (the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY; for a pinned map use "
-                            "PerfBuffer.from_pinned(path))") from None
-        page_cnt = _as_int("page_cnt", page_cnt)
-        if page_cnt < 1 or page_cnt & (page_cnt - 1):
-            raise ValueError(f"page_cnt must be a power of two (1, 2, 4, 8, ...), got {page_cnt}")
-        _callable_or_none("on_sample", on_sample)
-        _callable_or_none("on_lost", on_lost)
-        for name, flag in (("fast", fast), ("overwrite", overwrite)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
-        opts: Optional[_lib.Opts] = None
-        options = (wakeup_events, wakeup_bytes, max_delay_ms, cpus)
-        if any(o is not None for o in options) or fast or overwrite:
-            opts = _lib.Opts(sz=ctypes.sizeof(_lib.Opts))
-            if wakeup_events is not None:
-                opts.wakeup_events = _as_u32("wakeup_events", wakeup_events)
-            if wakeup_bytes is not None:
-                opts.wakeup_bytes = _as_u32("wakeup_bytes", wakeup_bytes)
-            if max_delay_ms is not None:
-                opts.max_delay_ms = _as_u32("max_delay_ms", max_delay_ms, 0, 60_000)
-            opts.flags = (_lib.PERFBUF_F_ADAPTIVE if fast else 0) | (_lib.PERFBUF_F_OVERWRITE if overwrite else 0)
-            if cpus is not None:
-                ids = [_as_int("cpus[]", c) for c in cpus]
-                if not ids:
-                    raise ValueError("cpus is empty: give the CPUs to read, or None for all")
-                self._cpu_list = (ctypes.c_int * max(1, len(ids)))(*ids)
-                opts.cpus = ctypes.cast(self._cpu_list, ctypes.POINTER(ctypes.c_int))
-                opts.cpu_cnt = len(ids)
+    def _init_state(self, on_sample: Optional[Callable[..., None]], on_lost: Optional[LostFn]) -> None:
         self._on_sample = on_sample
         self._on_lost = on_lost
-        self._collect: Optional[list[Record]] = None
+        self._collect: Optional[list[Any]] = None
         self._error: Optional[BaseException] = None
-        self._held: Deque[Record] = collections.deque()
+        self._held: Deque[Any] = collections.deque()
         self._ring_mems: list[weakref.ref[Any]] = []
         self._lock = threading.Lock()  # held by every call on the handle but wake
         self._free_lock = threading.Lock()  # wake vs free
         self._closing = False
         self._close_pending = False
         self._draining: Optional[int] = None  # the thread inside a poll/consume
-        # The C callbacks hold only a weak reference, so that dropping the
-        # last reference to the buffer frees it at once.
-        ref = weakref.ref(self)
 
-        def sample(_ctx: Optional[int], cpu: int, data: Optional[int], size: int) -> None:
-            pb = ref()
-            if pb is not None:
-                pb._on_record(cpu, data, size, 0)
-
-        def lost(_ctx: Optional[int], cpu: int, count: int) -> None:
-            pb = ref()
-            if pb is not None:
-                pb._on_record(cpu, None, 0, count)
-
-        self._callbacks = (_lib.SAMPLE_FN(sample), _lib.LOST_FN(lost))  # alive as long as the handle
-        pb = _LIB.perfbuf_new(map_fd, page_cnt, self._callbacks[0], self._callbacks[1], None,
-                              ctypes.byref(opts) if opts is not None else None)
-        if not pb:
-            err = ctypes.get_errno()
-            e = _os_error(err, "perfbuf_new")
-            kind = _fd_kind(map_fd) if err in (errno.EINVAL, errno.EBADF) else None
-            if kind is not None:
-                e = OSError(err, f"{e.strerror}; map_fd {map_fd} is not a BPF_MAP_TYPE_PERF_EVENT_ARRAY: "
-                                 f"it is {kind}, not a BPF map")
-            raise e
+    def _adopt(self, pb: int) -> None:
+        """Takes ownership of the C handle ``pb``."""
         self._pb = pb
         self._count = int(_LIB.perfbuf_buffer_cnt(pb))
         self._epoll_fd = int(_LIB.perfbuf_epoll_fd(pb))
         self._cpus = [int(_LIB.perfbuf_buffer_cpu(pb, i)) for i in range(self._count)]
-
-    @classmethod
-    def from_pinned(cls, path: Union[str, "os.PathLike[str]"], page_cnt: int = 8,
-                    on_sample: Optional[SampleFn] = None, on_lost: Optional[LostFn] = None,
-                    **options: Any) -> "PerfBuffer":
-        """Opens the PERF_EVENT_ARRAY pinned at ``path`` (on a bpffs, e.g.
-        ``/sys/fs/bpf/events``, as ``bpftool map pin`` leaves it) with
-        BPF_OBJ_GET, like bcc's ``open_perf_buffer`` on a map it did not
-        create. The buffer owns that fd and closes it on :meth:`close`.
-        Options as for the constructor. ``FileNotFoundError`` when nothing
-        is pinned there."""
-        fd = _lib.bpf_obj_get(os.fspath(path))
-        try:
-            pb = cls(fd, page_cnt, on_sample, on_lost, **options)
-        except BaseException:
-            os.close(fd)
-            raise
-        pb._owned_fd = fd
-        return pb
 
     # -- the C callbacks ------------------------------------------------------------
 
@@ -277,6 +180,18 @@ class PerfBuffer:
         try:
             rec = Record(cpu, ctypes.string_at(data, size) if size else b"") if data is not None \
                 else Record(cpu, b"", lost)
+        except BaseException as e:  # never let an exception reach C
+            if self._error is None:
+                self._error = e
+            return
+        self._accept(rec)
+
+    def _accept(self, rec: Any) -> None:
+        """Delivers a record built by a C callback (anything with ``cpu`` and
+        ``lost``), or holds it back if a callback raised earlier in this
+        call. Never raises: the first exception is kept for the caller of
+        the poll or consume."""
+        try:
             if self._error is not None:  # a callback raised earlier in this call: keep the rest
                 self._held.append(rec)
                 return
@@ -285,7 +200,7 @@ class PerfBuffer:
             if self._error is None:
                 self._error = e
 
-    def _deliver(self, rec: Record) -> None:
+    def _deliver(self, rec: Any) -> None:
         if self._collect is not None:
             self._collect.append(rec)
         elif rec.lost:
@@ -315,8 +230,8 @@ class PerfBuffer:
     def _acquire(self) -> int:
         """Takes the buffer for one call; returns the handle."""
         if self._draining == threading.get_ident():
-            raise RuntimeError("a PerfBuffer callback cannot call poll, consume, read, pause, resume, stats, "
-                               "ring or buffer_fd on its own buffer (close and wake are fine)")
+            raise RuntimeError(f"a {type(self).__name__} callback cannot call poll, consume, read, pause, resume, "
+                               "stats, ring or buffer_fd on its own buffer (close and wake are fine)")
         self._lock.acquire()
         try:
             return self._handle()
@@ -349,7 +264,7 @@ class PerfBuffer:
 
     def _handle(self) -> int:
         if self._pb is None or self._closing:
-            raise ValueError("PerfBuffer is closed")
+            raise ValueError(f"{type(self).__name__} is closed")
         return self._pb
 
     def _index(self, index: int) -> int:
@@ -574,7 +489,7 @@ class PerfBuffer:
         n = self._exported_views()
         if n:
             raise BufferError(
-                f"cannot close the PerfBuffer: {n} ring view(s) still exported; release them first "
+                f"cannot close the {type(self).__name__}: {n} ring view(s) still exported; release them first "
                 "(view.release(), or `with pb.ring(i) as view:`) and drop slices or arrays made from them")
 
     def _wake_quietly(self) -> None:
@@ -582,7 +497,7 @@ class PerfBuffer:
             if self._pb is not None:
                 _LIB.perfbuf_wake(self._pb)
 
-    def __enter__(self) -> "PerfBuffer":
+    def __enter__(self: _R) -> _R:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -597,6 +512,122 @@ class PerfBuffer:
             pass
 
 
+class PerfBuffer(_RingReader):
+    """A perf buffer over a BPF_MAP_TYPE_PERF_EVENT_ARRAY (one ring per CPU).
+
+    ``on_sample(cpu, data)`` gets each sample's bytes (as the kernel sized
+    them: padded to 4 bytes short of a multiple of 8), ``on_lost(cpu, count)``
+    each count of records the kernel dropped. Without callbacks, use
+    :meth:`read` or :meth:`records` to pull records instead.
+
+    With no option given, the buffer is exactly C's
+    ``perf_buffer__new(map_fd, page_cnt, ...)``: libbpf's per-record
+    wake-ups, and libperfbuf's environment variables (``PERFBUF_ADAPTIVE``,
+    ``PERFBUF_WAKEUP_EVENTS``, ``PERFBUF_MAX_DELAY_MS``) apply. Options:
+
+    - ``fast=True``: the fast mode (adaptive wake-ups, ``PERFBUF_F_ADAPTIVE``):
+      while a CPU's rate is high the kernel wakes the reader every 64
+      records, and a timer delivers the rest within 1 ms. Needs per-record
+      wake-ups and forward rings (no ``wakeup_*``, no ``overwrite``).
+    - ``wakeup_events=N`` / ``wakeup_bytes=B``: batch wake-ups; a poll still
+      delivers a partial batch within ``max_delay_ms`` (default 10 ms).
+    - ``overwrite=True``: overwritable rings (the newest records are kept).
+    - ``cpus=[...]``: read only these CPUs.
+
+    An exception raised by a callback stops the poll or consume that called
+    it and is re-raised from there. The record that raised is consumed; the
+    records the same call drained after it are kept by the buffer and
+    delivered first by the next poll, consume or read.
+
+    Threading: one thread at a time polls and calls the other methods;
+    :meth:`wake` and :meth:`close` may be called from any thread (a poll
+    blocked elsewhere then raises ``OSError(ECANCELED)``, or ``ValueError``
+    once closed). :meth:`close` from a callback closes once the call returns.
+    """
+
+    def __init__(self, map_fd: int, page_cnt: int = 8, on_sample: Optional[SampleFn] = None,
+                 on_lost: Optional[LostFn] = None, wakeup_events: Optional[int] = None, *,
+                 wakeup_bytes: Optional[int] = None, max_delay_ms: Optional[int] = None, fast: bool = False,
+                 overwrite: bool = False, cpus: Optional[Iterable[int]] = None) -> None:
+        try:
+            map_fd = _as_int("map_fd", map_fd)
+        except TypeError as e:
+            raise TypeError(f"{e} (the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY; for a pinned map use "
+                            "PerfBuffer.from_pinned(path))") from None
+        page_cnt = _as_int("page_cnt", page_cnt)
+        if page_cnt < 1 or page_cnt & (page_cnt - 1):
+            raise ValueError(f"page_cnt must be a power of two (1, 2, 4, 8, ...), got {page_cnt}")
+        _callable_or_none("on_sample", on_sample)
+        _callable_or_none("on_lost", on_lost)
+        for name, flag in (("fast", fast), ("overwrite", overwrite)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        opts: Optional[_lib.Opts] = None
+        options = (wakeup_events, wakeup_bytes, max_delay_ms, cpus)
+        if any(o is not None for o in options) or fast or overwrite:
+            opts = _lib.Opts(sz=ctypes.sizeof(_lib.Opts))
+            if wakeup_events is not None:
+                opts.wakeup_events = _as_u32("wakeup_events", wakeup_events)
+            if wakeup_bytes is not None:
+                opts.wakeup_bytes = _as_u32("wakeup_bytes", wakeup_bytes)
+            if max_delay_ms is not None:
+                opts.max_delay_ms = _as_u32("max_delay_ms", max_delay_ms, 0, 60_000)
+            opts.flags = (_lib.PERFBUF_F_ADAPTIVE if fast else 0) | (_lib.PERFBUF_F_OVERWRITE if overwrite else 0)
+            if cpus is not None:
+                ids = [_as_int("cpus[]", c) for c in cpus]
+                if not ids:
+                    raise ValueError("cpus is empty: give the CPUs to read, or None for all")
+                self._cpu_list = (ctypes.c_int * max(1, len(ids)))(*ids)
+                opts.cpus = ctypes.cast(self._cpu_list, ctypes.POINTER(ctypes.c_int))
+                opts.cpu_cnt = len(ids)
+        self._init_state(on_sample, on_lost)
+        # The C callbacks hold only a weak reference, so that dropping the
+        # last reference to the buffer frees it at once.
+        ref = weakref.ref(self)
+
+        def sample(_ctx: Optional[int], cpu: int, data: Optional[int], size: int) -> None:
+            pb = ref()
+            if pb is not None:
+                pb._on_record(cpu, data, size, 0)
+
+        def lost(_ctx: Optional[int], cpu: int, count: int) -> None:
+            pb = ref()
+            if pb is not None:
+                pb._on_record(cpu, None, 0, count)
+
+        self._callbacks = (_lib.SAMPLE_FN(sample), _lib.LOST_FN(lost))  # alive as long as the handle
+        pb = _LIB.perfbuf_new(map_fd, page_cnt, self._callbacks[0], self._callbacks[1], None,
+                              ctypes.byref(opts) if opts is not None else None)
+        if not pb:
+            err = ctypes.get_errno()
+            e = _os_error(err, "perfbuf_new")
+            kind = _fd_kind(map_fd) if err in (errno.EINVAL, errno.EBADF) else None
+            if kind is not None:
+                e = OSError(err, f"{e.strerror}; map_fd {map_fd} is not a BPF_MAP_TYPE_PERF_EVENT_ARRAY: "
+                                 f"it is {kind}, not a BPF map")
+            raise e
+        self._adopt(pb)
+
+    @classmethod
+    def from_pinned(cls, path: Union[str, "os.PathLike[str]"], page_cnt: int = 8,
+                    on_sample: Optional[SampleFn] = None, on_lost: Optional[LostFn] = None,
+                    **options: Any) -> "PerfBuffer":
+        """Opens the PERF_EVENT_ARRAY pinned at ``path`` (on a bpffs, e.g.
+        ``/sys/fs/bpf/events``, as ``bpftool map pin`` leaves it) with
+        BPF_OBJ_GET, like bcc's ``open_perf_buffer`` on a map it did not
+        create. The buffer owns that fd and closes it on :meth:`close`.
+        Options as for the constructor. ``FileNotFoundError`` when nothing
+        is pinned there."""
+        fd = _lib.bpf_obj_get(os.fspath(path))
+        try:
+            pb = cls(fd, page_cnt, on_sample, on_lost, **options)
+        except BaseException:
+            os.close(fd)
+            raise
+        pb._owned_fd = fd
+        return pb
+
+
 _ring_types: dict[int, type] = {}
 
 
@@ -607,3 +638,7 @@ def _ring_type(length: int) -> type:
     if t is None:
         t = _ring_types[length] = type("_RingMemory", (ctypes.c_ubyte * length,), {})
     return t
+
+
+# Event sets build on the reader above (imported last: they use this module's names).
+from ._events import Counts, EventInfo, EventReader, EventSample, EventSet  # noqa: E402

@@ -51,6 +51,129 @@ class RingStats(ctypes.Structure):
     ]
 
 
+# ---- event sets -----------------------------------------------------------------------
+
+# typedef enum bpf_perf_event_ret (*perf_buffer_event_fn)(void *ctx, int cpu, struct perf_event_header *event);
+EVENT_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, c_void_p)
+LIBBPF_PERF_EVENT_CONT = -2
+
+PERFBUF_ORDER_SAMPLE_TIME = 1
+PERFBUF_EVENTS_NO_RINGS, PERFBUF_EVENTS_INHERIT = 1, 2
+(PERFBUF_EVENT_SOFTWARE, PERFBUF_EVENT_HARDWARE, PERFBUF_EVENT_TRACEPOINT, PERFBUF_EVENT_KPROBE,
+ PERFBUF_EVENT_UPROBE, PERFBUF_EVENT_RAW) = range(1, 7)
+PERFBUF_EVENT_F_RETPROBE, PERFBUF_EVENT_F_FALLBACK, PERFBUF_EVENT_F_FREQ = 1, 2, 4
+PERFBUF_EVENT_F_GROUP_LEADER, PERFBUF_EVENT_F_MEMBER = 8, 16
+PERFBUF_FIELD_INT, PERFBUF_FIELD_UINT, PERFBUF_FIELD_STR, PERFBUF_FIELD_BYTES = 1, 2, 3, 4
+
+_u16, _i64, _char_p = ctypes.c_uint16, ctypes.c_int64, ctypes.c_char_p
+_u64_p = ctypes.POINTER(c_uint64)
+
+
+class EventsOpts(ctypes.Structure):
+    """struct perfbuf_events_opts."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("cpus", ctypes.POINTER(c_int)), ("cpu_cnt", c_int), ("pid_cnt", c_int),
+        ("pids", ctypes.POINTER(c_int)), ("cgroups", ctypes.POINTER(_char_p)), ("cgroup_cnt", c_int),
+        ("wakeup_events", c_uint32), ("page_cnt", c_size_t), ("wakeup_bytes", c_uint32),
+        ("max_delay_ms", c_uint32), ("flags", c_uint32), ("reserved", c_uint32),
+    ]
+
+
+class EventDesc(ctypes.Structure):
+    """struct perfbuf_event_desc."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("kind", c_uint32), ("flags", c_uint32), ("config", c_uint64),
+        ("fallback_config", c_uint64), ("name", _char_p), ("symbol", _char_p), ("offset", c_uint64),
+        ("ref_ctr_offset", c_uint64), ("period", c_uint64), ("sample_type", c_uint64), ("filter", _char_p),
+        ("attr", c_void_p), ("leader", c_int), ("reserved", c_int),
+    ]
+
+
+class EventInfo(ctypes.Structure):
+    """struct perfbuf_event_info."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("kind", c_uint32), ("attr_type", c_uint32), ("config", c_uint64),
+        ("fallback_errno", c_int), ("instances", c_uint32), ("sample_type", c_uint64), ("cpu_cnt", c_uint32),
+        ("enabled", c_uint32), ("bpf_attached", c_uint32), ("reserved", c_uint32),
+    ]
+
+
+class Counts(ctypes.Structure):
+    """struct perfbuf_counts."""
+
+    _fields_ = [("sz", c_size_t), ("time_enabled", c_uint64), ("time_running", c_uint64)]
+
+
+class Count(ctypes.Structure):
+    """struct perfbuf_count."""
+
+    _fields_ = [("event", c_int), ("reserved", c_int), ("value", c_uint64)]
+
+
+class Field(ctypes.Structure):
+    """struct perfbuf_field."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("kind", c_uint32), ("reserved", c_uint32), ("i", _i64), ("u", c_uint64),
+        ("data", c_void_p), ("len", c_size_t),
+    ]
+
+
+class OrderOpts(ctypes.Structure):
+    """struct perfbuf_order_opts."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("key_fn", c_void_p), ("key_ctx", c_void_p), ("flags", c_uint32),
+        ("idle_wait_ms", c_uint32),
+    ]
+
+
+class DecodeAttr(ctypes.Structure):
+    """struct perfbuf_decode_attr."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("sample_type", c_uint64), ("read_format", c_uint64), ("sample_regs_user", c_uint64),
+        ("sample_regs_intr", c_uint64), ("branch_sample_type", c_uint64), ("sample_id_all", c_uint32),
+        ("reserved", c_uint32),
+    ]
+
+
+class Sample(ctypes.Structure):
+    """struct perfbuf_sample (every field, in order)."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("record_type", c_uint32), ("misc", _u16), ("size", _u16), ("present", c_uint64),
+        ("flags", c_uint32), ("reserved", c_uint32), ("identifier", c_uint64), ("ip", c_uint64),
+        ("pid", c_uint32), ("tid", c_uint32), ("time", c_uint64), ("addr", c_uint64), ("id", c_uint64),
+        ("stream_id", c_uint64), ("cpu", c_uint32), ("cpu_res", c_uint32), ("period", c_uint64),
+        ("read_time_enabled", c_uint64), ("read_time_running", c_uint64), ("read_value", c_uint64),
+        ("read_id", c_uint64), ("read_lost", c_uint64), ("read_nr", c_uint64), ("read_group", _u64_p),
+        ("read_stride", c_uint64), ("callchain", _u64_p), ("callchain_nr", c_uint64), ("raw", c_void_p),
+        ("raw_size", c_uint64), ("branch_nr", c_uint64), ("branch_hw_idx", c_uint64),
+        ("branch_entries", _u64_p), ("branch_counters", _u64_p), ("regs_user_abi", c_uint64),
+        ("regs_user", _u64_p), ("regs_user_nr", c_uint64), ("stack_user", c_void_p),
+        ("stack_user_size", c_uint64), ("stack_user_dyn_size", c_uint64), ("weight", c_uint64),
+        ("weight_var1_dw", c_uint32), ("weight_var2_w", _u16), ("weight_var3_w", _u16), ("data_src", c_uint64),
+        ("transaction", c_uint64), ("regs_intr_abi", c_uint64), ("regs_intr", _u64_p),
+        ("regs_intr_nr", c_uint64), ("phys_addr", c_uint64), ("cgroup", c_uint64), ("data_page_size", c_uint64),
+        ("code_page_size", c_uint64), ("aux", c_void_p), ("aux_size", c_uint64), ("lost_id", c_uint64),
+        ("lost", c_uint64), ("throttle_time", c_uint64), ("throttle_id", c_uint64),
+        ("throttle_stream_id", c_uint64),
+    ]
+
+
+# The structs of include/perfbuf.h mirrored here, by their C names (tests compare the layouts).
+C_STRUCTS = {
+    "perfbuf_opts": Opts, "perfbuf_ring_stats": RingStats, "perfbuf_events_opts": EventsOpts,
+    "perfbuf_event_desc": EventDesc, "perfbuf_event_info": EventInfo, "perfbuf_counts": Counts,
+    "perfbuf_count": Count, "perfbuf_field": Field, "perfbuf_order_opts": OrderOpts,
+    "perfbuf_decode_attr": DecodeAttr, "perfbuf_sample": Sample,
+}
+
+
 def _candidates() -> list[tuple[str, str]]:
     """(how it was found, path or name) in the order we try them."""
     out = []
@@ -109,12 +232,42 @@ SIGNATURES = {
     "perfbuf_ring_stats": (c_int, [c_void_p, c_size_t, ctypes.POINTER(RingStats)]),
 }
 
+# Event sets and ordered reading: declared when the library has them (an
+# older libperfbuf still loads; EventSet then says what is missing).
+OPTIONAL_SIGNATURES = {
+    "perfbuf_set_order": (c_int, [c_void_p, ctypes.POINTER(OrderOpts)]),
+    "perfbuf_ordered_flush": (c_int, [c_void_p]),
+    "perfbuf_events_new": (c_void_p, [ctypes.POINTER(EventsOpts)]),
+    "perfbuf_events_free": (None, [c_void_p]),
+    "perfbuf_events_add": (c_int, [c_void_p, ctypes.POINTER(EventDesc)]),
+    "perfbuf_events_remove": (c_int, [c_void_p, c_int]),
+    "perfbuf_events_enable": (c_int, [c_void_p, c_int]),
+    "perfbuf_events_disable": (c_int, [c_void_p, c_int]),
+    "perfbuf_events_attach_bpf": (c_int, [c_void_p, c_int, c_int]),
+    "perfbuf_events_info": (c_int, [c_void_p, c_int, ctypes.POINTER(EventInfo)]),
+    "perfbuf_events_fd": (c_int, [c_void_p, c_int, c_size_t]),
+    "perfbuf_events_cpus": (c_int, [c_void_p, c_int, ctypes.POINTER(c_int), c_size_t]),
+    "perfbuf_events_read": (c_int, [c_void_p, c_int, c_int, ctypes.POINTER(Counts), ctypes.POINTER(Count),
+                                    c_size_t]),
+    "perfbuf_events_reader": (c_void_p, [c_void_p, EVENT_FN, c_void_p]),
+    "perfbuf_events_decode": (c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(Sample)]),
+    "perfbuf_events_decode_attr": (c_int, [c_void_p, c_int, ctypes.POINTER(DecodeAttr)]),
+    "perfbuf_events_field": (c_int, [c_void_p, c_int, c_void_p, c_size_t, _char_p, ctypes.POINTER(Field)]),
+}
+
 
 def _declare(lib: ctypes.CDLL) -> None:
-    for name, (res, args) in SIGNATURES.items():
+    for name, (res, args) in {**SIGNATURES, **OPTIONAL_SIGNATURES}.items():
+        if name not in SIGNATURES and not hasattr(lib, name):
+            continue
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def missing_optional(lib: ctypes.CDLL) -> list[str]:
+    """The optional functions (event sets, ordering) ``lib`` lacks."""
+    return [name for name in OPTIONAL_SIGNATURES if not hasattr(lib, name)]
 
 
 # ---- the bpf(2) system call, for BPF_OBJ_GET --------------------------------------
