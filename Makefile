@@ -220,6 +220,8 @@ examples: $(EXAMPLES)
 # Both CPUs producing, then one idle; the raw-region merge on libbpf and on
 # libperfbuf (LD_PRELOAD), the built-in one with a 1-page and a large ring.
 examples-test: examples tracefs
+	awk '/^```c$$/ { n++; next } /^```$$/ && n == 1 { exit } n == 1' README.md > $(BUILD)/readme_example.c
+	tail -n +4 examples/exec_events.c | diff $(BUILD)/readme_example.c - # README shows the file it names
 	$(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
 	$(BUILD)/exec_events_perfbuf_first $(BUILD)/exec_events.bpf.o
 	$(BUILD)/execmon -f 'filename ~ "*/true"' sh -c '/bin/true; /bin/echo not shown; /bin/true' > $(BUILD)/execmon.out
