@@ -478,6 +478,17 @@ static unsigned long long emit_fast(struct perf_buffer *pb, double ms)
 	return produced;
 }
 
+/* Full rate until ring 0 batches: 200 ms, and more while it has not (under
+ * valgrind the reader can fall behind, and a reader that falls behind is
+ * sent back to per-record wake-ups, as it should be). */
+static unsigned long long emit_until_batched(struct perf_buffer *pb)
+{
+	unsigned long long produced = emit_fast(pb, 200);
+	for (double t0 = now_ms(); ring_figures(pb, 0).batched != 1 && now_ms() - t0 < 5000;)
+		produced += emit_fast(pb, 50);
+	return produced;
+}
+
 /* Adaptive wake-ups under libbpf's default attr: a sustained high rate
  * switches the ring to batched wake-ups; every record still arrives, below
  * the batch within the delay bound; when the rate falls the ring wakes per
@@ -550,7 +561,7 @@ static void test_adaptive(void)
 	memset(&c, 0, sizeof(c));
 	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
 	EXPECT(pb, "new");
-	produced = emit_fast(pb, 200);
+	produced = emit_until_batched(pb);
 	EXPECT(ring_figures(pb, 0).batched == 1, "not batched before ordering");
 	struct perfbuf_order_opts oo = {.sz = sizeof(oo), .idle_wait_ms = 1};
 	EXPECT(perfbuf_set_order(pb, &oo) == 0, "set_order");
@@ -666,7 +677,7 @@ static void test_spill(void)
 	memset(&c, 0, sizeof(c));
 	pb = perf_buffer__new(prod.map_fd, 64, on_sample, on_lost, &c, NULL);
 	EXPECT(pb, "new");
-	unsigned long long produced = emit_fast(pb, 200);
+	unsigned long long produced = emit_until_batched(pb);
 	EXPECT(ring_figures(pb, 0).batched == 1, "not batched at full rate");
 	perf_buffer__consume(pb);
 	for (size_t i = 0; i < perf_buffer__buffer_cnt(pb); i++)
