@@ -86,14 +86,7 @@ where
             }
             // Not a sample that fits its record: what raw_sample checks is
             // what makes parse() call it a sample, so no sample is lost here.
-            match other_record(rec, stats) {
-                Other::Lost(n) => {
-                    lost(n);
-                    ControlFlow::Continue(())
-                }
-                Other::Skip => ControlFlow::Continue(()),
-                Other::Unknown(t) => ControlFlow::Break(Halt::Unknown(t)),
-            }
+            other_record(rec, stats).deliver(&mut lost)
         },
         |()| (),
     )
@@ -118,6 +111,21 @@ enum Other {
     Skip,
     /// Stop: a type the sample/lost callbacks cannot take.
     Unknown(u32),
+}
+
+impl Other {
+    /// Hands a lost count to `lost`; stops on a type it cannot take.
+    #[inline(always)]
+    fn deliver<L: FnMut(u64) + ?Sized>(self, lost: &mut L) -> ControlFlow<Halt> {
+        match self {
+            Other::Lost(n) => {
+                lost(n);
+                ControlFlow::Continue(())
+            }
+            Other::Skip => ControlFlow::Continue(()),
+            Other::Unknown(t) => ControlFlow::Break(Halt::Unknown(t)),
+        }
+    }
 }
 
 /// Classifies a record that is not a well-formed sample, counting lost
@@ -155,14 +163,7 @@ pub(crate) fn deliver_parsed(
         sample(data);
         return ControlFlow::Continue(());
     }
-    match other_record(rec, stats) {
-        Other::Lost(n) => {
-            lost(n);
-            ControlFlow::Continue(())
-        }
-        Other::Skip => ControlFlow::Continue(()),
-        Other::Unknown(t) => ControlFlow::Break(Halt::Unknown(t)),
-    }
+    other_record(rec, stats).deliver(lost)
 }
 
 /// Every record of a ring, whole, to `record(rec)` (libbpf's raw
