@@ -180,6 +180,16 @@ static void test_tracepoint_exec_ordered(void)
 	struct perfbuf_events *set = must_new(NULL);
 	int ev = add_tracepoint(set, "sched:sched_process_exec", NULL);
 	EXPECT(ev >= 0, "add: %s", perfbuf_last_error());
+	/* Its own fields, as the set parsed its format file. */
+	char name[16], names[64] = "";
+	int len;
+	for (size_t i = 0; (len = perfbuf_events_field_name(set, ev, i, name, sizeof(name))) >= 0; i++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? "," : "", name);
+	EXPECT(len == -ENOENT && strcmp(names, "filename,pid,old_pid") == 0, "field names: %s (%d)", names, len);
+	EXPECT(perfbuf_events_field_name(set, ev, 0, name, 4) == 8 && strcmp(name, "fil") == 0, "cut name: %s", name);
+	EXPECT(perfbuf_events_field_name(set, ev, 0, NULL, 0) == 8, "length only");
+	EXPECT(perfbuf_events_field_name(set, ev, 0, NULL, 4) == -EINVAL, "NULL buf");
+	EXPECT(perfbuf_events_field_name(set, ev + 1, 0, name, 4) == -ENOENT, "no such event");
 	struct collected *c = collected_new(set);
 	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
 	struct perfbuf_order_opts order = {.sz = sizeof(order), .flags = PERFBUF_ORDER_SAMPLE_TIME};
@@ -504,6 +514,8 @@ static void test_profiler(void)
 	};
 	int ev = perfbuf_events_add(set, &d);
 	EXPECT(ev >= 0, "add: %s", perfbuf_last_error());
+	char name[8];
+	EXPECT(perfbuf_events_field_name(set, ev, 0, name, sizeof(name)) == -ENOENT, "fields of a clock event");
 	struct perfbuf_event_info info = {.sz = sizeof(info)};
 	perfbuf_events_info(set, ev, &info);
 	int has_pmu = access("/sys/bus/event_source/devices/cpu", F_OK) == 0 ||

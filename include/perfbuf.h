@@ -1634,6 +1634,21 @@ int perfbuf_events_decode_attr(const struct perfbuf_events *set, int ev, struct 
  */
 int perfbuf_events_field(const struct perfbuf_events *set, int ev, const void *raw, size_t raw_size, const char *name, struct perfbuf_field *out);
 
+/*
+ Copies the name of field `idx` of tracepoint event `ev` into `buf`
+ (`len` bytes, NUL-terminated, cut to fit), counting only the event's own
+ fields (not the `common_*` ones), in the order of its format file: with
+ `idx` from 0 until it returns -ENOENT a caller lists them all, as the
+ format the set parsed. Returns the name's length (a result `>= len`
+ means it was cut), -ENOENT past the last field or when `ev` is not a
+ tracepoint, or -EINVAL.
+
+ # Safety
+ `set` is NULL or a live set; with `len > 0`, `buf` is NULL or writable
+ for `len` bytes.
+ */
+int perfbuf_events_field_name(const struct perfbuf_events *set, int ev, size_t idx, char *buf, size_t len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -7,13 +7,12 @@ package perfbuf
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"runtime/cgo"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -401,12 +400,35 @@ func (s *EventSet) Add(ev Event) (int, error) {
 	}
 	meta := &eventMeta{kind: ev.Kind, name: ev.Name}
 	if ev.Kind == EventTracepoint {
-		meta.fields = tracepointFields(ev.Name)
+		meta.fields, _ = s.fieldNames(id)
 	}
 	s.mu.Lock()
 	s.events[id] = meta
 	s.mu.Unlock()
 	return id, nil
+}
+
+// fieldNames lists tracepoint event id's own fields (not common_*), in
+// the order of the format file the library parsed.
+func (s *EventSet) fieldNames(id int) ([]string, error) {
+	names := []string{}
+	buf := make([]byte, 64)
+	for i := 0; ; {
+		n, err := s.call("Fields", func(cset *C.struct_perfbuf_events) C.int {
+			return C.perfbuf_events_field_name(cset, C.int(id), C.size_t(i), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+		})
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			return names, nil
+		case err != nil:
+			return nil, err
+		case n >= len(buf): // cut: again with room for it
+			buf = make([]byte, n+1)
+		default:
+			names = append(names, string(buf[:n]))
+			i++
+		}
+	}
 }
 
 // Remove removes event id (EBUSY for a group leader that still has
@@ -923,7 +945,7 @@ func (s *EventSample) Fields() (map[string]FieldValue, error) {
 	}
 	if meta.fields == nil {
 		return nil, &Error{Op: "Fields", Errno: syscall.ENOENT,
-			Reason: fmt.Sprintf("cannot read the format file of tracepoint %s to list its fields; Field(name) still works", meta.name)}
+			Reason: fmt.Sprintf("could not list the fields of tracepoint %s; Field(name) still works", meta.name)}
 	}
 	for _, name := range meta.fields {
 		v, err := s.Field(name)
@@ -933,53 +955,6 @@ func (s *EventSample) Fields() (map[string]FieldValue, error) {
 		out[name] = v
 	}
 	return out, nil
-}
-
-// tracefsRoots are the places tracefs may be mounted.
-func tracefsRoots() []string {
-	roots := []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-	if text, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(text), "\n") {
-			if parts := strings.SplitN(line, " - ", 2); len(parts) == 2 && strings.HasPrefix(parts[1], "tracefs ") {
-				if f := strings.Fields(parts[0]); len(f) > 4 {
-					roots = append(roots, f[4])
-				}
-			}
-		}
-	}
-	return roots
-}
-
-// tracepointFields lists a tracepoint's own fields (not common_*) in the
-// order of its format file; nil if the file cannot be read.
-func tracepointFields(name string) []string {
-	sep := strings.IndexAny(name, ":/")
-	if sep < 0 {
-		return nil
-	}
-	for _, root := range tracefsRoots() {
-		text, err := os.ReadFile(filepath.Join(root, "events", name[:sep], name[sep+1:], "format"))
-		if err != nil {
-			continue
-		}
-		fields := []string{}
-		for _, line := range strings.Split(string(text), "\n") {
-			line = strings.TrimSpace(line)
-			if !strings.HasPrefix(line, "field:") {
-				continue
-			}
-			decl := strings.Fields(strings.SplitN(strings.TrimPrefix(line, "field:"), ";", 2)[0])
-			if len(decl) == 0 {
-				continue
-			}
-			f := strings.SplitN(decl[len(decl)-1], "[", 2)[0]
-			if f != "" && !strings.HasPrefix(f, "common_") {
-				fields = append(fields, f)
-			}
-		}
-		return fields
-	}
-	return nil
 }
 
 func min(a, b int) int {

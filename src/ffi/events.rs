@@ -811,6 +811,44 @@ pub unsafe extern "C" fn perfbuf_events_field(
     })())
 }
 
+/// Copies the name of field `idx` of tracepoint event `ev` into `buf`
+/// (`len` bytes, NUL-terminated, cut to fit), counting only the event's own
+/// fields (not the `common_*` ones), in the order of its format file: with
+/// `idx` from 0 until it returns -ENOENT a caller lists them all, as the
+/// format the set parsed. Returns the name's length (a result `>= len`
+/// means it was cut), -ENOENT past the last field or when `ev` is not a
+/// tracepoint, or -EINVAL.
+///
+/// # Safety
+/// `set` is NULL or a live set; with `len > 0`, `buf` is NULL or writable
+/// for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_field_name(
+    set: *const perfbuf_events,
+    ev: c_int,
+    idx: usize,
+    buf: *mut c_char,
+    len: usize,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_ref(set)? };
+        if buf.is_null() && len > 0 {
+            return Err(log::invalid("perfbuf_events_field_name: NULL buf"));
+        }
+        let format = set.format(event_id(ev)?)?.ok_or(Error::from_errno(libc::ENOENT))?;
+        let name = format.event_fields().get(idx).ok_or(Error::from_errno(libc::ENOENT))?.name().as_bytes();
+        if len > 0 {
+            let n = name.len().min(len - 1);
+            // SAFETY: `buf` is writable for `len > n` bytes (contract).
+            let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), n + 1) };
+            out[..n].copy_from_slice(&name[..n]);
+            out[n] = 0;
+        }
+        c_int::try_from(name.len()).map_err(|_| Error::INVAL)
+    })())
+}
+
 const _: () = {
     assert!(size_of::<perfbuf_events_opts>() == 72);
     assert!(size_of::<perfbuf_event_desc>() == 104);

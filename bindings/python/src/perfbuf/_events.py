@@ -11,7 +11,6 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import _LIB, LostFn, _as_int, _as_u32, _callable_or_none, _lib, _os_error, _RingReader
@@ -83,47 +82,6 @@ def _ints(name: str, values: Optional[Iterable[int]]) -> Optional[list[int]]:
     if not out:
         raise ValueError(f"{name} is empty: give some, or None for all")
     return out
-
-
-# ---- tracepoint formats (for EventSample.fields) ------------------------------------
-
-def _tracefs_roots() -> list[Path]:
-    roots = [Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")]
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                parts = line.split(" - ", 1)
-                if len(parts) == 2 and parts[1].startswith("tracefs "):
-                    roots.append(Path(parts[0].split()[4]))
-    except OSError:
-        pass
-    return roots
-
-
-def _tracepoint_fields(name: str) -> Optional[tuple[str, ...]]:
-    """The names of the tracepoint's own fields (not ``common_*``), in the
-    order of its format file; None if the file cannot be read."""
-    subsys, sep, event = name.partition(":")
-    if not sep:
-        subsys, sep, event = name.partition("/")
-    for root in _tracefs_roots():
-        try:
-            text = (root / "events" / subsys / event / "format").read_text()
-        except OSError:
-            continue
-        names = []
-        for line in text.splitlines():
-            line = line.strip()
-            if not line.startswith("field:"):
-                continue
-            decl = line[len("field:"):].split(";", 1)[0].split()
-            if not decl:
-                continue
-            fname = decl[-1].split("[", 1)[0]
-            if fname and not fname.startswith("common_"):
-                names.append(fname)
-        return tuple(names)
-    return None
 
 
 # ---- what the set reports ------------------------------------------------------------
@@ -367,8 +325,8 @@ class EventSet:
             desc.attr = ctypes.cast(attr_buf, ctypes.c_void_p)
         ev = self._call(_LIB.perfbuf_events_add, ctypes.byref(desc))
         meta = _Meta(_KINDS[kind], label)
-        if kind == _lib.PERFBUF_EVENT_TRACEPOINT and label is not None:
-            meta.field_names = _tracepoint_fields(label)
+        if kind == _lib.PERFBUF_EVENT_TRACEPOINT:
+            meta.field_names = self._list_fields(ev)
         self._events[ev] = meta
         return ev
 
@@ -392,13 +350,30 @@ class EventSet:
             data = ctypes.string_at(f.data, f.len) if f.len else b""  # inside `raw`, alive here
         return os.fsdecode(data) if f.kind == _lib.PERFBUF_FIELD_STR else data
 
+    def _list_fields(self, ev: int) -> Optional[tuple[str, ...]]:
+        """Tracepoint ``ev``'s own fields (not ``common_*``), in the order of
+        the format file the library parsed; None if they cannot be listed."""
+        names = []
+        buf = ctypes.create_string_buffer(64)
+        with self._lock:
+            while True:
+                n = _LIB.perfbuf_events_field_name(self._handle(), ev, len(names), buf, len(buf))
+                if n == -errno.ENOENT:
+                    return tuple(names)
+                if n < 0:
+                    return None
+                if n >= len(buf):  # cut: again with room for it
+                    buf = ctypes.create_string_buffer(n + 1)
+                    continue
+                names.append(buf.value.decode())
+
     def _field_names(self, ev: int) -> tuple[str, ...]:
         meta = self._events.get(ev)
         if meta is None or meta.kind != "tracepoint":
             return ()
         if meta.field_names is None:
-            raise OSError(errno.ENOENT, f"cannot read the format file of tracepoint {meta.name} to list its "
-                                        "fields; field(name) still works")
+            raise OSError(errno.ENOENT, f"could not list the fields of tracepoint {meta.name}; "
+                                        "field(name) still works")
         return meta.field_names
 
     def _decode(self, rec: int, size: int, out: _lib.Sample) -> int:

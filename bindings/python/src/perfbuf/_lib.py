@@ -253,6 +253,7 @@ OPTIONAL_SIGNATURES = {
     "perfbuf_events_decode": (c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(Sample)]),
     "perfbuf_events_decode_attr": (c_int, [c_void_p, c_int, ctypes.POINTER(DecodeAttr)]),
     "perfbuf_events_field": (c_int, [c_void_p, c_int, c_void_p, c_size_t, _char_p, ctypes.POINTER(Field)]),
+    "perfbuf_events_field_name": (c_int, [c_void_p, c_int, c_size_t, ctypes.c_char_p, c_size_t]),
 }
 
 
