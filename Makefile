@@ -26,13 +26,19 @@ PHONY_EXTRA := events-test python-test go-test install-test producer-lib control
 
 all: lib
 
+# The C library is the capi/ crate over the Rust core; cargo names its
+# outputs libperfbuf_capi.* (so that its rlib and the core's do not
+# collide): they are installed, and tested, as libperfbuf.*.
 lib:
-	$(CARGO) build --release
-	ln -sf libperfbuf.so $(REL)/libperfbuf.so.$(SOMAJOR)
+	$(CARGO) build --release -p perfbuf-capi
+	$(call c_names,$(REL))
+
+c_names = cp -f $(1)/libperfbuf_capi.so $(1)/libperfbuf.so && cp -f $(1)/libperfbuf_capi.a $(1)/libperfbuf.a && \
+	ln -sf libperfbuf.so $(1)/libperfbuf.so.$(SOMAJOR)
 
 # Regenerate include/perfbuf.h from the sources (commit the result).
 header:
-	PERFBUF_WRITE_HEADER=1 $(CARGO) build --release
+	PERFBUF_WRITE_HEADER=1 $(CARGO) build --release -p perfbuf-capi
 
 $(BUILD):
 	mkdir -p $@
@@ -89,14 +95,14 @@ FAULT_REL := target/fault/release
 
 # A separate build with the fault-injection feature (perfbuf_fault_arm).
 fault-lib:
-	$(CARGO) build --release --features fault-injection --target-dir target/fault
+	$(CARGO) build --release -p perfbuf-capi --features fault-injection --target-dir target/fault
+	$(call c_names,$(FAULT_REL))
 
 $(BUILD)/fault_test: c-tests/fault_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h fault-lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/fault_test.c $(TESTUTIL) -L$(FAULT_REL) -lperfbuf \
 		-Wl,-rpath,$(CURDIR)/$(FAULT_REL)
 
 fault-test: $(BUILD)/fault_test
-	ln -sf libperfbuf.so $(FAULT_REL)/libperfbuf.so.$(SOMAJOR)
 	$(BUILD)/fault_test
 
 $(BUILD)/soak: c-tests/soak.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
@@ -306,7 +312,7 @@ tracefs:
 		mount -t tracefs nodev /sys/kernel/tracing || echo "tracefs: not mounted (not root?)"
 
 cargo-test: producer-lib tracefs
-	$(CARGO) test --release
+	$(CARGO) test --release --workspace
 	cd fuzz && $(CARGO) test --release
 
 # The Rust examples against the real producer: a stream with the builder
@@ -325,8 +331,9 @@ package-check:
 
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --release --all-targets -- -D warnings
-	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release -p perfbuf --all-targets -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet --workspace
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 SUITES := lint cargo-test rust-examples-test package-check check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test

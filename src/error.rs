@@ -52,7 +52,7 @@ pub enum ErrorKind {
 
 /// What failed. Kept small and `Copy` so errors never allocate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum What {
+pub enum What {
     /// Nothing more to say than the errno.
     Os,
     /// A named argument or option, with why it is invalid.
@@ -111,7 +111,7 @@ pub(crate) enum What {
 
 /// The steps of opening an event set, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SetStep {
+pub enum SetStep {
     /// Opening the CPU's ring owner (a software dummy event).
     OpenRing,
     /// Mapping the CPU's ring.
@@ -160,46 +160,51 @@ impl Error {
         Error { errno, what: What::Os }
     }
 
-    pub(crate) const fn new(errno: i32, what: What) -> Error {
+    /// An error with `errno` about `what` (for the C face: `What` is not
+    /// nameable from outside the crate).
+    #[doc(hidden)]
+    pub const fn new(errno: i32, what: What) -> Error {
         Error { errno, what }
     }
 
     /// EINVAL for the argument or option described by `why`.
-    pub(crate) const fn invalid(why: &'static str) -> Error {
+    pub const fn invalid(why: &'static str) -> Error {
         Error { errno: libc::EINVAL, what: What::Arg(why) }
     }
 
-    pub(crate) const INVAL: Error = Error::from_errno_const(libc::EINVAL);
-    pub(crate) const NOMEM: Error = Error::from_errno_const(libc::ENOMEM);
+    /// EINVAL, with nothing to add.
+    pub const INVAL: Error = Error::from_errno_const(libc::EINVAL);
+    /// ENOMEM, with nothing to add.
+    pub const NOMEM: Error = Error::from_errno_const(libc::ENOMEM);
 
     const fn from_errno_const(errno: i32) -> Error {
         Error { errno, what: What::Os }
     }
 
     /// The calling thread's `errno`, as a failed system call left it.
-    pub(crate) fn last_os() -> Error {
+    pub fn last_os() -> Error {
         Error::from_errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
     }
 
     /// The same errno, with what failed.
-    pub(crate) const fn with(self, what: What) -> Error {
+    pub const fn with(self, what: What) -> Error {
         Error { errno: self.errno, what }
     }
 
     /// The same context, with another errno.
-    pub(crate) const fn with_errno(self, errno: i32) -> Error {
+    pub const fn with_errno(self, errno: i32) -> Error {
         Error { errno, what: self.what }
     }
 
     /// A callback stopped the read with `value`.
-    pub(crate) const fn stopped(value: i32) -> Error {
+    pub const fn stopped(value: i32) -> Error {
         // libbpf returns the value; negative ones also set errno.
         Error { errno: if value < 0 { value.wrapping_neg() } else { 0 }, what: What::Stopped(value) }
     }
 
     /// A record of `type_` reached the sample/lost callbacks (libbpf
     /// stops with `LIBBPF_PERF_EVENT_ERROR`, i.e. -1 and errno EPERM).
-    pub(crate) const fn unknown_record(type_: u32) -> Error {
+    pub const fn unknown_record(type_: u32) -> Error {
         Error { errno: libc::EPERM, what: What::UnknownRecord(type_) }
     }
 
@@ -405,13 +410,13 @@ pub fn errno_name(errno: i32) -> &'static str {
 }
 
 /// Sets `errno` for the calling thread.
-pub(crate) fn set_errno(value: i32) {
+pub fn set_errno(value: i32) {
     // SAFETY: __errno_location returns a valid pointer to this thread's errno.
     unsafe { *libc::__errno_location() = value };
 }
 
 /// Reads `errno` of the calling thread.
-pub(crate) fn get_errno() -> i32 {
+pub fn get_errno() -> i32 {
     // SAFETY: __errno_location returns a valid pointer to this thread's errno.
     unsafe { *libc::__errno_location() }
 }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::kernel::sys::fault;
 
 /// An empty vector with room for `capacity` elements.
-pub(crate) fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
+pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
     fault("alloc")?;
     let mut v = Vec::new();
     v.try_reserve_exact(capacity).map_err(|_| Error::NOMEM)?;
@@ -18,13 +18,13 @@ pub(crate) fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
 }
 
 /// Room for `additional` more elements in `v`.
-pub(crate) fn reserve<T>(v: &mut Vec<T>, additional: usize) -> Result<()> {
+pub fn reserve<T>(v: &mut Vec<T>, additional: usize) -> Result<()> {
     fault("alloc")?;
     v.try_reserve(additional).map_err(|_| Error::NOMEM)
 }
 
 /// A vector of the items of `iter`, which yields exactly `len` of them.
-pub(crate) fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
+pub fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T>> {
     let mut v = vec_with_capacity(len)?;
     for item in iter.into_iter().take(len) {
         v.push(item); // within the reserved capacity: no allocation
@@ -33,7 +33,8 @@ pub(crate) fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Resul
 }
 
 /// `Box::new(value)`, or ENOMEM.
-pub(crate) fn boxed<T>(value: T) -> Result<Box<T>> {
+#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
+pub fn boxed<T>(value: T) -> Result<Box<T>> {
     let mut v = vec_with_capacity(1)?;
     v.push(value);
     // Capacity equals length, so this keeps the allocation.

@@ -21,17 +21,21 @@
 //! # }
 //! ```
 //!
-//! The same crate is `libperfbuf.so`: libbpf's ten `perf_buffer__*`
-//! functions with libbpf 1.x semantics (linked, `LD_PRELOAD`ed under a
-//! program built against libbpf, or `dlopen`ed) plus the `perfbuf_*`
-//! extensions, declared in `include/perfbuf.h`.
+//! This crate is Rust only: it defines no C symbol and builds no C
+//! library, so it links beside libbpf-rs and aya. The C library,
+//! `libperfbuf.so` (libbpf's ten `perf_buffer__*` functions with libbpf 1.x
+//! semantics, linked, `LD_PRELOAD`ed or `dlopen`ed, plus the `perfbuf_*`
+//! extensions of `include/perfbuf.h`), is built from it by the repository's
+//! `capi/` crate.
 //!
-//! Layout, dependencies pointing one way: the faces ([`PerfBuffer`] and
-//! the C face in `ffi/`) over the reader (`reader/`), which uses the fast
-//! mode (`adaptive/`) and the ordered reader (`order`), both over the ring
-//! (`ring/`), over the kernel (`kernel/`: uapi, system calls, clocks, and
-//! a fake kernel for tests). The decoder ([`decode`]) stands alone. Only
-//! `ffi/` knows errno, C structs and C function pointers.
+//! Layout, dependencies pointing one way: the face ([`PerfBuffer`]; the C
+//! face in `capi/` uses the same building blocks) over the reader
+//! (`reader/`), which uses the fast mode (`adaptive/`) and the ordered
+//! reader (`order`), both over the ring (`ring/`), over the kernel
+//! (`kernel/`: uapi, system calls, clocks, and a fake kernel for tests).
+//! The decoder ([`decode`]) stands alone; event sets ([`events`]) open
+//! their own events and share the reader. Only `capi/` knows errno, C
+//! structs and C function pointers.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -40,18 +44,24 @@
 // function aborts rather than unwinding, whatever the profile (cargo test
 // builds the library with unwinding, so a compile-time guard cannot be used).
 
+/// The core's building blocks: private to the crate, or public (hidden, not
+/// a stable API) with the `c-face` feature, which only the C library crate
+/// (`capi/`) turns on to build its shims over the same reader.
+macro_rules! c_face_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "c-face")]
+        #[doc(hidden)]
+        #[allow(missing_docs)]
+        pub mod $name;
+        #[cfg(not(feature = "c-face"))]
+        mod $name;
+    )*};
+}
+
 mod adaptive;
 pub mod decode;
-mod error;
 pub mod events;
-mod fallible;
-mod ffi;
-mod kernel;
-mod log;
-mod order;
-mod perf_buffer;
-mod reader;
-mod ring;
+c_face_modules!(error, fallible, kernel, log, order, perf_buffer, reader, ring);
 
 pub use error::{Error, ErrorKind, Result};
 pub use events::format as tracepoint;
@@ -81,11 +91,6 @@ pub mod uapi {
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::ffi::abi::{perf_event_attr, perf_event_header};
-    pub use crate::ffi::decode::{
-        c_decode_attr, decode_to_c, layout_of_perf_event_attr, parse_decode_attr, perfbuf_decode,
-        perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample,
-    };
     pub use crate::kernel::{MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
     pub use crate::ring::record::{self, Record};
     pub use crate::ring::{At, Counters, HEADER_SIZE, Header, PerfRing, Stop};

@@ -78,7 +78,7 @@ fn emit(level: LogLevel, args: Arguments<'_>) {
 }
 
 /// Formats `args` into `buf` (cut to fit, on a character boundary).
-pub(crate) fn format_into<'b>(buf: &'b mut [u8], args: Arguments<'_>) -> &'b str {
+pub fn format_into<'b>(buf: &'b mut [u8], args: Arguments<'_>) -> &'b str {
     let mut w = Fixed { buf, len: 0 };
     let _ = core::fmt::Write::write_fmt(&mut w, args);
     let len = w.len;
@@ -105,28 +105,28 @@ impl core::fmt::Write for Fixed<'_> {
 }
 
 /// Logs a warning.
-pub(crate) fn warn(args: Arguments<'_>) {
+pub fn warn(args: Arguments<'_>) {
     emit(LogLevel::Warn, args);
 }
 
 /// Logs what was set up.
-pub(crate) fn info(args: Arguments<'_>) {
+pub fn info(args: Arguments<'_>) {
     emit(LogLevel::Info, args);
 }
 
 /// Logs a detail.
-pub(crate) fn debug(args: Arguments<'_>) {
+pub fn debug(args: Arguments<'_>) {
     emit(LogLevel::Debug, args);
 }
 
 /// Logs `e` as a warning and returns it.
-pub(crate) fn failed(e: Error) -> Error {
+pub fn failed(e: Error) -> Error {
     warn(format_args!("{e}"));
     e
 }
 
 /// EINVAL for the argument or option `why`, logged as a warning.
-pub(crate) fn invalid(why: &'static str) -> Error {
+pub fn invalid(why: &'static str) -> Error {
     failed(Error::invalid(why))
 }
 
@@ -135,12 +135,14 @@ std::thread_local! {
 }
 
 /// Keeps `e` as this thread's last error (see `perfbuf_last_error`).
-pub(crate) fn remember(e: &Error) {
+#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
+pub fn remember(e: &Error) {
     LAST.with(|l| l.set(Some(*e)));
 }
 
 /// This thread's last error returned through the C face.
-pub(crate) fn last_error() -> Option<Error> {
+#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
+pub fn last_error() -> Option<Error> {
     LAST.with(core::cell::Cell::get)
 }
 

@@ -35,7 +35,7 @@ pub enum OrderKey<'a> {
 /// What a face asks the reader to order by (a key function lives in the
 /// face's handler).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OrderBy {
+pub enum OrderBy {
     /// See [`OrderKey::RawPrefix`].
     RawPrefix,
     /// See [`OrderKey::SampleTime`].
@@ -49,7 +49,7 @@ pub type KeyFn<'a> = Box<dyn FnMut(u32, &[u8]) -> u64 + 'a>;
 
 /// Where the reader takes a record's key from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KeySource {
+pub enum KeySource {
     /// See [`OrderKey::RawPrefix`].
     RawPrefix,
     /// The `PERF_SAMPLE_TIME` field, at this byte offset in a SAMPLE record.
@@ -86,7 +86,7 @@ struct RingIndex {
 }
 
 /// The ordered reader's state for one buffer.
-pub(crate) struct Order {
+pub struct Order {
     key: KeySource,
     idle_wait: Duration,
     rings: Vec<RingIndex>,
@@ -96,7 +96,7 @@ pub(crate) struct Order {
 
 impl Order {
     /// An ordered reader over `rings` rings.
-    pub(crate) fn new(key: KeySource, idle_wait: Duration, rings: usize) -> Self {
+    pub fn new(key: KeySource, idle_wait: Duration, rings: usize) -> Self {
         let now = Moment::now();
         let rings = (0..rings)
             .map(|_| RingIndex {
@@ -110,17 +110,17 @@ impl Order {
     }
 
     /// Current counters.
-    pub(crate) fn stats(&self) -> OrderStats {
+    pub fn stats(&self) -> OrderStats {
         self.stats
     }
 
     /// How long an idle ring may hold the horizon back.
-    pub(crate) fn idle_wait(&self) -> Duration {
+    pub fn idle_wait(&self) -> Duration {
         self.idle_wait
     }
 
     /// Whether records are indexed but held back by the horizon.
-    pub(crate) fn has_pending(&self) -> bool {
+    pub fn has_pending(&self) -> bool {
         self.stats.pending > 0
     }
 
@@ -193,7 +193,7 @@ impl Order {
     /// publish each ring's tail up to its first undelivered record.
     /// Returns the number delivered, or why a handler stopped (`Done`
     /// stops quietly).
-    pub(crate) fn round<H: Handler>(
+    pub fn round<H: Handler>(
         &mut self,
         bufs: &mut [CpuBuf],
         handler: &mut H,

@@ -79,7 +79,7 @@ type RecordFn<'a> = Box<dyn FnMut(u32, &[u8]) -> ControlFlow<()> + 'a>;
 
 /// The Rust face's handler: its closures.
 #[derive(Default)]
-pub(crate) struct Closures<'a> {
+pub struct Closures<'a> {
     sample: Option<SampleFn<'a>>,
     lost: Option<LostFn<'a>>,
     record: Option<RecordFn<'a>>,
@@ -356,7 +356,7 @@ impl RingReader<'_, '_> {
 impl<'a> Builder<'a> {
     /// A builder over a map fd the caller vouches for (the C face; the fd
     /// may even be invalid: the reader reports that as libbpf does).
-    pub(crate) fn for_raw_fd(map_fd: RawFd) -> Builder<'a> {
+    pub fn for_raw_fd(map_fd: RawFd) -> Builder<'a> {
         Builder { opts: Options::new(map_fd), closures: Closures::default(), map: Box::new(NoFd) }
     }
 
@@ -443,24 +443,24 @@ impl<'a> Builder<'a> {
     }
 
     /// Opens a reader delivering to `handler` (the C face's callbacks).
-    pub(crate) fn build_with<H: Handler>(self, handler: H) -> Result<Reader<H>> {
+    pub fn build_with<H: Handler>(self, handler: H) -> Result<Reader<H>> {
         Reader::open(self.opts, handler)
     }
 
     /// The caller's attr, passed to the kernel untouched (raw mode).
-    pub(crate) fn caller_attr(mut self, attr: CallerAttr, sample_type: u64) -> Self {
+    pub fn caller_attr(mut self, attr: CallerAttr, sample_type: u64) -> Self {
         self.opts.attr = AttrChoice::Caller(attr, sample_type);
         self
     }
 
     /// Exactly these `(cpu, map key)` pairs (raw mode's opts).
-    pub(crate) fn cpu_keys(mut self, pairs: Vec<(i32, i32)>) -> Self {
+    pub fn cpu_keys(mut self, pairs: Vec<(i32, i32)>) -> Self {
         self.opts.cpus = CpuSelection::Explicit(pairs);
         self
     }
 
     /// These CPUs (map key = CPU id), already collected.
-    pub(crate) fn cpu_list(mut self, cpus: Vec<i32>) -> Self {
+    pub fn cpu_list(mut self, cpus: Vec<i32>) -> Self {
         self.opts.cpus = CpuSelection::Subset(cpus);
         self
     }

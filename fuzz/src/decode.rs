@@ -29,11 +29,12 @@
 
 use core::mem::{offset_of, size_of};
 use perfbuf::decode::*;
-use perfbuf::internals::{
-    perf_event_header, perfbuf_decode, perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample, record,
+use perfbuf::internals::record;
+use perfbuf_capi::internals::{
+    perf_event_header, perfbuf_decode, perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample,
 };
 
-// `perfbuf_sample.flags` bits. `perfbuf::internals` does not re-export the
+// `perfbuf_sample.flags` bits. `perfbuf_capi::internals` does not re-export the
 // library's constants, so these are the C ABI's values (`include/perfbuf.h`,
 // checked against it by `tests/abi.rs`).
 /// `PERFBUF_DECODE_F_BRANCH_HW_IDX`: `branch_hw_idx` is valid.

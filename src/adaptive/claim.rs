@@ -24,7 +24,7 @@ static WORDS: Mutex<Vec<(u32, Weak<SharedWord>)>> = Mutex::new(Vec::new());
 
 /// A buffer's claim on a map's slots.
 #[derive(Clone)]
-pub(crate) struct Claim {
+pub struct Claim {
     word: Arc<SharedWord>,
     mine: u64,
 }
@@ -32,7 +32,7 @@ pub(crate) struct Claim {
 impl Claim {
     /// Takes the newest claim on map `map_id`; `None` if no shared page
     /// could be had (then nothing can be told about other buffers).
-    pub(crate) fn take(map_id: u32) -> Option<Claim> {
+    pub fn take(map_id: u32) -> Option<Claim> {
         let mut words = WORDS.lock().unwrap_or_else(|e| e.into_inner());
         words.retain(|(_, w)| w.strong_count() > 0);
         let word = match words.iter().find(|(id, _)| *id == map_id).and_then(|(_, w)| w.upgrade()) {
@@ -49,12 +49,12 @@ impl Claim {
     }
 
     /// Whether no newer claim was taken since.
-    pub(crate) fn held(&self) -> bool {
+    pub fn held(&self) -> bool {
         self.word.get().load(Ordering::Acquire) == self.mine
     }
 
     /// Makes every claim on the map stale (a forked copy deleted the slots).
-    pub(crate) fn void_all(&self) {
+    pub fn void_all(&self) {
         self.word.get().fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -45,8 +45,8 @@
 //! **Slots that are not ours.** See [`claim`]: the fast mode writes a slot
 //! only while its buffer holds the newest claim on the map.
 
-pub(crate) mod claim;
-pub(crate) mod policy;
+pub mod claim;
+pub mod policy;
 
 use crate::error::Result;
 use crate::kernel::clock::Moment;
@@ -61,20 +61,20 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Records per wake-up while batched.
-pub(crate) const BATCH_EVENTS: u32 = 64;
+pub const BATCH_EVENTS: u32 = 64;
 /// The spill ring's size, in caller's rings.
-pub(crate) const SPILL_FACTOR: usize = 16;
+pub const SPILL_FACTOR: usize = 16;
 /// The spill ring's largest size in bytes; a caller ring this big needs none.
-pub(crate) const SPILL_MAX: usize = 4 << 20;
+pub const SPILL_MAX: usize = 4 << 20;
 /// While batched, what sits below the batch is read this often, which
 /// keeps its delay, tick plus the reader's wake-up, under 1 ms.
-pub(crate) const TICK: Duration = Duration::from_micros(500);
+pub const TICK: Duration = Duration::from_micros(500);
 /// How long after its map slot moved away a ring is taken to get no more
 /// writes: a BPF program that loaded the old slot has long finished.
-pub(crate) const QUIET_AFTER: Duration = Duration::from_millis(100);
+pub const QUIET_AFTER: Duration = Duration::from_millis(100);
 
 /// What the fast mode needs of one of the reader's CPUs.
-pub(crate) trait Lane {
+pub trait Lane {
     /// The CPU.
     fn cpu(&self) -> i32;
     /// Its slot in the map.
@@ -89,7 +89,7 @@ pub(crate) trait Lane {
 
 /// What the reader must do with its timer after a decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TimerAction {
+pub enum TimerAction {
     /// Leave it as it is.
     Keep,
     /// Start ticking every [`TICK`].
@@ -117,7 +117,7 @@ struct Slot {
 }
 
 /// Per-buffer fast-mode state.
-pub(crate) struct Adaptive {
+pub struct Adaptive {
     slots: Vec<Slot>,
     window_start: Moment,
     /// Rings batched now.
@@ -135,7 +135,7 @@ impl Adaptive {
     /// Sets up every CPU's fast events and points its slot at them; a CPU
     /// where that fails keeps the caller's event. `None` when no CPU could
     /// have them (then the buffer is libbpf's, as without the opt-in).
-    pub(crate) fn setup<L: Lane>(
+    pub fn setup<L: Lane>(
         lanes: &mut [L],
         map_fd: RawFd,
         epoll_fd: RawFd,
@@ -171,13 +171,13 @@ impl Adaptive {
     }
 
     /// Whether any ring is batched now.
-    pub(crate) fn any_batched(&self) -> bool {
+    pub fn any_batched(&self) -> bool {
         self.batched > 0
     }
 
     /// Whether ring `idx` is batched now, and how many times it switched
     /// to batching.
-    pub(crate) fn state(&self, idx: usize) -> (bool, u64) {
+    pub fn state(&self, idx: usize) -> (bool, u64) {
         self.slots
             .get(idx)
             .map_or((false, 0), |s| (s.policy.target() == Target::Batched, s.policy.switches()))
@@ -185,7 +185,7 @@ impl Adaptive {
 
     /// The events that own the spill rings: pausing one pauses its ring
     /// for every event writing there.
-    pub(crate) fn spill_owners(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+    pub fn spill_owners(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         self.slots.iter().filter_map(|s| match &s.events {
             Some(FastEvents { batched, per_record: Some(_) }) => Some(batched.as_fd()),
             _ => None,
@@ -202,7 +202,7 @@ impl Adaptive {
     /// decisions once it has passed, backs off when the reader is falling
     /// behind, reconciles and releases spill rings left behind, and says
     /// what to do with the timer. Arithmetic only until a window has passed.
-    pub(crate) fn observe<L: Lane>(
+    pub fn observe<L: Lane>(
         &mut self,
         now: Moment,
         spent: Option<Duration>,
@@ -250,7 +250,7 @@ impl Adaptive {
     /// back to per-record wake-ups now, before the drain lets the producer
     /// fill the rest.
     #[inline(always)]
-    pub(crate) fn before_drain<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
+    pub fn before_drain<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
         if self.slots[idx].policy.target() != Target::Batched {
             return;
         }
@@ -272,7 +272,7 @@ impl Adaptive {
     /// back to the caller's event for good. The timer stops at once when
     /// no ring is batched any more (a caller that reads rings itself may
     /// never call what would stop it later).
-    pub(crate) fn stand_down<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) -> TimerAction {
+    pub fn stand_down<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) -> TimerAction {
         let Some(target) = self.slots[idx].policy.stand_down() else { return TimerAction::Keep };
         let now = Moment::coarse();
         self.apply(idx, lane, target, map_fd, now, "the caller uses the ring's event or ring itself");
@@ -280,7 +280,7 @@ impl Adaptive {
     }
 
     /// [`Self::stand_down`] for every ring (ordered reading).
-    pub(crate) fn stand_down_all<L: Lane>(&mut self, lanes: &mut [L], map_fd: RawFd) -> TimerAction {
+    pub fn stand_down_all<L: Lane>(&mut self, lanes: &mut [L], map_fd: RawFd) -> TimerAction {
         let now = Moment::coarse();
         for (idx, lane) in lanes.iter_mut().enumerate() {
             if let Some(target) = self.slots[idx].policy.stand_down() {

@@ -8,24 +8,24 @@ use crate::kernel::clock::Moment;
 use std::time::Duration;
 
 /// How long a rate is measured before a ring changes mode.
-pub(crate) const WINDOW: Duration = Duration::from_millis(50);
+pub const WINDOW: Duration = Duration::from_millis(50);
 /// Records/s above which a ring is batched. Below it, per-record wake-ups
 /// cost little and keep libbpf's latency.
-pub(crate) const BATCH_ABOVE: u64 = 20_000;
+pub const BATCH_ABOVE: u64 = 20_000;
 /// Records/s below which a batched ring goes back to per-record wake-ups
 /// (lower than [`BATCH_ABOVE`] so a rate near the line does not flap).
-pub(crate) const UNBATCH_BELOW: u64 = 5_000;
+pub const UNBATCH_BELOW: u64 = 5_000;
 /// After the reader fell behind, the ring stays per-record at least this
 /// long, twice as long each time it falls behind again, up to [`HOLD_MAX`].
-pub(crate) const HOLD_MIN: Duration = Duration::from_millis(200);
+pub const HOLD_MIN: Duration = Duration::from_millis(200);
 /// The longest hold.
-pub(crate) const HOLD_MAX: Duration = Duration::from_millis(6400);
+pub const HOLD_MAX: Duration = Duration::from_millis(6400);
 /// The reader's time is measured over spans this long.
-pub(crate) const BUSY_SPAN: Duration = Duration::from_millis(2);
+pub const BUSY_SPAN: Duration = Duration::from_millis(2);
 
 /// Where a CPU's map slot points, in the fast mode.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Target {
+pub enum Target {
     /// A per-record event writing into the fast ring.
     #[default]
     PerRecord,
@@ -38,7 +38,7 @@ pub(crate) enum Target {
 
 /// One CPU's policy state.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct LanePolicy {
+pub struct LanePolicy {
     target: Target,
     /// Records read when the window started.
     mark: u64,
@@ -54,25 +54,19 @@ pub(crate) struct LanePolicy {
 
 impl LanePolicy {
     /// Where the slot points now.
-    pub(crate) fn target(&self) -> Target {
+    pub fn target(&self) -> Target {
         self.target
     }
 
     /// Times the slot moved to batching.
-    pub(crate) fn switches(&self) -> u64 {
+    pub fn switches(&self) -> u64 {
         self.switches
     }
 
     /// At the end of a window of `elapsed`: `records` read and `lost`
     /// reported in the fast ring so far (both running totals). Returns
     /// the move to make, if any.
-    pub(crate) fn on_window(
-        &mut self,
-        records: u64,
-        lost: u64,
-        elapsed: Duration,
-        now: Moment,
-    ) -> Option<Target> {
+    pub fn on_window(&mut self, records: u64, lost: u64, elapsed: Duration, now: Moment) -> Option<Target> {
         let micros = elapsed.as_micros().max(1) as u64;
         let rate = records.wrapping_sub(self.mark).saturating_mul(1_000_000) / micros;
         let lost_more = lost > self.lost_mark;
@@ -93,7 +87,7 @@ impl LanePolicy {
     /// The reader is falling behind (a ring filled up, or draining takes
     /// most of its time): back to per-record wake-ups, which slow the
     /// producer down as libbpf's do, and no batching for a while.
-    pub(crate) fn on_pressure(&mut self, now: Moment) -> Option<Target> {
+    pub fn on_pressure(&mut self, now: Moment) -> Option<Target> {
         if self.target != Target::Batched {
             return None;
         }
@@ -103,12 +97,12 @@ impl LanePolicy {
     }
 
     /// Someone reads the caller's ring or event: back to the caller's event.
-    pub(crate) fn stand_down(&self) -> Option<Target> {
+    pub fn stand_down(&self) -> Option<Target> {
         (self.target != Target::Caller).then_some(Target::Caller)
     }
 
     /// The move to `target` was made.
-    pub(crate) fn moved(&mut self, target: Target) {
+    pub fn moved(&mut self, target: Target) {
         self.switches += u64::from(target == Target::Batched && self.target != Target::Batched);
         self.target = target;
     }
@@ -116,14 +110,14 @@ impl LanePolicy {
 
 /// Whether a ring of `size` bytes holding `pending` is past half full:
 /// checked when a drain of a batched ring begins.
-pub(crate) fn over_filled(pending: u64, size: u64) -> bool {
+pub fn over_filled(pending: u64, size: u64) -> bool {
     pending.saturating_mul(2) >= size
 }
 
 /// The share of its time the reader spends draining, over spans of
 /// [`BUSY_SPAN`].
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Busy {
+pub struct Busy {
     since: Option<Moment>,
     spent: Duration,
 }
@@ -131,7 +125,7 @@ pub(crate) struct Busy {
 impl Busy {
     /// Adds a drain of `spent` ending at `now`; true when, over the span
     /// just ended, draining took half the reader's time or more.
-    pub(crate) fn add(&mut self, spent: Duration, now: Moment) -> bool {
+    pub fn add(&mut self, spent: Duration, now: Moment) -> bool {
         let since = *self.since.get_or_insert(now);
         self.spent += spent;
         let span = now.since(since);
@@ -144,7 +138,7 @@ impl Busy {
     }
 
     /// Starts over (batching ended).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         *self = Busy::default();
     }
 }

@@ -22,3 +22,33 @@ pub use desc::{Event, EventId, Sampling, Target};
 pub(crate) use set::BASE_SAMPLE_TYPE;
 pub use set::{EventInfo, EventKind, EventSet, EventSetBuilder};
 pub use table::{Decoder, EventRecord, EventSample};
+
+/// What the C library crate needs beyond the public API (feature
+/// `c-face`; not a stable API).
+#[cfg(feature = "c-face")]
+#[doc(hidden)]
+pub mod c_face {
+    /// What every sample of a set carries (see `set::BASE_SAMPLE_TYPE`).
+    pub const BASE_SAMPLE_TYPE: u64 = super::set::BASE_SAMPLE_TYPE;
+    use super::{EventId, EventSet};
+    use crate::error::Result;
+    use crate::ring::PerfRing;
+    use std::os::fd::OwnedFd;
+    use std::time::Duration;
+
+    /// The id the C face was given as an `int`, unchecked (a wrong one
+    /// finds no event: ENOENT).
+    pub fn event_id(raw: u32) -> EventId {
+        EventId(raw)
+    }
+
+    /// Each CPU's ring for a reader, once (see `EventSet::take_rings`).
+    pub fn take_rings(set: &mut EventSet) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
+        set.take_rings()
+    }
+
+    /// The delay bound of a reader over the set's rings.
+    pub fn max_delay(set: &EventSet) -> Option<Duration> {
+        set.max_delay()
+    }
+}

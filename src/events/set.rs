@@ -719,8 +719,9 @@ impl EventSet {
         Ok(inst.fd.as_raw_fd())
     }
 
-    /// The layout of `id`'s records.
-    pub(crate) fn decode_attr(&self, id: EventId) -> Result<DecodeAttr> {
+    /// The layout of `id`'s records: what [`crate::decode`] needs to decode
+    /// them (ENOENT for an id the set does not have).
+    pub fn decode_attr(&self, id: EventId) -> Result<DecodeAttr> {
         self.decoder.read().layout(id).map(|l| l.decode).ok_or(no_event(id))
     }
 

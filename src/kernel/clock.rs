@@ -12,11 +12,11 @@ use std::time::Duration;
 /// A reading of `CLOCK_MONOTONIC`, in nanoseconds (one word, so comparing
 /// two is one instruction).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Moment(u64);
+pub struct Moment(u64);
 
 impl Moment {
     /// Now, to the nanosecond.
-    pub(crate) fn now() -> Moment {
+    pub fn now() -> Moment {
         #[cfg(test)]
         if let Some(m) = super::fake::with(|k| k.now()) {
             return m;
@@ -25,7 +25,7 @@ impl Moment {
     }
 
     /// Now, to the last scheduler tick.
-    pub(crate) fn coarse() -> Moment {
+    pub fn coarse() -> Moment {
         #[cfg(test)]
         if let Some(m) = super::fake::with(|k| k.now()) {
             return m;
@@ -35,17 +35,17 @@ impl Moment {
 
     /// A moment `nanos` after the clock's origin (fake kernels, tests).
     #[cfg(test)]
-    pub(crate) const fn from_nanos(nanos: u64) -> Moment {
+    pub const fn from_nanos(nanos: u64) -> Moment {
         Moment(nanos)
     }
 
     /// Time from `earlier` to `self`; zero if `earlier` is later.
-    pub(crate) fn since(self, earlier: Moment) -> Duration {
+    pub fn since(self, earlier: Moment) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
     /// Time from `self` to now (the fine clock).
-    pub(crate) fn elapsed(self) -> Duration {
+    pub fn elapsed(self) -> Duration {
         Moment::now().since(self)
     }
 }

@@ -10,7 +10,7 @@ const ONLINE: &str = "/sys/devices/system/cpu/online";
 
 /// Parses a kernel CPU list such as `"0-3,8,10-11\n"` into a mask indexed by
 /// CPU id. Empty lists and reversed ranges are errors.
-pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
+pub fn parse_cpu_list(text: &str) -> Result<Vec<bool>> {
     let text = text.trim_end_matches(['\n', '\0']);
     if text.is_empty() {
         log::warn(format_args!("Empty CPU range"));
@@ -64,7 +64,7 @@ fn read_cpu_list(path: &str) -> Result<Vec<bool>> {
 
 /// Number of possible CPUs: the number of set bits in the possible mask
 /// (libbpf's `libbpf_num_possible_cpus`), cached after the first success.
-pub(crate) fn possible_cpu_count() -> Result<usize> {
+pub fn possible_cpu_count() -> Result<usize> {
     #[cfg(test)]
     if let Some(n) = super::fake::with(|k| k.possible_cpus()) {
         return Ok(n);
@@ -74,7 +74,7 @@ pub(crate) fn possible_cpu_count() -> Result<usize> {
 }
 
 /// The online mask, read fresh each time (CPUs come and go).
-pub(crate) fn online_mask() -> Result<Vec<bool>> {
+pub fn online_mask() -> Result<Vec<bool>> {
     #[cfg(test)]
     if let Some(mask) = super::fake::with(|k| k.online_mask()) {
         return mask;
@@ -87,7 +87,7 @@ pub(crate) fn online_mask() -> Result<Vec<bool>> {
 }
 
 /// The system page size, cached.
-pub(crate) fn page_size() -> usize {
+pub fn page_size() -> usize {
     static SIZE: OnceCell<usize> = OnceCell::new();
     // SAFETY: sysconf has no memory-safety preconditions.
     *SIZE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize)

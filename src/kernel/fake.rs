@@ -37,18 +37,18 @@ thread_local! {
 }
 
 /// Runs `f` on this thread's fake kernel; `None` when none is installed.
-pub(crate) fn with<R>(f: impl FnOnce(&mut FakeKernel) -> R) -> Option<R> {
+pub fn with<R>(f: impl FnOnce(&mut FakeKernel) -> R) -> Option<R> {
     FAKE.with(|k| k.borrow_mut().as_mut().map(f))
 }
 
 /// Installs `kernel` for this thread until the guard drops.
-pub(crate) fn install(kernel: FakeKernel) -> Installed {
+pub fn install(kernel: FakeKernel) -> Installed {
     FAKE.with(|k| *k.borrow_mut() = Some(kernel));
     Installed(())
 }
 
 /// Removes the fake kernel when dropped.
-pub(crate) struct Installed(());
+pub struct Installed(());
 
 impl Drop for Installed {
     fn drop(&mut self) {
@@ -58,7 +58,7 @@ impl Drop for Installed {
 
 /// Heap memory laid out like a perf mapping, shared by the fake kernel
 /// (which writes records and the head) and the ring under test.
-pub(crate) struct Memory {
+pub struct Memory {
     ptr: *mut u64,
     words: usize,
 }
@@ -76,7 +76,7 @@ impl Memory {
         Memory { ptr: Box::into_raw(boxed).cast(), words }
     }
 
-    pub(crate) fn ptr(&self) -> *mut u8 {
+    pub fn ptr(&self) -> *mut u8 {
         self.ptr.cast()
     }
 
@@ -119,7 +119,7 @@ enum Obj {
 
 /// A fake perf event.
 #[derive(Debug)]
-pub(crate) struct Event {
+pub struct Event {
     /// The fd it was opened as.
     pub fd: RawFd,
     /// The CPU it counts on.
@@ -181,7 +181,7 @@ struct Timer {
 }
 
 /// The fake kernel of one test thread.
-pub(crate) struct FakeKernel {
+pub struct FakeKernel {
     now: Moment,
     online: Vec<bool>,
     fds: HashMap<RawFd, Obj>,
@@ -208,7 +208,7 @@ const PAGE: usize = 4096;
 
 impl FakeKernel {
     /// A kernel with `cpus` online CPUs, `PERF_FORMAT_LOST`, the clock at 1 s.
-    pub(crate) fn new(cpus: usize) -> FakeKernel {
+    pub fn new(cpus: usize) -> FakeKernel {
         FakeKernel {
             now: Moment::from_nanos(1_000_000_000),
             online: vec![true; cpus],
@@ -230,7 +230,7 @@ impl FakeKernel {
     // ---- what tests drive ------------------------------------------------
 
     /// A `PERF_EVENT_ARRAY` map with `max_entries` slots.
-    pub(crate) fn create_map(&mut self, max_entries: u32) -> OwnedFd {
+    pub fn create_map(&mut self, max_entries: u32) -> OwnedFd {
         let fd = self.real_fd();
         // Ids unique across tests: claims on maps are per process.
         static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1_000_000);
@@ -241,23 +241,23 @@ impl FakeKernel {
     }
 
     /// Moves the clock forward.
-    pub(crate) fn advance(&mut self, d: Duration) {
+    pub fn advance(&mut self, d: Duration) {
         self.now = self.now + d;
     }
 
     /// Makes the `nth` next call of `call` (1 = the next) fail with `errno`.
-    pub(crate) fn fail(&mut self, call: &'static str, nth: u32, errno: i32) {
+    pub fn fail(&mut self, call: &'static str, nth: u32, errno: i32) {
         self.failures.push((call, nth, errno));
     }
 
     /// Takes a CPU offline or brings it back.
-    pub(crate) fn set_online(&mut self, cpu: usize, online: bool) {
+    pub fn set_online(&mut self, cpu: usize, online: bool) {
         self.online[cpu] = online;
     }
 
     /// A BPF program on `cpu` calls `bpf_perf_event_output(ctx, map,
     /// BPF_F_CURRENT_CPU, data, len)`: returns 0 or the helper's -errno.
-    pub(crate) fn emit(&mut self, map_fd: RawFd, cpu: i32, data: &[u8]) -> i32 {
+    pub fn emit(&mut self, map_fd: RawFd, cpu: i32, data: &[u8]) -> i32 {
         let Some(&Obj::Map(m)) = self.fds.get(&map_fd) else { return -libc::EBADF };
         let Some(&ev) = self.maps[m].slots.get(&(cpu as u32)) else { return -libc::ENOENT };
         if self.events[ev].cpu != cpu || !self.events[ev].enabled {
@@ -312,7 +312,7 @@ impl FakeKernel {
 
     /// `n` calls of [`Self::emit`] with `len`-byte samples whose first 8
     /// bytes count up from `first`; returns how many were refused.
-    pub(crate) fn emit_n(&mut self, map_fd: RawFd, cpu: i32, n: u64, len: usize, first: u64) -> u64 {
+    pub fn emit_n(&mut self, map_fd: RawFd, cpu: i32, n: u64, len: usize, first: u64) -> u64 {
         let mut data = vec![0u8; len.max(8)];
         let mut refused = 0;
         for i in 0..n {
@@ -323,13 +323,13 @@ impl FakeKernel {
     }
 
     /// The fd of the event slot `key` of the map points at, if any.
-    pub(crate) fn slot(&self, map_fd: RawFd, key: u32) -> Option<RawFd> {
+    pub fn slot(&self, map_fd: RawFd, key: u32) -> Option<RawFd> {
         let Some(&Obj::Map(m)) = self.fds.get(&map_fd) else { return None };
         self.maps[m].slots.get(&key).map(|&ev| self.events[ev].fd)
     }
 
     /// The event opened as `fd`.
-    pub(crate) fn event(&self, fd: RawFd) -> Option<&Event> {
+    pub fn event(&self, fd: RawFd) -> Option<&Event> {
         match self.fds.get(&fd) {
             Some(&Obj::Event(e)) => Some(&self.events[e]),
             _ => None,
@@ -337,7 +337,7 @@ impl FakeKernel {
     }
 
     /// Fake objects open now (fds our fake handed out and nobody closed).
-    pub(crate) fn open_objects(&self) -> usize {
+    pub fn open_objects(&self) -> usize {
         self.fds.keys().filter(|&&fd| fd_is_open(fd)).count()
     }
 
@@ -416,27 +416,27 @@ impl FakeKernel {
 
     // ---- the system calls --------------------------------------------------
 
-    pub(crate) fn now(&mut self) -> Moment {
+    pub fn now(&mut self) -> Moment {
         self.now
     }
 
-    pub(crate) fn online_mask(&mut self) -> Result<Vec<bool>> {
+    pub fn online_mask(&mut self) -> Result<Vec<bool>> {
         Ok(self.online.clone())
     }
 
-    pub(crate) fn possible_cpus(&mut self) -> usize {
+    pub fn possible_cpus(&mut self) -> usize {
         self.online.len()
     }
 
-    pub(crate) fn getpid(&mut self) -> i32 {
+    pub fn getpid(&mut self) -> i32 {
         self.pid
     }
 
-    pub(crate) fn format_lost_supported(&mut self) -> bool {
+    pub fn format_lost_supported(&mut self) -> bool {
         self.format_lost
     }
 
-    pub(crate) fn perf_event_open(&mut self, attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
+    pub fn perf_event_open(&mut self, attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
         let AttrSource::Built(attr) = attr else { return Err(Error::INVAL) };
         if !usize::try_from(cpu).ok().and_then(|c| self.online.get(c)).copied().unwrap_or(false) {
             self.check("perf_event_open")?;
@@ -463,7 +463,7 @@ impl FakeKernel {
         Ok(fd)
     }
 
-    pub(crate) fn mmap_perf(&mut self, fd: RawFd, len: usize, _read_only: bool) -> Result<Mapping> {
+    pub fn mmap_perf(&mut self, fd: RawFd, len: usize, _read_only: bool) -> Result<Mapping> {
         self.check("mmap")?;
         let ev = self.event_id(fd)?;
         let data_size = len.checked_sub(PAGE).filter(|d| d.is_power_of_two()).ok_or(Error::INVAL)?;
@@ -485,7 +485,7 @@ impl FakeKernel {
         Ok(Mapping::Fake(mem))
     }
 
-    pub(crate) fn perf_ioctl(&mut self, fd: RawFd, request: u64, arg: u64) -> Result<()> {
+    pub fn perf_ioctl(&mut self, fd: RawFd, request: u64, arg: u64) -> Result<()> {
         self.check("ioctl")?;
         let ev = self.event_id(fd)?;
         match request {
@@ -510,13 +510,13 @@ impl FakeKernel {
         Ok(())
     }
 
-    pub(crate) fn read_lost(&mut self, fd: RawFd) -> Result<u64> {
+    pub fn read_lost(&mut self, fd: RawFd) -> Result<u64> {
         let ev = self.event_id(fd)?;
         let e = &self.events[ev];
         if e.format_lost { Ok(e.lost_samples) } else { Err(Error::from_errno(libc::EIO)) }
     }
 
-    pub(crate) fn map_update(&mut self, map_fd: RawFd, key: u32, value: u32) -> Result<()> {
+    pub fn map_update(&mut self, map_fd: RawFd, key: u32, value: u32) -> Result<()> {
         self.check("map_update")?;
         let Some(&Obj::Map(m)) = self.fds.get(&map_fd) else { return Err(Error::from_errno(libc::EBADF)) };
         if key >= self.maps[m].max_entries {
@@ -527,12 +527,12 @@ impl FakeKernel {
         Ok(())
     }
 
-    pub(crate) fn map_delete(&mut self, map_fd: RawFd, key: u32) -> Result<()> {
+    pub fn map_delete(&mut self, map_fd: RawFd, key: u32) -> Result<()> {
         let Some(&Obj::Map(m)) = self.fds.get(&map_fd) else { return Err(Error::from_errno(libc::EBADF)) };
         self.maps[m].slots.remove(&key).map(drop).ok_or(Error::from_errno(libc::ENOENT))
     }
 
-    pub(crate) fn map_info(&mut self, map_fd: RawFd) -> Result<MapInfo> {
+    pub fn map_info(&mut self, map_fd: RawFd) -> Result<MapInfo> {
         match self.fds.get(&map_fd) {
             Some(&Obj::Map(m)) => Ok(MapInfo {
                 map_type: BPF_MAP_TYPE_PERF_EVENT_ARRAY,
@@ -544,14 +544,14 @@ impl FakeKernel {
         }
     }
 
-    pub(crate) fn epoll_create(&mut self) -> Result<OwnedFd> {
+    pub fn epoll_create(&mut self) -> Result<OwnedFd> {
         self.new_object("epoll_create", |k| {
             k.epolls.push(Vec::new());
             Obj::Epoll(k.epolls.len() - 1)
         })
     }
 
-    pub(crate) fn epoll_add(&mut self, epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
+    pub fn epoll_add(&mut self, epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
         self.check("epoll_ctl")?;
         let Some(&Obj::Epoll(e)) = self.fds.get(&epfd) else { return Err(Error::from_errno(libc::EBADF)) };
         let obj = *self.fds.get(&fd).ok_or(Error::from_errno(libc::EBADF))?;
@@ -562,14 +562,14 @@ impl FakeKernel {
         Ok(())
     }
 
-    pub(crate) fn epoll_del(&mut self, epfd: RawFd, fd: RawFd) -> Result<()> {
+    pub fn epoll_del(&mut self, epfd: RawFd, fd: RawFd) -> Result<()> {
         let Some(&Obj::Epoll(e)) = self.fds.get(&epfd) else { return Err(Error::from_errno(libc::EBADF)) };
         let before = self.epolls[e].len();
         self.epolls[e].retain(|&(f, _, _)| f != fd);
         if self.epolls[e].len() == before { Err(Error::from_errno(libc::ENOENT)) } else { Ok(()) }
     }
 
-    pub(crate) fn epoll_wait(
+    pub fn epoll_wait(
         &mut self,
         epfd: RawFd,
         out: &mut [libc::epoll_event],
@@ -617,34 +617,34 @@ impl FakeKernel {
         }
     }
 
-    pub(crate) fn eventfd(&mut self) -> Result<OwnedFd> {
+    pub fn eventfd(&mut self) -> Result<OwnedFd> {
         self.new_object("eventfd", |k| {
             k.eventfds.push(0);
             Obj::EventFd(k.eventfds.len() - 1)
         })
     }
 
-    pub(crate) fn timerfd(&mut self) -> Result<OwnedFd> {
+    pub fn timerfd(&mut self) -> Result<OwnedFd> {
         self.new_object("timerfd", |k| {
             k.timers.push(Timer { period: Duration::ZERO, next: None, expirations: 0 });
             Obj::Timer(k.timers.len() - 1)
         })
     }
 
-    pub(crate) fn arm_timer(&mut self, fd: RawFd, period: Duration) -> Result<()> {
+    pub fn arm_timer(&mut self, fd: RawFd, period: Duration) -> Result<()> {
         let Some(&Obj::Timer(t)) = self.fds.get(&fd) else { return Err(Error::from_errno(libc::EBADF)) };
         let next = (!period.is_zero()).then(|| self.now + period);
         self.timers[t] = Timer { period, next, expirations: 0 };
         Ok(())
     }
 
-    pub(crate) fn write_u64(&mut self, fd: RawFd, value: u64) -> Result<()> {
+    pub fn write_u64(&mut self, fd: RawFd, value: u64) -> Result<()> {
         let Some(&Obj::EventFd(e)) = self.fds.get(&fd) else { return Err(Error::from_errno(libc::EBADF)) };
         self.eventfds[e] += value;
         Ok(())
     }
 
-    pub(crate) fn read_u64(&mut self, fd: RawFd) -> u64 {
+    pub fn read_u64(&mut self, fd: RawFd) -> u64 {
         *self.calls.entry("read").or_default() += 1;
         self.tick_timers();
         match self.fds.get(&fd) {

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use std::sync::Mutex;
 
 /// The failure points, named after the [`super::sys`] wrappers.
-pub(crate) const POINTS: &[&str] = &[
+pub const POINTS: &[&str] = &[
     "epoll_create",
     "perf_event_open",
     "mmap",
@@ -36,7 +36,7 @@ struct Armed {
 static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
 
 /// Arms `point` to fail on its `nth` call from now (1 = the next one).
-pub(crate) fn arm(point: &str, nth: u32, errno: i32) -> Result<()> {
+pub fn arm(point: &str, nth: u32, errno: i32) -> Result<()> {
     let point = POINTS.iter().find(|&&p| p == point).ok_or(Error::INVAL)?;
     let mut armed = ARMED.lock().unwrap_or_else(|e| e.into_inner());
     *armed = (nth > 0).then_some(Armed { point, remaining: nth, errno });
@@ -44,7 +44,7 @@ pub(crate) fn arm(point: &str, nth: u32, errno: i32) -> Result<()> {
 }
 
 /// Called by each wrapper before its system call.
-pub(crate) fn check(point: &str) -> Result<()> {
+pub fn check(point: &str) -> Result<()> {
     let mut armed = ARMED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(a) = armed.as_mut()
         && a.point == point
@@ -60,7 +60,7 @@ pub(crate) fn check(point: &str) -> Result<()> {
 }
 
 /// Whether a point is armed and has not fired yet.
-pub(crate) fn armed() -> bool {
+pub fn armed() -> bool {
     ARMED.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
@@ -68,7 +68,7 @@ static ONLINE: Mutex<Option<Vec<bool>>> = Mutex::new(None);
 
 /// Makes the library see `list` (`"0,2-3"`) as the online CPUs, or the
 /// machine's again with `None`: CPUs going offline, without hotplug.
-pub(crate) fn set_online(list: Option<&str>) -> Result<()> {
+pub fn set_online(list: Option<&str>) -> Result<()> {
     let mask = match list {
         Some("") => Some(Vec::new()),
         Some(l) => Some(super::cpu::parse_cpu_list(l)?),
@@ -79,6 +79,6 @@ pub(crate) fn set_online(list: Option<&str>) -> Result<()> {
 }
 
 /// The online mask a test set, if any.
-pub(crate) fn online() -> Option<Vec<bool>> {
+pub fn online() -> Option<Vec<bool>> {
     ONLINE.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }

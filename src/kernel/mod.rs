@@ -4,13 +4,13 @@
 //! kernel ([`fake`]) that the reader and the adaptive policy run against
 //! without root.
 
-pub(crate) mod clock;
-pub(crate) mod cpu;
+pub mod clock;
+pub mod cpu;
 #[cfg(test)]
-pub(crate) mod fake;
+pub mod fake;
 #[cfg(feature = "fault-injection")]
-pub(crate) mod fault;
-pub(crate) mod sys;
+pub mod fault;
+pub mod sys;
 
 use core::mem::{offset_of, size_of};
 
@@ -26,7 +26,7 @@ pub const PERF_RECORD_SAMPLE: u32 = 9;
 pub const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 
 /// Byte offset of `data_head` in `struct perf_event_mmap_page`.
-pub(crate) const MMAP_PAGE_DATA_HEAD: usize = 1024;
+pub const MMAP_PAGE_DATA_HEAD: usize = 1024;
 /// Byte offset of `data_tail` in `struct perf_event_mmap_page`.
 pub const MMAP_PAGE_DATA_TAIL: usize = 1032;
 

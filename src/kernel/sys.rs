@@ -33,7 +33,7 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
 /// Fails here when a test armed this point (feature `fault-injection`).
 #[inline(always)]
-pub(crate) fn fault(point: &str) -> Result<()> {
+pub fn fault(point: &str) -> Result<()> {
     #[cfg(feature = "fault-injection")]
     super::fault::check(point)?;
     let _ = point;
@@ -67,7 +67,7 @@ struct MapElemAttr {
 }
 
 /// `bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)` for 4-byte keys/values.
-pub(crate) fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
+pub fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
     fault("map_update")?;
     faked!(k => k.map_update(map_fd, key, value));
     let mut attr = MapElemAttr {
@@ -81,7 +81,7 @@ pub(crate) fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> 
 }
 
 /// `bpf_map_delete_elem(map_fd, &key)`.
-pub(crate) fn map_delete_u32(map_fd: RawFd, key: u32) -> Result<()> {
+pub fn map_delete_u32(map_fd: RawFd, key: u32) -> Result<()> {
     faked!(k => k.map_delete(map_fd, key));
     let mut attr =
         MapElemAttr { map_fd: map_fd as u32, _pad: 0, key: &key as *const u32 as u64, value: 0, flags: 0 };
@@ -90,7 +90,7 @@ pub(crate) fn map_delete_u32(map_fd: RawFd, key: u32) -> Result<()> {
 
 /// The fields of `struct bpf_map_info` we use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct MapInfo {
+pub struct MapInfo {
     /// `BPF_MAP_TYPE_*`.
     pub map_type: u32,
     /// The map's id (unique while it lives).
@@ -121,7 +121,7 @@ struct InfoAttr {
 }
 
 /// `BPF_OBJ_GET_INFO_BY_FD` on a map fd.
-pub(crate) fn map_info(map_fd: RawFd) -> Result<MapInfo> {
+pub fn map_info(map_fd: RawFd) -> Result<MapInfo> {
     faked!(k => k.map_info(map_fd));
     let mut info = BpfMapInfo::default();
     let mut attr = InfoAttr {
@@ -135,7 +135,7 @@ pub(crate) fn map_info(map_fd: RawFd) -> Result<MapInfo> {
 
 /// Where the attr for `perf_event_open` comes from.
 #[derive(Clone, Copy)]
-pub(crate) enum AttrSource<'a> {
+pub enum AttrSource<'a> {
     /// One we built.
     Built(&'a PerfEventAttr),
     /// The caller's, passed through verbatim (raw mode).
@@ -145,26 +145,26 @@ pub(crate) enum AttrSource<'a> {
 /// A caller's `struct perf_event_attr *`, valid for the duration of the
 /// constructor call (the C face's contract), never dereferenced by us.
 #[derive(Clone, Copy)]
-pub(crate) struct CallerAttr(*const c_void);
+pub struct CallerAttr(*const c_void);
 
 impl CallerAttr {
     /// # Safety
     /// `ptr` must point to a readable `struct perf_event_attr` of the size
     /// its `size` field claims, for as long as this value is used.
-    pub(crate) unsafe fn new(ptr: *const c_void) -> Self {
+    pub unsafe fn new(ptr: *const c_void) -> Self {
         CallerAttr(ptr)
     }
 }
 
 /// `perf_event_open(attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)`: an event on
 /// one CPU, for every task.
-pub(crate) fn perf_event_open(attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
+pub fn perf_event_open(attr: AttrSource<'_>, cpu: i32) -> Result<OwnedFd> {
     perf_event_open_on(attr, -1, cpu, None, 0)
 }
 
 /// `perf_event_open` with a pid (or a cgroup fd with `extra_flags`
 /// `PERF_FLAG_PID_CGROUP`) and a group leader.
-pub(crate) fn perf_event_open_on(
+pub fn perf_event_open_on(
     attr: AttrSource<'_>,
     pid: i32,
     cpu: i32,
@@ -187,7 +187,7 @@ pub(crate) fn perf_event_open_on(
 }
 
 /// `ioctl(fd, request, arg)` for the perf ioctls that take an integer.
-pub(crate) fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<()> {
+pub fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<()> {
     // Each step of an event set can be failed on its own, or any ioctl.
     match request {
         super::PERF_EVENT_IOC_ENABLE => fault("enable")?,
@@ -205,13 +205,13 @@ pub(crate) fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<(
 }
 
 /// `PERF_EVENT_IOC_SET_OUTPUT`: `fd`'s records go to `target`'s ring.
-pub(crate) fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
+pub fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()> {
     perf_ioctl(fd, super::PERF_EVENT_IOC_SET_OUTPUT, target.as_raw_fd() as u64)
 }
 
 /// `PERF_EVENT_IOC_ID`: the kernel's id of the event, the one samples
 /// carry with `PERF_SAMPLE_IDENTIFIER`.
-pub(crate) fn perf_event_id(fd: BorrowedFd<'_>) -> Result<u64> {
+pub fn perf_event_id(fd: BorrowedFd<'_>) -> Result<u64> {
     fault("event_id")?;
     fault("ioctl")?;
     let mut id = 0u64;
@@ -224,7 +224,7 @@ pub(crate) fn perf_event_id(fd: BorrowedFd<'_>) -> Result<u64> {
 }
 
 /// `PERF_EVENT_IOC_SET_FILTER`: an ftrace filter on a tracing event.
-pub(crate) fn perf_set_filter(fd: BorrowedFd<'_>, filter: &core::ffi::CStr) -> Result<()> {
+pub fn perf_set_filter(fd: BorrowedFd<'_>, filter: &core::ffi::CStr) -> Result<()> {
     fault("set_filter")?;
     fault("ioctl")?;
     // SAFETY: the kernel copies the NUL-terminated string and keeps nothing.
@@ -235,7 +235,7 @@ pub(crate) fn perf_set_filter(fd: BorrowedFd<'_>, filter: &core::ffi::CStr) -> R
 }
 
 /// `read()` of a perf event's counts into `buf`; returns the u64 words read.
-pub(crate) fn read_counts(fd: BorrowedFd<'_>, buf: &mut [u64]) -> Result<usize> {
+pub fn read_counts(fd: BorrowedFd<'_>, buf: &mut [u64]) -> Result<usize> {
     fault("read")?;
     // SAFETY: reads at most the buffer's byte length into it.
     let n = check(
@@ -259,7 +259,7 @@ const BPF_PERF_EVENT: u32 = 41;
 
 /// `BPF_LINK_CREATE` of `prog` on perf event `target` (Linux 5.15): the
 /// program runs on each of the event's samples until the link is closed.
-pub(crate) fn bpf_link_perf_event(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
+pub fn bpf_link_perf_event(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
     fault("attach")?;
     link_create(prog, target)
 }
@@ -278,7 +278,7 @@ fn link_create(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
 
 /// Whether this kernel has BPF perf links: probed once, as libbpf does, by
 /// a link on fd -1 (EBADF: the command and attach type are known).
-pub(crate) fn bpf_perf_links_supported(prog: BorrowedFd<'_>) -> bool {
+pub fn bpf_perf_links_supported(prog: BorrowedFd<'_>) -> bool {
     static SUPPORTED: once_cell::sync::OnceCell<bool> = once_cell::sync::OnceCell::new();
     *SUPPORTED.get_or_init(|| match link_create(prog, -1) {
         Ok(_) => true,
@@ -287,7 +287,7 @@ pub(crate) fn bpf_perf_links_supported(prog: BorrowedFd<'_>) -> bool {
 }
 
 /// Opens a directory (a cgroup's, for `PERF_FLAG_PID_CGROUP`).
-pub(crate) fn open_dir(path: &core::ffi::CStr) -> Result<OwnedFd> {
+pub fn open_dir(path: &core::ffi::CStr) -> Result<OwnedFd> {
     // SAFETY: `path` is NUL-terminated; no other memory is involved.
     check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) }
         as libc::c_long)
@@ -295,7 +295,7 @@ pub(crate) fn open_dir(path: &core::ffi::CStr) -> Result<OwnedFd> {
 }
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.
-pub(crate) fn epoll_create() -> Result<OwnedFd> {
+pub fn epoll_create() -> Result<OwnedFd> {
     fault("epoll_create")?;
     faked!(k => k.epoll_create());
     // SAFETY: no pointers involved.
@@ -303,7 +303,7 @@ pub(crate) fn epoll_create() -> Result<OwnedFd> {
 }
 
 /// `epoll_ctl(EPOLL_CTL_ADD)` for level-triggered `EPOLLIN` with `token`.
-pub(crate) fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
+pub fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
     fault("epoll_ctl")?;
     faked!(k => k.epoll_add(epfd, fd, token));
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
@@ -312,7 +312,7 @@ pub(crate) fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
 }
 
 /// `epoll_ctl(EPOLL_CTL_DEL)`.
-pub(crate) fn epoll_del(epfd: RawFd, fd: RawFd) -> Result<()> {
+pub fn epoll_del(epfd: RawFd, fd: RawFd) -> Result<()> {
     faked!(k => k.epoll_del(epfd, fd));
     // SAFETY: a NULL event is allowed for EPOLL_CTL_DEL.
     check(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, core::ptr::null_mut()) } as libc::c_long)
@@ -321,7 +321,7 @@ pub(crate) fn epoll_del(epfd: RawFd, fd: RawFd) -> Result<()> {
 
 /// `epoll_wait` into `events[..max]`; returns the number of ready entries.
 /// `max == 0` is passed through, so the kernel's EINVAL reaches the caller.
-pub(crate) fn epoll_wait(
+pub fn epoll_wait(
     epfd: RawFd,
     events: &mut [libc::epoll_event],
     max: usize,
@@ -337,7 +337,7 @@ pub(crate) fn epoll_wait(
 }
 
 /// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
-pub(crate) fn eventfd() -> Result<OwnedFd> {
+pub fn eventfd() -> Result<OwnedFd> {
     fault("eventfd")?;
     faked!(k => k.eventfd());
     // SAFETY: no pointers involved.
@@ -345,7 +345,7 @@ pub(crate) fn eventfd() -> Result<OwnedFd> {
 }
 
 /// A non-blocking `CLOCK_MONOTONIC` timerfd, not armed.
-pub(crate) fn timerfd() -> Result<OwnedFd> {
+pub fn timerfd() -> Result<OwnedFd> {
     fault("timerfd")?;
     faked!(k => k.timerfd());
     // SAFETY: no pointers involved.
@@ -355,7 +355,7 @@ pub(crate) fn timerfd() -> Result<OwnedFd> {
 
 /// Makes a timerfd fire every `period` from now, or never again if `period`
 /// is zero; either way expirations not yet read are dropped.
-pub(crate) fn arm_timer(fd: BorrowedFd<'_>, period: Duration) -> Result<()> {
+pub fn arm_timer(fd: BorrowedFd<'_>, period: Duration) -> Result<()> {
     faked!(k => k.arm_timer(fd.as_raw_fd(), period));
     let period = libc::timespec {
         tv_sec: period.as_secs() as libc::time_t,
@@ -368,14 +368,14 @@ pub(crate) fn arm_timer(fd: BorrowedFd<'_>, period: Duration) -> Result<()> {
 }
 
 /// Writes a u64 to an eventfd (adds to its counter).
-pub(crate) fn write_u64(fd: RawFd, value: u64) -> Result<()> {
+pub fn write_u64(fd: RawFd, value: u64) -> Result<()> {
     faked!(k => k.write_u64(fd, value));
     // SAFETY: writes 8 bytes from a live u64.
     check(unsafe { libc::write(fd, (&value as *const u64).cast(), 8) } as libc::c_long).map(drop)
 }
 
 /// Reads (and so resets) an eventfd or timerfd counter; 0 if none pending.
-pub(crate) fn read_u64(fd: RawFd) -> u64 {
+pub fn read_u64(fd: RawFd) -> u64 {
     faked!(k => k.read_u64(fd));
     let mut value = 0u64;
     // SAFETY: reads at most 8 bytes into a live u64.
@@ -386,7 +386,7 @@ pub(crate) fn read_u64(fd: RawFd) -> u64 {
 /// The records a perf event opened with `PERF_FORMAT_LOST` (and no other
 /// `read_format` bit) failed to write over its life: `read()` returns
 /// `{ value, lost }`.
-pub(crate) fn read_lost(fd: BorrowedFd<'_>) -> Result<u64> {
+pub fn read_lost(fd: BorrowedFd<'_>) -> Result<u64> {
     faked!(k => k.read_lost(fd.as_raw_fd()));
     let mut values = [0u64; 2];
     // SAFETY: reads at most 16 bytes into a live [u64; 2].
@@ -396,7 +396,7 @@ pub(crate) fn read_lost(fd: BorrowedFd<'_>) -> Result<u64> {
 
 /// Whether this kernel takes `PERF_FORMAT_LOST` (6.0 and later), probed
 /// once with a disabled BPF output event of this thread, closed at once.
-pub(crate) fn format_lost_supported() -> bool {
+pub fn format_lost_supported() -> bool {
     faked!(k => k.format_lost_supported());
     static SUPPORTED: once_cell::sync::OnceCell<bool> = once_cell::sync::OnceCell::new();
     *SUPPORTED.get_or_init(|| {
@@ -423,14 +423,14 @@ pub(crate) fn format_lost_supported() -> bool {
 }
 
 /// This process's id (not cached: it changes in a forked child).
-pub(crate) fn getpid() -> i32 {
+pub fn getpid() -> i32 {
     faked!(k => k.getpid());
     // SAFETY: getpid has no preconditions.
     unsafe { libc::getpid() }
 }
 
 /// A mapping of a perf event's ring: the kernel's, or a fake kernel's.
-pub(crate) enum Mapping {
+pub enum Mapping {
     /// Shared with the kernel through the perf fd.
     Kernel(#[allow(dead_code, reason = "owns the mapping; unmapped on drop")] memmap2::MmapRaw),
     /// Memory a test's fake kernel writes into.
@@ -440,7 +440,7 @@ pub(crate) enum Mapping {
 
 impl Mapping {
     /// Start of the mapping.
-    pub(crate) fn ptr(&self) -> *mut u8 {
+    pub fn ptr(&self) -> *mut u8 {
         match self {
             Mapping::Kernel(m) => m.as_mut_ptr(),
             #[cfg(test)]
@@ -450,7 +450,7 @@ impl Mapping {
 }
 
 /// Maps `len` bytes of a perf fd, shared; read-write unless `read_only`.
-pub(crate) fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Result<Mapping> {
+pub fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Result<Mapping> {
     fault("mmap")?;
     faked!(k => k.mmap_perf(fd.as_raw_fd(), len, read_only));
     let mut opts = memmap2::MmapOptions::new();
@@ -462,7 +462,7 @@ pub(crate) fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Resu
 
 /// One `u64` in an anonymous `MAP_SHARED` page: a forked child shares it
 /// with its parent.
-pub(crate) struct SharedWord(core::ptr::NonNull<u64>);
+pub struct SharedWord(core::ptr::NonNull<u64>);
 
 // SAFETY: the word is only accessed as an AtomicU64.
 unsafe impl Send for SharedWord {}
@@ -471,7 +471,7 @@ unsafe impl Sync for SharedWord {}
 
 impl SharedWord {
     /// The word.
-    pub(crate) fn get(&self) -> &core::sync::atomic::AtomicU64 {
+    pub fn get(&self) -> &core::sync::atomic::AtomicU64 {
         // SAFETY: the page is mapped, writable and 8-aligned for as long as
         // self lives; it is only ever accessed atomically.
         unsafe { core::sync::atomic::AtomicU64::from_ptr(self.0.as_ptr()) }
@@ -486,7 +486,7 @@ impl Drop for SharedWord {
 }
 
 /// A zeroed [`SharedWord`].
-pub(crate) fn shared_word() -> Result<SharedWord> {
+pub fn shared_word() -> Result<SharedWord> {
     // SAFETY: an anonymous mapping; no existing memory is touched.
     let ptr = unsafe {
         libc::mmap(

@@ -24,7 +24,7 @@ pub enum Wakeup {
 
 impl Wakeup {
     /// Whether the kernel may leave records unannounced for a while.
-    pub(crate) fn batches(self) -> bool {
+    pub fn batches(self) -> bool {
         match self {
             Wakeup::EveryRecord => false,
             Wakeup::Records(n) => n > 1,
@@ -34,13 +34,13 @@ impl Wakeup {
 }
 
 /// Default bound on how long a batched record may wait.
-pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(10);
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_millis(10);
 /// Largest accepted delay bound.
-pub(crate) const MAX_MAX_DELAY: Duration = Duration::from_secs(60);
+pub const MAX_MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// Which CPUs get a ring.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) enum CpuSelection {
+pub enum CpuSelection {
     /// Every online CPU below the possible count (and below the map's
     /// `max_entries`); map key = CPU id. Offline CPUs are skipped.
     #[default]
@@ -53,7 +53,7 @@ pub(crate) enum CpuSelection {
 
 /// The event opened on each CPU.
 #[derive(Clone, Copy)]
-pub(crate) enum AttrChoice {
+pub enum AttrChoice {
     /// A BPF output event built from the wake-up and overwrite options.
     Default,
     /// This one (the Rust builder's `attr`).
@@ -65,36 +65,36 @@ pub(crate) enum AttrChoice {
 
 /// Everything a reader is opened with.
 #[derive(Clone)]
-pub(crate) struct Options {
+pub struct Options {
     /// The `BPF_MAP_TYPE_PERF_EVENT_ARRAY` (borrowed, never closed).
-    pub(crate) map_fd: RawFd,
+    pub map_fd: RawFd,
     /// Data pages per CPU; a power of two.
-    pub(crate) pages: usize,
-    pub(crate) attr: AttrChoice,
-    pub(crate) cpus: CpuSelection,
-    pub(crate) wakeup: Wakeup,
+    pub pages: usize,
+    pub attr: AttrChoice,
+    pub cpus: CpuSelection,
+    pub wakeup: Wakeup,
     /// With batching: drain whatever is pending at least this often.
-    pub(crate) max_delay: Option<Duration>,
+    pub max_delay: Option<Duration>,
     /// Overwritable rings (read-only mappings, backward writes).
-    pub(crate) overwrite: bool,
+    pub overwrite: bool,
     /// The opt-in fast mode (see `crate::adaptive`).
-    pub(crate) adaptive: bool,
+    pub adaptive: bool,
 }
 
 /// What [`Options::plan`] decided.
-pub(crate) struct Plan {
+pub struct Plan {
     /// The attr to open each CPU's event with (`None`: the caller's).
-    pub(crate) attr: Option<PerfEventAttr>,
+    pub attr: Option<PerfEventAttr>,
     /// Its `sample_type` (where `PERF_SAMPLE_TIME` sits, for ordering).
-    pub(crate) sample_type: u64,
+    pub sample_type: u64,
     /// The delay timer's bound, when batching.
-    pub(crate) max_delay: Option<Duration>,
-    pub(crate) adaptive: bool,
+    pub max_delay: Option<Duration>,
+    pub adaptive: bool,
 }
 
 impl Options {
     /// Options for the map `map_fd` with libbpf's defaults: 8 pages.
-    pub(crate) fn new(map_fd: RawFd) -> Options {
+    pub fn new(map_fd: RawFd) -> Options {
         Options {
             map_fd,
             pages: 8,
@@ -108,7 +108,7 @@ impl Options {
     }
 
     /// Checks the options together and decides the attr and timers.
-    pub(crate) fn plan(&self) -> Result<Plan> {
+    pub fn plan(&self) -> Result<Plan> {
         if self.pages == 0 || !self.pages.is_power_of_two() {
             let e = Error::new(libc::EINVAL, What::PageCount(self.pages));
             log::warn(format_args!("{e}"));

@@ -12,28 +12,28 @@ use crate::ring::{At, PerfRing};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 
 /// One CPU's event and rings.
-pub(crate) struct CpuBuf {
-    pub(crate) cpu: i32,
-    pub(crate) map_key: i32,
+pub struct CpuBuf {
+    pub cpu: i32,
+    pub map_key: i32,
     /// The caller's event (`perf_buffer__buffer_fd`).
-    pub(crate) fd: OwnedFd,
-    pub(crate) rings: CpuRings,
-    pub(crate) stats: DispatchStats,
+    pub fd: OwnedFd,
+    pub rings: CpuRings,
+    pub stats: DispatchStats,
     /// Times epoll reported this ring.
-    pub(crate) wakeups: u64,
+    pub wakeups: u64,
     /// Overwritable rings: the head seen by the previous snapshot.
-    pub(crate) overwrite_prev_head: Option<u64>,
+    pub overwrite_prev_head: Option<u64>,
     /// Overwritable rings: bytes overwritten before they could be read.
-    pub(crate) overwritten_bytes: u64,
+    pub overwritten_bytes: u64,
     /// Record-level API: read position ahead of the published tail.
     cursor: Option<u64>,
     /// The poll round that last drained this ring (one count per round).
-    pub(crate) drained_round: u64,
+    pub drained_round: u64,
 }
 
 impl CpuBuf {
     /// A CPU's buffer over its event and mapped ring.
-    pub(crate) fn new(cpu: i32, map_key: i32, fd: OwnedFd, ring: PerfRing, overwrite: bool) -> CpuBuf {
+    pub fn new(cpu: i32, map_key: i32, fd: OwnedFd, ring: PerfRing, overwrite: bool) -> CpuBuf {
         CpuBuf {
             cpu,
             map_key,
@@ -50,14 +50,14 @@ impl CpuBuf {
 
     /// A buffer over a heap ring, for tests of code above the ring.
     #[cfg(test)]
-    pub(crate) fn for_test(cpu: i32, ring: PerfRing) -> CpuBuf {
+    pub fn for_test(cpu: i32, ring: PerfRing) -> CpuBuf {
         let fd = std::fs::File::open("/dev/null").expect("/dev/null").into();
         CpuBuf::new(cpu, cpu, fd, ring, false)
     }
 
     /// The next record at the cursor, without consuming it (`None` when
     /// the ring is empty). An inconsistent ring state skips to the head.
-    pub(crate) fn peek(&mut self) -> Result<Option<&[u8]>> {
+    pub fn peek(&mut self) -> Result<Option<&[u8]>> {
         let ring = self.rings.main_mut();
         let head = ring.load_head();
         let pos = self.cursor.unwrap_or_else(|| ring.load_tail());
@@ -79,7 +79,7 @@ impl CpuBuf {
     }
 
     /// Moves the cursor past the next record; ENODATA when there is none.
-    pub(crate) fn advance(&mut self) -> Result<()> {
+    pub fn advance(&mut self) -> Result<()> {
         let ring = self.rings.main_mut();
         let head = ring.load_head();
         let pos = self.cursor.unwrap_or_else(|| ring.load_tail());
@@ -95,14 +95,14 @@ impl CpuBuf {
 
     /// Publishes the cursor as the tail (release), freeing the space of
     /// every record advanced past.
-    pub(crate) fn publish(&mut self) {
+    pub fn publish(&mut self) {
         if let Some(pos) = self.cursor.take() {
             self.rings.main().store_tail(pos);
         }
     }
 
     /// Current figures (the fast mode's are filled in by the reader).
-    pub(crate) fn figures(&self) -> RingStats {
+    pub fn figures(&self) -> RingStats {
         let all = self.rings.figures();
         RingStats {
             cpu: self.cpu,
@@ -123,7 +123,7 @@ impl CpuBuf {
     }
 
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.
-    pub(crate) fn teardown(self, map_fd: RawFd) {
+    pub fn teardown(self, map_fd: RawFd) {
         let CpuBuf { map_key, fd, rings, .. } = self;
         if map_fd >= 0 {
             let _ = sys::map_delete_u32(map_fd, map_key as u32);

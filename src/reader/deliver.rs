@@ -10,7 +10,7 @@ use core::ops::ControlFlow;
 
 /// Why a handler stopped a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Halt {
+pub enum Halt {
     /// Stop this ring quietly and go on with the others (libbpf's
     /// `LIBBPF_PERF_EVENT_DONE`).
     Done,
@@ -23,10 +23,10 @@ pub(crate) enum Halt {
 }
 
 /// A drain's outcome for a handler.
-pub(crate) type Flow = ControlFlow<Stop<Halt>>;
+pub type Flow = ControlFlow<Stop<Halt>>;
 
 /// Where a reader's records go.
-pub(crate) trait Handler {
+pub trait Handler {
     /// Reads `ring` up to `head` (see [`PerfRing::drain_until`]), handing
     /// over every record of `cpu`.
     fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow;
@@ -65,7 +65,7 @@ fn raw_sample(header: Header, rec: &[u8]) -> Option<&[u8]> {
 /// what to do instead of calling), since a value whose address escapes is
 /// reloaded from memory after every call.
 #[inline(always)]
-pub(crate) fn drain_parsed<S, L>(
+pub fn drain_parsed<S, L>(
     ring: &mut PerfRing,
     head: u64,
     stats: &mut DispatchStats,
@@ -94,7 +94,7 @@ where
 
 /// [`drain_parsed`] without a sample callable: lost reports still count.
 #[inline(always)]
-pub(crate) fn drain_lost_only<L: FnMut(u64)>(
+pub fn drain_lost_only<L: FnMut(u64)>(
     ring: &mut PerfRing,
     head: u64,
     stats: &mut DispatchStats,
@@ -152,7 +152,7 @@ fn other_record(rec: &[u8], stats: &mut DispatchStats) -> Other {
 
 /// One record for sample/lost callbacks (records handed over one at a
 /// time: lost reports made here, the ordered reader's, snapshots).
-pub(crate) fn deliver_parsed(
+pub fn deliver_parsed(
     rec: &[u8],
     stats: &mut DispatchStats,
     sample: &mut dyn FnMut(&[u8]),
@@ -169,7 +169,7 @@ pub(crate) fn deliver_parsed(
 /// Every record of a ring, whole, to `record(rec)` (libbpf's raw
 /// `event_cb`); lost reports are counted on the way.
 #[inline(always)]
-pub(crate) fn drain_raw<R>(ring: &mut PerfRing, head: u64, stats: &mut DispatchStats, mut record: R) -> Flow
+pub fn drain_raw<R>(ring: &mut PerfRing, head: u64, stats: &mut DispatchStats, mut record: R) -> Flow
 where
     R: FnMut(&[u8]) -> ControlFlow<Halt>,
 {
@@ -188,7 +188,7 @@ where
 
 /// Adds what a `PERF_RECORD_LOST` reports to `stats` (raw mode, batches).
 #[inline(never)]
-pub(crate) fn count_lost(rec: &[u8], stats: &mut DispatchStats) {
+pub fn count_lost(rec: &[u8], stats: &mut DispatchStats) {
     if let Record::Lost { lost } = record::parse(rec) {
         stats.lost += lost;
     }
@@ -198,7 +198,7 @@ pub(crate) fn count_lost(rec: &[u8], stats: &mut DispatchStats) {
 /// and the lost counts.
 #[cfg(test)]
 #[derive(Default)]
-pub(crate) struct Collect(pub Vec<(i32, u64)>, pub Vec<(i32, u64)>);
+pub struct Collect(pub Vec<(i32, u64)>, pub Vec<(i32, u64)>);
 
 #[cfg(test)]
 impl Collect {

@@ -5,13 +5,13 @@
 //! opt-in fast mode (see `crate::adaptive`). Generic over where records go
 //! ([`Handler`]): every face (the Rust API, the C face) runs this code.
 
-pub(crate) mod batch;
-pub(crate) mod config;
-pub(crate) mod cpu_buf;
-pub(crate) mod deliver;
-pub(crate) mod stats;
-pub(crate) mod ticker;
-pub(crate) mod waker;
+pub mod batch;
+pub mod config;
+pub mod cpu_buf;
+pub mod deliver;
+pub mod stats;
+pub mod ticker;
+pub mod waker;
 
 use crate::adaptive::claim::Claim;
 use crate::adaptive::{self, Adaptive, TimerAction};
@@ -41,7 +41,7 @@ use waker::{WAKE_TAG, clear_wake};
 const NO_MAP: RawFd = -1;
 
 /// A set of per-CPU perf rings read through one epoll instance.
-pub(crate) struct Reader<H> {
+pub struct Reader<H> {
     map_fd: RawFd,
     handler: H,
     bufs: Vec<CpuBuf>,
@@ -69,7 +69,7 @@ impl<H: Handler> Reader<H> {
     /// Opens the reader in libbpf's order; on any failure everything
     /// already set up is torn down (as `perf_buffer__free` would) and the
     /// first error is returned.
-    pub(crate) fn open(opts: Options, handler: H) -> Result<Reader<H>> {
+    pub fn open(opts: Options, handler: H) -> Result<Reader<H>> {
         let plan = opts.plan()?;
         let map_fd = opts.map_fd;
         let (max_entries, map_id) = checked_map(map_fd)?;
@@ -128,7 +128,7 @@ impl<H: Handler> Reader<H> {
     /// slots to fill, no fast mode. `sample_type` is what every record of
     /// the rings starts with (for ordering by time); `max_delay` bounds a
     /// batching set's wake-ups.
-    pub(crate) fn over_rings(
+    pub fn over_rings(
         rings: Vec<(i32, OwnedFd, PerfRing)>,
         handler: H,
         sample_type: u64,
@@ -249,17 +249,17 @@ impl<H: Handler> Reader<H> {
     }
 
     /// The epoll fd over all rings.
-    pub(crate) fn epoll_fd(&self) -> RawFd {
+    pub fn epoll_fd(&self) -> RawFd {
         self.epoll.as_raw_fd()
     }
 
     /// Number of rings actually set up.
-    pub(crate) fn buffer_cnt(&self) -> usize {
+    pub fn buffer_cnt(&self) -> usize {
         self.bufs.len()
     }
 
     /// The handler records go to.
-    pub(crate) fn handler_mut(&mut self) -> &mut H {
+    pub fn handler_mut(&mut self) -> &mut H {
         &mut self.handler
     }
 
@@ -268,28 +268,28 @@ impl<H: Handler> Reader<H> {
     }
 
     /// The CPU ring `idx` reads.
-    pub(crate) fn cpu_of(&self, idx: usize) -> Result<i32> {
+    pub fn cpu_of(&self, idx: usize) -> Result<i32> {
         self.buf(idx).map(|b| b.cpu)
     }
 
     /// Ring `idx`'s event, for a caller of its own: in the fast mode the
     /// ring's slot points at it again, for good, so the caller's ioctls
     /// and epoll see what libbpf would show them.
-    pub(crate) fn event_fd(&mut self, idx: usize) -> Result<RawFd> {
+    pub fn event_fd(&mut self, idx: usize) -> Result<RawFd> {
         self.buf(idx)?;
         self.stand_down(idx);
         Ok(self.bufs[idx].fd.as_raw_fd())
     }
 
     /// Ring `idx`'s caller ring, for a reader of its own (see [`Self::event_fd`]).
-    pub(crate) fn raw_ring(&mut self, idx: usize) -> Result<&PerfRing> {
+    pub fn raw_ring(&mut self, idx: usize) -> Result<&PerfRing> {
         self.buf(idx)?;
         self.stand_down(idx);
         Ok(self.bufs[idx].rings.main())
     }
 
     /// Ring `idx` for the record-level API (see [`Self::event_fd`]).
-    pub(crate) fn cpu_buf(&mut self, idx: usize) -> Result<&mut CpuBuf> {
+    pub fn cpu_buf(&mut self, idx: usize) -> Result<&mut CpuBuf> {
         self.buf(idx)?;
         self.stand_down(idx);
         Ok(&mut self.bufs[idx])
@@ -335,7 +335,7 @@ impl<H: Handler> Reader<H> {
 
     /// Whether a drain of the last poll or consume call read a ring to its
     /// head (and so was not stopped by a callback).
-    pub(crate) fn reached_head(&self) -> bool {
+    pub fn reached_head(&self) -> bool {
         self.reached_head
     }
 
@@ -346,7 +346,7 @@ impl<H: Handler> Reader<H> {
     /// 0 still means the timeout passed. After a wake-up from another
     /// thread, fails with ECANCELED (rings signalled in the same wait are
     /// drained first).
-    pub(crate) fn poll(&mut self, timeout_ms: i32) -> Result<usize> {
+    pub fn poll(&mut self, timeout_ms: i32) -> Result<usize> {
         self.reached_head = false;
         if self.order.is_some() {
             return self.poll_ordered(timeout_ms);
@@ -496,7 +496,7 @@ impl<H: Handler> Reader<H> {
     }
 
     /// Ring `idx`'s figures.
-    pub(crate) fn figures(&self, idx: usize) -> Result<RingStats> {
+    pub fn figures(&self, idx: usize) -> Result<RingStats> {
         let mut figures = self.buf(idx)?.figures();
         if let Some(adaptive) = &self.adaptive {
             (figures.batched, figures.batch_switches) = adaptive.state(idx);
@@ -509,7 +509,7 @@ impl<H: Handler> Reader<H> {
     /// `PERF_SAMPLE_TIME` keys need an attr that samples TIME. The fast
     /// mode stands down for good: the ordered reader reads the caller's
     /// rings, and takes no decisions.
-    pub(crate) fn set_order(&mut self, key: OrderBy, idle_wait: Duration) -> Result<()> {
+    pub fn set_order(&mut self, key: OrderBy, idle_wait: Duration) -> Result<()> {
         let key = match key {
             OrderBy::RawPrefix => KeySource::RawPrefix,
             OrderBy::Handler => KeySource::Handler,
@@ -545,13 +545,13 @@ impl<H: Handler> Reader<H> {
     }
 
     /// The ordered reader's counters, if ordering is on.
-    pub(crate) fn order_stats(&self) -> Option<OrderStats> {
+    pub fn order_stats(&self) -> Option<OrderStats> {
         self.order.as_ref().map(Order::stats)
     }
 
     /// Delivers every indexed record in key order regardless of the horizon
     /// (at shutdown, or when the caller knows no earlier record can come).
-    pub(crate) fn flush_ordered(&mut self) -> Result<usize> {
+    pub fn flush_ordered(&mut self) -> Result<usize> {
         if self.order.is_none() {
             return Err(log::invalid("ordered reading is off"));
         }
@@ -601,7 +601,7 @@ impl<H: Handler> Reader<H> {
     /// memory (see [`PerfRing::drain_spans`]): zero-copy except a record
     /// that wraps the ring's end. A sink's `Break(v)` stops the read and
     /// is returned. Returns the number of records read.
-    pub(crate) fn consume_batch<F>(&mut self, mut sink: F) -> Result<usize, BatchStop>
+    pub fn consume_batch<F>(&mut self, mut sink: F) -> Result<usize, BatchStop>
     where
         F: FnMut(&Batch<'_>) -> ControlFlow<i32>,
     {
@@ -655,14 +655,14 @@ impl<H: Handler> Reader<H> {
 
     /// Publishes ring `idx`'s read position (the record-level API's end of
     /// a read), which ends a read as consume does.
-    pub(crate) fn publish(&mut self, idx: usize) -> Result<()> {
+    pub fn publish(&mut self, idx: usize) -> Result<()> {
         self.cpu_buf(idx)?.publish();
         self.end_read(false, None);
         Ok(())
     }
 
     /// Drains every ring in index order (libbpf's `perf_buffer__consume`).
-    pub(crate) fn consume(&mut self) -> Result<()> {
+    pub fn consume(&mut self) -> Result<()> {
         self.reached_head = false;
         if self.order.is_some() {
             return self.order_round(false).map(drop);
@@ -683,7 +683,7 @@ impl<H: Handler> Reader<H> {
     /// Drains ring `idx` (libbpf's `perf_buffer__consume_buffer`); like
     /// consume, it ends a read (a caller draining ring by ring in its own
     /// loop must not be left with a ticking timer).
-    pub(crate) fn consume_buffer(&mut self, idx: usize) -> Result<()> {
+    pub fn consume_buffer(&mut self, idx: usize) -> Result<()> {
         self.reached_head = false;
         self.buf(idx)?;
         let ret = self.process_records(idx);
@@ -694,7 +694,7 @@ impl<H: Handler> Reader<H> {
     /// Pauses (`true`) or resumes the kernel's output into every ring,
     /// spill rings included. While paused, the kernel drops records and
     /// counts them as lost.
-    pub(crate) fn set_paused(&self, paused: bool) -> Result<()> {
+    pub fn set_paused(&self, paused: bool) -> Result<()> {
         let fast = self.adaptive.iter().flat_map(Adaptive::spill_owners);
         for fd in self.bufs.iter().map(|b| b.fd.as_fd()).chain(fast) {
             sys::perf_ioctl(fd, PERF_EVENT_IOC_PAUSE_OUTPUT, paused.into())?;
@@ -705,7 +705,7 @@ impl<H: Handler> Reader<H> {
     /// Reads overwritable ring `idx`: pauses its output, delivers the records
     /// written since the last snapshot oldest first, resumes. Returns the
     /// number of records delivered. EINVAL for a forward ring.
-    pub(crate) fn snapshot(&mut self, idx: usize) -> Result<usize> {
+    pub fn snapshot(&mut self, idx: usize) -> Result<usize> {
         let Reader { bufs, handler, .. } = self;
         let buf = bufs.get_mut(idx).ok_or(Error::new(libc::EINVAL, What::RingIndex(idx)))?;
         let Some(mut prev) = buf.overwrite_prev_head else {
@@ -757,7 +757,7 @@ impl core::fmt::Display for Bound {
 }
 
 /// Why `consume_batch` stopped early.
-pub(crate) enum BatchStop {
+pub enum BatchStop {
     /// The sink said so, with this value.
     Sink(i32),
     /// The read failed.

@@ -10,10 +10,10 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// epoll token of the timerfd (ring tokens are their indexes).
-pub(crate) const TIMER_TOKEN: u64 = 1 << 63;
+pub const TIMER_TOKEN: u64 = 1 << 63;
 
 /// A periodic timerfd and what of it has been read.
-pub(crate) struct Ticker {
+pub struct Ticker {
     fd: OwnedFd,
     /// Zero while disarmed.
     period: Duration,
@@ -25,7 +25,7 @@ pub(crate) struct Ticker {
 impl Ticker {
     /// A timerfd in `epoll` under [`TIMER_TOKEN`], ticking every `period`
     /// (never, for zero).
-    pub(crate) fn new(epoll: RawFd, period: Duration) -> Result<Ticker> {
+    pub fn new(epoll: RawFd, period: Duration) -> Result<Ticker> {
         let fd = sys::timerfd()?;
         sys::epoll_add(epoll, fd.as_raw_fd(), TIMER_TOKEN)?;
         let mut ticker = Ticker { fd, period: Duration::ZERO, since: Moment::now() };
@@ -37,7 +37,7 @@ impl Ticker {
 
     /// Ticks every `period` from now on (never, for zero); a pending tick
     /// is dropped. Costs about 4 µs in a VM: it reprograms a kernel timer.
-    pub(crate) fn arm(&mut self, period: Duration) -> Result<()> {
+    pub fn arm(&mut self, period: Duration) -> Result<()> {
         sys::arm_timer(self.fd.as_fd(), period)?;
         // Taken after the call, so no tick is ever due before `since +
         // period` says: at worst a tick is seen a syscall's time late.
@@ -46,7 +46,7 @@ impl Ticker {
     }
 
     /// Reads the ticks that fired (epoll said so, or [`Self::clear`] knows).
-    pub(crate) fn read(&mut self, now: Moment) {
+    pub fn read(&mut self, now: Moment) {
         sys::read_u64(self.fd.as_raw_fd());
         if self.ticking() {
             let periods = now.since(self.since).as_nanos() / self.period.as_nanos();
@@ -55,19 +55,19 @@ impl Ticker {
     }
 
     /// Whether it is armed.
-    pub(crate) fn ticking(&self) -> bool {
+    pub fn ticking(&self) -> bool {
         !self.period.is_zero()
     }
 
     /// The start of the current period.
-    pub(crate) fn since(&self) -> Moment {
+    pub fn since(&self) -> Moment {
         self.since
     }
 
     /// Clears a tick that fired, so a caller waiting on the epoll fd is not
     /// left with a ready fd; reads the timerfd (about 0.3 µs) only when a
     /// tick can have fired, and the clock only while ticking.
-    pub(crate) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         if !self.ticking() {
             return;
         }

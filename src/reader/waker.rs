@@ -10,11 +10,11 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// epoll token of the wake-up eventfd: this bit, or'ed with the fd (the
 /// waker lives outside the reader, so poll learns the fd from the token).
-pub(crate) const WAKE_TAG: u64 = 1 << 62;
+pub const WAKE_TAG: u64 = 1 << 62;
 
 /// The part of a buffer other threads may touch. Kept outside the reader
 /// (which a poll holds mutably) by the face that owns both.
-pub(crate) struct WakeFd {
+pub struct WakeFd {
     /// The reader's epoll fd: borrowed (the C face's contract keeps the
     /// reader alive while a wake runs), or a duplicate the waker owns.
     epoll: Epoll,
@@ -24,6 +24,7 @@ pub(crate) struct WakeFd {
 }
 
 enum Epoll {
+    #[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
     Borrowed(RawFd),
     Owned(OwnedFd),
 }
@@ -31,13 +32,14 @@ enum Epoll {
 impl WakeFd {
     /// A waker for the reader whose epoll fd is `epoll_fd`; it must not
     /// be used after that reader is gone.
-    pub(crate) fn borrowing(epoll_fd: RawFd) -> WakeFd {
+    #[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
+    pub fn borrowing(epoll_fd: RawFd) -> WakeFd {
         WakeFd { epoll: Epoll::Borrowed(epoll_fd), eventfd: OnceCell::new(), alive: AtomicBool::new(true) }
     }
 
     /// A waker holding its own reference to the reader's epoll instance
     /// (a duplicate of `epoll_fd`), safe to use after the reader is gone.
-    pub(crate) fn owning(epoll_fd: RawFd) -> Result<WakeFd> {
+    pub fn owning(epoll_fd: RawFd) -> Result<WakeFd> {
         // SAFETY: F_DUPFD_CLOEXEC takes an integer argument.
         let fd = unsafe { libc::fcntl(epoll_fd, libc::F_DUPFD_CLOEXEC, 0) };
         if fd < 0 {
@@ -49,13 +51,13 @@ impl WakeFd {
     }
 
     /// The reader is gone: wakes fail from now on.
-    pub(crate) fn retire(&self) {
+    pub fn retire(&self) {
         self.alive.store(false, Ordering::Release);
     }
 
     /// Makes a poll in progress (or the next one) fail with ECANCELED.
     /// Safe from any thread while the reader lives; ENODEV once it is gone.
-    pub(crate) fn wake(&self) -> Result<()> {
+    pub fn wake(&self) -> Result<()> {
         if !self.alive.load(Ordering::Acquire) {
             return Err(Error::invalid("the buffer this waker wakes is gone").with_errno(libc::ENODEV));
         }
@@ -73,6 +75,6 @@ impl WakeFd {
 }
 
 /// Clears a wake-up so the next poll blocks again (`token` from epoll).
-pub(crate) fn clear_wake(token: u64) {
+pub fn clear_wake(token: u64) {
     sys::read_u64((token & !WAKE_TAG) as RawFd);
 }

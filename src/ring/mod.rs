@@ -13,7 +13,7 @@
 //! reader resynchronise at the head (counted in [`Counters`]) instead of
 //! looping or reading outside the mapping.
 
-pub(crate) mod pair;
+pub mod pair;
 pub mod record;
 
 use crate::error::{Error, Result};
@@ -92,7 +92,7 @@ impl PerfRing {
     /// default) makes the kernel honour our tail and never overwrite unread
     /// data; read-only makes it an overwritable ring (the tail is ignored and
     /// must never be stored).
-    pub(crate) fn map(
+    pub fn map(
         fd: BorrowedFd<'_>,
         page_size: usize,
         data_pages: usize,

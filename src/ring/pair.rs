@@ -8,7 +8,7 @@ use super::{Counters, PerfRing, Stop};
 use core::ops::ControlFlow;
 
 /// A CPU's rings and what they owe the reader.
-pub(crate) struct CpuRings {
+pub struct CpuRings {
     main: PerfRing,
     spill: Option<PerfRing>,
     /// The map slot points at an event writing into the spill ring.
@@ -25,7 +25,7 @@ pub(crate) struct CpuRings {
 
 impl CpuRings {
     /// A CPU's rings: the caller's ring only.
-    pub(crate) fn new(main: PerfRing) -> CpuRings {
+    pub fn new(main: PerfRing) -> CpuRings {
         CpuRings {
             main,
             spill: None,
@@ -37,33 +37,33 @@ impl CpuRings {
     }
 
     /// The caller's ring.
-    pub(crate) fn main(&self) -> &PerfRing {
+    pub fn main(&self) -> &PerfRing {
         &self.main
     }
 
     /// The caller's ring, to read it record by record.
-    pub(crate) fn main_mut(&mut self) -> &mut PerfRing {
+    pub fn main_mut(&mut self) -> &mut PerfRing {
         &mut self.main
     }
 
     /// The spill ring, if the CPU has one.
-    pub(crate) fn spill(&self) -> Option<&PerfRing> {
+    pub fn spill(&self) -> Option<&PerfRing> {
         self.spill.as_ref()
     }
 
     /// The spill ring, to read it whole.
-    pub(crate) fn spill_mut(&mut self) -> Option<&mut PerfRing> {
+    pub fn spill_mut(&mut self) -> Option<&mut PerfRing> {
         self.spill.as_mut()
     }
 
     /// Gives the CPU a spill ring (not current yet).
-    pub(crate) fn set_spill(&mut self, ring: PerfRing) {
+    pub fn set_spill(&mut self, ring: PerfRing) {
         self.spill = Some(ring);
     }
 
     /// Takes the spill ring away (after it was read for the last time);
     /// what it read stays in the figures.
-    pub(crate) fn take_spill(&mut self) -> Option<PerfRing> {
+    pub fn take_spill(&mut self) -> Option<PerfRing> {
         self.spill_current = false;
         let spill = self.spill.take()?;
         add(&mut self.retired, spill.stats());
@@ -71,17 +71,17 @@ impl CpuRings {
     }
 
     /// Records now go to the spill ring (`true`) or to the caller's.
-    pub(crate) fn set_spill_current(&mut self, current: bool) {
+    pub fn set_spill_current(&mut self, current: bool) {
         self.spill_current = current && self.spill.is_some();
     }
 
     /// Adds lost records to deliver before the next records read.
-    pub(crate) fn owe_lost(&mut self, lost: u64) {
+    pub fn owe_lost(&mut self, lost: u64) {
         self.owed_lost += lost;
     }
 
     /// The owed lost records, if any, now being delivered.
-    pub(crate) fn take_owed(&mut self) -> Option<u64> {
+    pub fn take_owed(&mut self) -> Option<u64> {
         let lost = core::mem::take(&mut self.owed_lost);
         (lost > 0).then(|| {
             self.lost_reports_made += 1;
@@ -90,24 +90,24 @@ impl CpuRings {
     }
 
     /// Whether a read would deliver anything.
-    pub(crate) fn has_pending(&self) -> bool {
+    pub fn has_pending(&self) -> bool {
         self.owed_lost > 0 || self.pending_bytes() > 0
     }
 
     /// Records read from this CPU's rings.
-    pub(crate) fn records_read(&self) -> u64 {
+    pub fn records_read(&self) -> u64 {
         self.main.stats().records
             + self.retired.records
             + self.spill.as_ref().map_or(0, |s| s.stats().records)
     }
 
     /// Bytes waiting in this CPU's rings.
-    pub(crate) fn pending_bytes(&self) -> u64 {
+    pub fn pending_bytes(&self) -> u64 {
         self.main.pending_bytes() + self.spill.as_ref().map_or(0, PerfRing::pending_bytes)
     }
 
     /// The ring records go to now.
-    pub(crate) fn current(&self) -> &PerfRing {
+    pub fn current(&self) -> &PerfRing {
         match &self.spill {
             Some(spill) if self.spill_current => spill,
             _ => &self.main,
@@ -121,7 +121,7 @@ impl CpuRings {
     /// before any the newer one got after it. Each ring counts the lost
     /// records reported in it (what `drain` added to `stats.lost`).
     #[inline(always)]
-    pub(crate) fn drain<B, F>(&mut self, stats: &mut DispatchStats, mut drain: F) -> ControlFlow<Stop<B>>
+    pub fn drain<B, F>(&mut self, stats: &mut DispatchStats, mut drain: F) -> ControlFlow<Stop<B>>
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
     {
@@ -150,7 +150,7 @@ impl CpuRings {
 
     /// The rings' figures together, a lost report made here counting as a
     /// record read.
-    pub(crate) fn figures(&self) -> Counters {
+    pub fn figures(&self) -> Counters {
         let mut all = self.main.stats();
         all.records += self.lost_reports_made;
         all.bytes += self.lost_reports_made * LOST_RECORD_SIZE as u64;

@@ -15,7 +15,7 @@ const FFI_SOURCES: &[&str] =
     &["abi.rs", "libbpf.rs", "names.rs", "ext.rs", "decode.rs", "records.rs", "events.rs"];
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/ffi");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=PERFBUF_WRITE_HEADER");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libperfbuf.so.{SOVERSION}");
@@ -23,15 +23,15 @@ fn main() {
     let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("perfbuf.h");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
-    // The C face is src/ffi/: its types and shims are the header (in a
+    // The C face is capi/src/: its types and shims are the header (in a
     // fixed order, so the header does not change with the directory's).
     let mut builder = cbindgen::Builder::new().with_config(config);
     for file in FFI_SOURCES {
-        builder = builder.with_src(crate_dir.join("src/ffi").join(file));
+        builder = builder.with_src(crate_dir.join("src").join(file));
     }
     builder.generate().expect("cbindgen could not generate perfbuf.h").write_to_file(&out);
 
     if std::env::var("PERFBUF_WRITE_HEADER").as_deref() == Ok("1") {
-        std::fs::copy(&out, crate_dir.join("include/perfbuf.h")).expect("write include/perfbuf.h");
+        std::fs::copy(&out, crate_dir.join("../include/perfbuf.h")).expect("write include/perfbuf.h");
     }
 }

@@ -13,14 +13,14 @@ use super::decode::{
 use super::handle::{into_handle, null_with};
 use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use crate::error::{Error, Result};
-use crate::events::format::Value;
-use crate::events::{Event, EventId, EventKind, EventSet};
 use crate::fallible;
 use crate::kernel::PerfEventAttr;
 use crate::log;
 use crate::reader::Reader;
 use crate::reader::config::Wakeup;
 use core::ffi::{CStr, c_char, c_int, c_void};
+use perfbuf::events::format::Value;
+use perfbuf::events::{Event, EventId, EventKind, EventSet, c_face};
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -331,7 +331,7 @@ pub unsafe extern "C" fn perfbuf_events_new(opts: *const perfbuf_events_opts) ->
 
 /// # Safety
 /// As for [`perfbuf_events_new`].
-unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<crate::events::EventSetBuilder> {
+unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events::EventSetBuilder> {
     let mut b = EventSet::builder();
     // SAFETY: per the caller's contract; the struct is ints and pointers.
     let Some(o) =
@@ -468,7 +468,7 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
 }
 
 fn event_id(ev: c_int) -> Result<EventId> {
-    u32::try_from(ev).map(EventId).map_err(|_| log::invalid("a negative event id"))
+    u32::try_from(ev).map(c_face::event_id).map_err(|_| log::invalid("a negative event id"))
 }
 
 /// Adds an event to the set: opened on every CPU and target, disabled,
@@ -705,7 +705,12 @@ pub unsafe extern "C" fn perfbuf_events_reader(
         if event_cb.is_none() {
             return Err(log::invalid("perfbuf_events_reader needs an event_cb"));
         }
-        Reader::over_rings(set.take_rings()?, callbacks, crate::events::BASE_SAMPLE_TYPE, set.max_delay())
+        Reader::over_rings(
+            c_face::take_rings(set)?,
+            callbacks,
+            c_face::BASE_SAMPLE_TYPE,
+            c_face::max_delay(set),
+        )
     })())
 }
 

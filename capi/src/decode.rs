@@ -2,17 +2,17 @@
 //! record (as `perf_buffer__new_raw`'s `event_cb` receives it) by the layout
 //! its event's attr selects, `perfbuf_decode_attr_from` fills that layout
 //! from a `struct perf_event_attr`. The decoding itself is the safe
-//! [`crate::decode`]; these shims check pointers, turn the caller's structs
+//! [`perfbuf::decode`]; these shims check pointers, turn the caller's structs
 //! into bytes and the result into `struct perfbuf_sample`.
 
 #![allow(non_camel_case_types, reason = "these are the C names")]
 
 use super::abi::{perf_event_attr, perf_event_header};
 use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
-use crate::decode::{self, Body, DecodeAttr, DecodeError, ReadValues, Record, U64s};
 use crate::error::{Error, Result};
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
+use perfbuf::decode::{self, Body, DecodeAttr, DecodeError, ReadValues, Record, U64s};
 
 /// `perfbuf_sample.flags`: `branch_hw_idx` is valid.
 pub const PERFBUF_DECODE_F_BRANCH_HW_IDX: u32 = 1;
@@ -610,8 +610,8 @@ pub fn c_decode_attr(a: &DecodeAttr, sz: usize) -> perfbuf_decode_attr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::*;
     use crate::error::get_errno;
+    use perfbuf::decode::*;
 
     /// An 8-aligned record built from words (header word first).
     fn record(type_: u32, misc: u16, body: &[u64]) -> Vec<u64> {

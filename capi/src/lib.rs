@@ -1,10 +1,14 @@
-//! The C face: libbpf's ten `perf_buffer__*` functions ([`libbpf`]), the
-//! `perfbuf_*` extensions ([`ext`], [`records`], [`decode`]), and the only
-//! code that knows errno, C structs and C function pointers.
+//! libperfbuf, the C face of perfbuf: libbpf's ten `perf_buffer__*`
+//! functions ([`libbpf`]), the `perfbuf_*` extensions ([`ext`],
+//! [`records`], [`decode`], [`events`]), and the only code that knows
+//! errno, C structs and C function pointers. It builds `libperfbuf.so`,
+//! `libperfbuf.a` and `include/perfbuf.h` (by cbindgen, in `build.rs`) from
+//! the Rust core, the `perfbuf` crate, whose building blocks it reaches
+//! through that crate's `c-face` feature.
 //!
 //! Every exported function is a short shim: check pointers, turn the
 //! caller's structs into Rust values, call the reader through the same
-//! [`crate::Builder`] and methods the Rust face uses, and map the result
+//! [`perf_buffer::Builder`] and methods the Rust face uses, and map the result
 //! to libbpf's conventions (NULL + errno from constructors, `-errno` with
 //! errno set from the rest).
 //!
@@ -19,6 +23,15 @@
 //!   the caller's `ctx` on the thread that polls; they must not free the
 //!   buffer.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
+// No panic crosses into C: release and dev builds use panic = "abort" (the
+// workspace's Cargo.toml), and since Rust 1.81 a panic escaping an
+// `extern "C"` function aborts rather than unwinding, whatever the profile.
+
+// The core's modules, under the names the shims use.
+use perfbuf::{error, fallible, kernel, log, order, perf_buffer, reader, ring};
+
 pub(crate) mod abi;
 pub(crate) mod callbacks;
 pub(crate) mod decode;
@@ -31,7 +44,6 @@ pub(crate) mod opts;
 pub(crate) mod records;
 
 use crate::error::{Error, Result, set_errno};
-use crate::log;
 use core::ffi::{c_int, c_void};
 
 /// Largest `sz` read from a caller's struct: libbpf's structs are a few
@@ -115,4 +127,15 @@ pub(crate) fn ret_errno(result: Result<c_int>) -> c_int {
             libbpf_err(e.code())
         }
     }
+}
+
+/// Internals for the fuzz targets (feature `internals`; not a stable API).
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::abi::{perf_event_attr, perf_event_header};
+    pub use crate::decode::{
+        c_decode_attr, decode_to_c, layout_of_perf_event_attr, parse_decode_attr, perfbuf_decode,
+        perfbuf_decode_attr, perfbuf_decode_attr_from, perfbuf_sample,
+    };
 }
