@@ -1,6 +1,6 @@
-//! An async reader: the buffer's epoll fd in tokio's `AsyncFd`, drained
-//! with `consume` whenever the reactor says it is readable. Any reactor
-//! that takes a file descriptor works the same way.
+//! An async reader: a `PerfBuffer` moved into a tokio task
+//! (`AsyncPerfBuffer`, feature `tokio`), awaiting records on a multi-thread
+//! runtime while the producer runs on a thread of its own. No `unsafe`.
 //!
 //! ```text
 //! async_reader --demo RECORDS      the test producer (make rust-examples-test)
@@ -9,36 +9,57 @@
 #[path = "support/producer.rs"]
 mod producer;
 
-use perfbuf::PerfBuffer;
-use std::cell::Cell;
+use perfbuf::{AsyncPerfBuffer, PerfBuffer};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) != Some("--demo") {
         return Err("usage: async_reader --demo RECORDS".into());
     }
     let records: u64 = args.get(1).ok_or("--demo RECORDS")?.parse()?;
-    let producer = std::sync::Arc::new(producer::Producer::open().map_err(|e| {
+    let producer = Arc::new(producer::Producer::open().map_err(|e| {
         eprintln!("{e}");
         std::process::exit(if producer::ci() { 1 } else { 77 })
     })?);
-    let samples = Cell::new(0u64);
-    let lost = Cell::new(0u64);
-    let pb = PerfBuffer::builder(producer.map())
-        .pages(64)
-        .on_sample(|_cpu, _data| samples.set(samples.get() + 1))
-        .on_lost(|_cpu, n| lost.set(lost.get() + n))
-        .build()?;
-    // SAFETY: a PerfBuffer owns its epoll fd for its whole life and always
-    // returns that fd.
-    let mut ready =
-        unsafe { AsyncFd::register_with_interest(pb, Interest::READABLE) }.map_err(std::io::Error::from)?;
 
-    // The producer runs on a thread of its own; the reader is this task.
+    // The task owns its buffer, so the buffer owns (a duplicate of) the
+    // map's fd: a PerfBuffer<'static>, and Send since its closures are.
+    let (samples, lost) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let pb = PerfBuffer::builder(producer.map().try_clone_to_owned()?)
+        .pages(64)
+        .on_sample({
+            let samples = samples.clone();
+            move |_cpu, _data| {
+                samples.fetch_add(1, Relaxed);
+            }
+        })
+        .on_lost({
+            let lost = lost.clone();
+            move |_cpu, n| {
+                lost.fetch_add(n, Relaxed);
+            }
+        })
+        .build()?;
+    let mut reader = AsyncPerfBuffer::new(pb)?;
+    let task = tokio::spawn({
+        let (samples, lost) = (samples.clone(), lost.clone());
+        async move {
+            let mut wakeups = 0u64;
+            while samples.load(Relaxed) + lost.load(Relaxed) < records {
+                tokio::time::timeout(Duration::from_secs(10), reader.readable())
+                    .await
+                    .map_err(|_| "no record for 10 s".to_string())?
+                    .map_err(|e| e.to_string())?;
+                wakeups += 1;
+            }
+            Ok::<u64, String>(wakeups)
+        }
+    });
+
     let writer = std::thread::spawn({
         let p = producer.clone();
         move || {
@@ -50,22 +71,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     });
-    let mut wakeups = 0u64;
-    while samples.get() + lost.get() < records {
-        let readable = tokio::time::timeout(Duration::from_secs(10), ready.readable_mut()).await;
-        let mut guard = readable.map_err(|_| "no record for 10 s")??;
-        wakeups += 1;
-        guard.get_inner_mut().consume()?;
-        guard.clear_ready();
-    }
+    let wakeups = task.await??;
     writer.join().map_err(|_| "the producer thread panicked")?;
-    drop(ready);
+    let (samples, lost) = (samples.load(Relaxed), lost.load(Relaxed));
     println!(
-        "async_reader: {} of {records} records, {} lost, in {wakeups} reactor wake-ups",
-        samples.get(),
-        lost.get()
+        "async_reader: {samples} of {records} records, {lost} lost, in {wakeups} reads from a tokio task"
     );
-    if samples.get() + lost.get() != records {
+    if samples + lost != records {
         return Err("records missing".into());
     }
     Ok(())

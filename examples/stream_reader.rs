@@ -48,7 +48,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let seconds: u64 = args.get(1).map_or(Ok(10), |s| s.parse())?;
             let map = open_pinned(path)?;
             let (samples, lost) = (Cell::new(0u64), Cell::new(0u64));
+            // Cells are not Send: `local()` keeps the buffer on this thread.
             let mut pb = PerfBuffer::builder(&map)
+                .local()
                 .pages(64)
                 .on_sample(|_cpu, _data| samples.set(samples.get() + 1))
                 .on_lost(|_cpu, n| lost.set(lost.get() + n))
@@ -73,6 +75,7 @@ fn demo(records: u64, fast: bool) -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let (samples, lost, bytes) = (Cell::new(0u64), Cell::new(0u64), Cell::new(0u64));
     let mut pb = PerfBuffer::builder(producer.map())
+        .local()
         .pages(64)
         .adaptive(fast)
         .on_sample(|_cpu, data| {

@@ -181,6 +181,11 @@ impl Error {
         Error { errno, what: What::Os }
     }
 
+    /// The errno of an I/O error (EIO when it has none).
+    pub fn from_io(e: &std::io::Error) -> Error {
+        Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+
     /// The calling thread's `errno`, as a failed system call left it.
     pub fn last_os() -> Error {
         Error::from_errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))

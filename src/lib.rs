@@ -63,12 +63,14 @@ pub mod decode;
 pub mod events;
 c_face_modules!(error, fallible, kernel, log, order, perf_buffer, reader, ring);
 
+pub use crate::log::{LogFn, LogLevel, set_log};
 pub use error::{Error, ErrorKind, Result};
 pub use events::format as tracepoint;
 pub use kernel::PerfEventAttr;
-pub use log::{LogFn, LogLevel, set_log};
 pub use order::{OrderKey, OrderStats};
-pub use perf_buffer::{Builder, PerfBuffer, RingReader, Waker};
+#[cfg(feature = "tokio")]
+pub use perf_buffer::AsyncPerfBuffer;
+pub use perf_buffer::{Boxes, Builder, Local, MapFd, PerfBuffer, RingReader, Sendable, Threading, Waker};
 pub use reader::batch::Batch;
 pub use reader::config::Wakeup;
 pub use reader::stats::RingStats;

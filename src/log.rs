@@ -1,18 +1,20 @@
 //! Messages, in libbpf's style: warnings when something fails, info on
 //! what a buffer was set up with, debug on the fast mode's decisions.
 //!
-//! By default they go to stderr prefixed `libperfbuf: `, filtered by
-//! `PERFBUF_LOG=off|warn|info|debug` (default `warn`). A program can take
-//! them all instead, whatever `PERFBUF_LOG` says: [`set_log`] in Rust,
+//! Where they go by default depends on the face. From Rust: nowhere, or to
+//! the `log` facade (target `perfbuf`) with the crate's `log` feature;
+//! errors are returned, not printed. From the C library (which turns it on
+//! when loaded): stderr prefixed `libperfbuf: `, filtered by
+//! `PERFBUF_LOG=off|warn|info|debug` (default `warn`), as libbpf prints. A
+//! program can take them all instead: [`set_log`] in Rust,
 //! `perfbuf_set_print` in C (as libbpf's `libbpf_set_print`). Logging never
 //! allocates (messages are formatted into a buffer on the stack, cut at
 //! 511 bytes) and never changes the caller's `errno`.
 
 use crate::error::{Error, get_errno, set_errno};
-use once_cell::sync::Lazy;
 use std::fmt::Arguments;
-use std::io::Write;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How much a message matters.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -31,20 +33,22 @@ pub type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 static SINK: RwLock<Option<LogFn>> = RwLock::new(None);
 
-/// The default printer's level (`None`: off).
-static LEVEL: Lazy<Option<LogLevel>> = Lazy::new(|| match std::env::var("PERFBUF_LOG").as_deref() {
-    Err(_) | Ok("") | Ok("warn") => Some(LogLevel::Warn),
-    Ok("off") => None,
-    Ok("info") => Some(LogLevel::Info),
-    Ok("debug") => Some(LogLevel::Debug),
-    Ok(other) => {
-        let _ = writeln!(
-            std::io::stderr(),
-            "libperfbuf: PERFBUF_LOG={other:?} is not off|warn|info|debug; using warn"
-        );
-        Some(LogLevel::Warn)
-    }
-});
+/// The C library's default printer's level (`None`: off).
+static LEVEL: once_cell::sync::Lazy<Option<LogLevel>> =
+    once_cell::sync::Lazy::new(|| match std::env::var("PERFBUF_LOG").as_deref() {
+        Err(_) | Ok("") | Ok("warn") => Some(LogLevel::Warn),
+        Ok("off") => None,
+        Ok("info") => Some(LogLevel::Info),
+        Ok("debug") => Some(LogLevel::Debug),
+        Ok(other) => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "libperfbuf: PERFBUF_LOG={other:?} is not off|warn|info|debug; using warn"
+            );
+            Some(LogLevel::Warn)
+        }
+    });
 
 /// Sends every message to `f` from now on (`None`: back to stderr, as
 /// `PERFBUF_LOG` says). Returns the previous destination. `f` may be
@@ -69,12 +73,45 @@ fn emit(level: LogLevel, args: Arguments<'_>) {
     let text = format_into(&mut buf, args);
     match &*SINK.read().unwrap_or_else(|e| e.into_inner()) {
         Some(f) => f(level, text),
-        None if LEVEL.is_some_and(|max| level <= max) => {
-            let _ = writeln!(std::io::stderr().lock(), "libperfbuf: {text}");
-        }
-        None => {}
+        None => by_default(level, text),
     }
     set_errno(saved);
+}
+
+/// Whether messages no destination was set for go to stderr, as
+/// libbpf's do: the C library turns this on when it is loaded.
+static STDERR_BY_DEFAULT: AtomicBool = AtomicBool::new(false);
+
+/// From now on, messages go to stderr unless a destination was set, as
+/// `PERFBUF_LOG` says (the C library's default, as libbpf prints).
+#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
+pub fn print_to_stderr_by_default() {
+    STDERR_BY_DEFAULT.store(true, Ordering::Relaxed);
+}
+
+/// Where a message goes when no destination was set: stderr for the C
+/// library; the `log` facade (target `perfbuf`) for Rust with the `log`
+/// feature; nowhere otherwise (errors are returned, not printed).
+fn by_default(level: LogLevel, text: &str) {
+    if STDERR_BY_DEFAULT.load(Ordering::Relaxed) {
+        use std::io::Write;
+        if LEVEL.is_some_and(|max| level <= max) {
+            let _ = writeln!(std::io::stderr().lock(), "libperfbuf: {text}");
+        }
+    } else {
+        #[cfg(feature = "log")]
+        to_log_facade(level, text);
+    }
+}
+
+#[cfg(feature = "log")]
+fn to_log_facade(level: LogLevel, text: &str) {
+    let level = match level {
+        LogLevel::Warn => ::log::Level::Warn,
+        LogLevel::Info => ::log::Level::Info,
+        LogLevel::Debug => ::log::Level::Debug,
+    };
+    ::log::log!(target: "perfbuf", level, "{text}");
 }
 
 /// Formats `args` into `buf` (cut to fit, on a character boundary).

@@ -45,7 +45,7 @@ pub enum OrderBy {
 }
 
 /// A key function: `(cpu, whole record)` to an ordered key.
-pub type KeyFn<'a> = Box<dyn FnMut(u32, &[u8]) -> u64 + 'a>;
+pub type KeyFn<'a> = Box<dyn FnMut(u32, &[u8]) -> u64 + Send + 'a>;
 
 /// Where the reader takes a record's key from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 #[path = "../examples/support/producer.rs"]
 mod producer;
 
-use perfbuf::{PerfBuffer, PerfEventAttr};
+use perfbuf::{Local, PerfBuffer, PerfEventAttr};
 use producer::Producer;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -147,13 +147,13 @@ fn online_cpus() -> Vec<i32> {
     cpus
 }
 
+/// Makes the Rust API's buffer over the producer, recording into `Seen`
+/// (a `RefCell`: a `Local` buffer).
+type MakeBuffer = dyn for<'s> Fn(&'s Producer, &'s RefCell<Seen>) -> perfbuf::Result<PerfBuffer<'s, Local>>;
+
 /// Reads what `emit` writes through libbpf, then through the Rust API
 /// (`build` makes its buffer), and returns both.
-fn both(
-    pages: usize,
-    emit: &dyn Fn(&Producer, &mut dyn FnMut()),
-    rust: &dyn for<'s> Fn(&'s Producer, &'s RefCell<Seen>) -> perfbuf::Result<PerfBuffer<'s>>,
-) -> Option<(Seen, Seen)> {
+fn both(pages: usize, emit: &dyn Fn(&Producer, &mut dyn FnMut()), rust: &MakeBuffer) -> Option<(Seen, Seen)> {
     let _one = KERNEL.lock().unwrap_or_else(|e| e.into_inner());
     let p = producer()?;
     let lib = libbpf();
@@ -191,8 +191,13 @@ fn both(
 }
 
 /// A `PerfBuffer` of `pages` over the producer's map, recording into `seen`.
-fn parsed<'s>(pages: usize, p: &'s Producer, seen: &'s RefCell<Seen>) -> perfbuf::Result<PerfBuffer<'s>> {
+fn parsed<'s>(
+    pages: usize,
+    p: &'s Producer,
+    seen: &'s RefCell<Seen>,
+) -> perfbuf::Result<PerfBuffer<'s, Local>> {
     PerfBuffer::builder(p.map())
+        .local()
         .pages(pages)
         .on_sample(move |cpu, data| seen.borrow_mut().push(cpu, Event::Sample(data.to_vec())))
         .on_lost(move |cpu, n| seen.borrow_mut().push(cpu, Event::Lost(n)))
@@ -293,6 +298,7 @@ fn raw_records_agree() {
     let ours = RefCell::new(Seen::default());
     {
         let mut pb = PerfBuffer::builder(p.map())
+            .local()
             .attr(attr)
             .on_record(|cpu, rec| {
                 ours.borrow_mut().push(cpu, Event::Record(rec.to_vec()));

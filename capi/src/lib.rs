@@ -32,6 +32,19 @@
 // The core's modules, under the names the shims use.
 use perfbuf::{error, fallible, kernel, log, order, perf_buffer, reader, ring};
 
+/// Messages go to stderr by default, as libbpf's do, from the moment the
+/// library is loaded (linked, `LD_PRELOAD`ed or `dlopen`ed); the Rust
+/// crate alone prints nothing.
+extern "C" fn print_like_libbpf() {
+    log::print_to_stderr_by_default();
+}
+
+// SAFETY: .init_array holds pointers to functions the loader calls with no
+// arguments at load time; `print_like_libbpf` is one, and only stores a flag.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static PRINT_LIKE_LIBBPF: extern "C" fn() = print_like_libbpf;
+
 pub(crate) mod abi;
 pub(crate) mod callbacks;
 pub(crate) mod decode;

@@ -166,6 +166,16 @@ pub struct EventSample<'a> {
 }
 
 impl<'a> EventSample<'a> {
+    /// The event it belongs to (also the field `event`).
+    pub fn event(&self) -> EventId {
+        self.event
+    }
+
+    /// The CPU whose ring it came from (also the field `cpu`).
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
     /// `CLOCK_MONOTONIC` time of the sample, in ns.
     pub fn time(&self) -> u64 {
         self.sample.time.unwrap_or(0)

@@ -1,6 +1,16 @@
 //! The Rust face: [`PerfBuffer`] and its [`Builder`], over the same
 //! reader as the C face (the C constructors fill this very builder).
 
+#[cfg(feature = "tokio")]
+mod async_tokio;
+mod map_fd;
+mod threading;
+
+#[cfg(feature = "tokio")]
+pub use async_tokio::AsyncPerfBuffer;
+pub use map_fd::MapFd;
+pub use threading::{Boxes, Local, Sendable, Threading};
+
 use crate::error::{Error, Result};
 use crate::kernel::PerfEventAttr;
 use crate::kernel::sys::CallerAttr;
@@ -26,6 +36,11 @@ use std::time::Duration;
 /// thread that calls [`PerfBuffer::poll`] or a `consume` method. The
 /// buffer borrows the map's fd (`'a`) and whatever the closures borrow.
 ///
+/// A buffer is `Send` (it can move into a thread or a tokio task) when its
+/// closures are: by default the builder takes only `Send` closures; after
+/// [`Builder::local`] it takes any and the buffer is `!Send`
+/// ([`Threading`]). It is never `Sync`: one thread at a time polls it.
+///
 /// ```no_run
 /// # fn main() -> perfbuf::Result<()> {
 /// # let map: std::os::fd::OwnedFd = unimplemented!();
@@ -43,12 +58,12 @@ use std::time::Duration;
 /// }
 /// # }
 /// ```
-pub struct PerfBuffer<'a> {
-    reader: Reader<Closures<'a>>,
+pub struct PerfBuffer<'a, T: Threading = Sendable> {
+    reader: Reader<Closures<'a, T>>,
     /// Made when a [`Waker`] is first asked for.
     wake: OnceCell<Arc<WakeFd>>,
-    /// Whatever lends the map's fd, kept as long as the reader uses it.
-    _map: Box<dyn AsFd + 'a>,
+    /// The map's fd: borrowed for `'a`, or owned and closed with the buffer.
+    _map: MapFd<'a>,
 }
 
 /// The options of a [`PerfBuffer`]: see [`PerfBuffer::builder`].
@@ -67,26 +82,27 @@ pub struct PerfBuffer<'a> {
 /// # Ok(()) }
 /// ```
 #[must_use = "a builder does nothing until built"]
-pub struct Builder<'a> {
+pub struct Builder<'a, T: Threading = Sendable> {
     opts: Options,
-    closures: Closures<'a>,
-    map: Box<dyn AsFd + 'a>,
+    closures: Closures<'a, T>,
+    map: MapFd<'a>,
 }
 
-type SampleFn<'a> = Box<dyn FnMut(u32, &[u8]) + 'a>;
-type LostFn<'a> = Box<dyn FnMut(u32, u64) + 'a>;
-type RecordFn<'a> = Box<dyn FnMut(u32, &[u8]) -> ControlFlow<()> + 'a>;
-
 /// The Rust face's handler: its closures.
-#[derive(Default)]
-pub struct Closures<'a> {
-    sample: Option<SampleFn<'a>>,
-    lost: Option<LostFn<'a>>,
-    record: Option<RecordFn<'a>>,
+pub struct Closures<'a, T: Threading> {
+    sample: Option<T::SampleFn<'a>>,
+    lost: Option<T::LostFn<'a>>,
+    record: Option<T::RecordFn<'a>>,
     key: Option<KeyFn<'a>>,
 }
 
-impl Handler for Closures<'_> {
+impl<T: Threading> Default for Closures<'_, T> {
+    fn default() -> Self {
+        Closures { sample: None, lost: None, record: None, key: None }
+    }
+}
+
+impl<T: Threading> Handler for Closures<'_, T> {
     fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
         let cpu_id = cpu as u32;
         if let Some(record) = &mut self.record {
@@ -138,14 +154,17 @@ impl Handler for Closures<'_> {
 
 impl<'a> PerfBuffer<'a> {
     /// A builder for a buffer over `map`, a `BPF_MAP_TYPE_PERF_EVENT_ARRAY`:
-    /// anything that lends its fd (`&OwnedFd`, a `BorrowedFd`, aya's
-    /// `&MapData`, libbpf-rs's `&Map`...), or owns it (an `OwnedFd` given
-    /// here is kept, and closed with the buffer). Defaults are libbpf's: 8
-    /// pages per CPU, every online CPU, a wake-up per record.
-    pub fn builder<M: AsFd + 'a>(map: M) -> Builder<'a> {
-        let fd = map.as_fd().as_raw_fd();
-        Builder { opts: Options::new(fd), closures: Closures::default(), map: Box::new(map) }
+    /// a reference to anything with an fd (`&OwnedFd`, libbpf-rs's `&Map`,
+    /// aya's `map.fd()`...), a `BorrowedFd`, or an `OwnedFd`, which the
+    /// buffer keeps and closes ([`MapFd`]). Defaults are libbpf's: 8 pages
+    /// per CPU, every online CPU, a wake-up per record.
+    pub fn builder(map: impl Into<MapFd<'a>>) -> Builder<'a> {
+        let map = map.into();
+        Builder { opts: Options::new(map.as_raw_fd()), closures: Closures::default(), map }
     }
+}
+
+impl<'a, T: Threading> PerfBuffer<'a, T> {
 
     /// Waits up to `timeout` (`None`: forever) for rings the kernel
     /// signalled and reads them; returns how many rings were read (0 when
@@ -207,7 +226,7 @@ impl<'a> PerfBuffer<'a> {
     /// Ring `idx` record by record: peek at the next record, advance past
     /// it, publish what was read (see [`RingReader`]). In the fast mode,
     /// this ring goes back to libbpf's event for good.
-    pub fn ring(&mut self, idx: usize) -> Result<RingReader<'_, 'a>> {
+    pub fn ring(&mut self, idx: usize) -> Result<RingReader<'_, 'a, T>> {
         self.reader.cpu_buf(idx)?;
         Ok(RingReader { pb: self, idx })
     }
@@ -270,7 +289,7 @@ impl<'a> PerfBuffer<'a> {
     }
 }
 
-impl Drop for PerfBuffer<'_> {
+impl<T: Threading> Drop for PerfBuffer<'_, T> {
     fn drop(&mut self) {
         if let Some(w) = self.wake.get() {
             w.retire();
@@ -280,14 +299,14 @@ impl Drop for PerfBuffer<'_> {
 
 /// The epoll fd over all rings, for reactors such as tokio's `AsyncFd`:
 /// readable when a ring (or the fast mode's timer) calls for a read.
-impl AsFd for PerfBuffer<'_> {
+impl<T: Threading> AsFd for PerfBuffer<'_, T> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the reader's epoll fd is open while self lives.
         unsafe { BorrowedFd::borrow_raw(self.reader.epoll_fd()) }
     }
 }
 
-impl AsRawFd for PerfBuffer<'_> {
+impl<T: Threading> AsRawFd for PerfBuffer<'_, T> {
     fn as_raw_fd(&self) -> RawFd {
         self.reader.epoll_fd()
     }
@@ -330,12 +349,12 @@ impl Waker {
 /// ring.publish()?;
 /// # Ok(()) }
 /// ```
-pub struct RingReader<'b, 'a> {
-    pb: &'b mut PerfBuffer<'a>,
+pub struct RingReader<'b, 'a, T: Threading = Sendable> {
+    pb: &'b mut PerfBuffer<'a, T>,
     idx: usize,
 }
 
-impl RingReader<'_, '_> {
+impl<T: Threading> RingReader<'_, '_, T> {
     /// The next record, whole (header included; a copy when it wraps the
     /// ring's end), without consuming it; `None` when the ring is empty.
     pub fn peek(&mut self) -> Result<Option<&[u8]>> {
@@ -357,8 +376,24 @@ impl<'a> Builder<'a> {
     /// A builder over a map fd the caller vouches for (the C face; the fd
     /// may even be invalid: the reader reports that as libbpf does).
     pub fn for_raw_fd(map_fd: RawFd) -> Builder<'a> {
-        Builder { opts: Options::new(map_fd), closures: Closures::default(), map: Box::new(NoFd) }
+        Builder { opts: Options::new(map_fd), closures: Closures::default(), map: MapFd::None }
     }
+
+    /// Takes closures that are not `Send` (capturing an `Rc`, a
+    /// `&RefCell`...), for a buffer that stays on this thread.
+    pub fn local(self) -> Builder<'a, Local> {
+        let Closures { sample, lost, record, key } = self.closures;
+        let closures = Closures {
+            sample: sample.map(|f| -> <Local as Threading>::SampleFn<'a> { f }),
+            lost: lost.map(|f| -> <Local as Threading>::LostFn<'a> { f }),
+            record: record.map(|f| -> <Local as Threading>::RecordFn<'a> { f }),
+            key,
+        };
+        Builder { opts: self.opts, closures, map: self.map }
+    }
+}
+
+impl<'a, T: Threading> Builder<'a, T> {
 
     /// Data pages per CPU, a power of two (default 8).
     pub fn pages(mut self, pages: usize) -> Self {
@@ -369,15 +404,21 @@ impl<'a> Builder<'a> {
     /// Called with `(cpu, data)` for each sample's raw data, as libbpf's
     /// `sample_cb` (the data is padded by the kernel to 8 bytes with its
     /// 4-byte size).
-    pub fn on_sample(mut self, f: impl FnMut(u32, &[u8]) + 'a) -> Self {
-        self.closures.sample = Some(Box::new(f));
+    pub fn on_sample<F: FnMut(u32, &[u8]) + 'a>(mut self, f: F) -> Self
+    where
+        T: Boxes<'a, F>,
+    {
+        self.closures.sample = Some(T::sample(f));
         self
     }
 
     /// Called with `(cpu, count)` for each report of records the kernel
     /// dropped, as libbpf's `lost_cb`.
-    pub fn on_lost(mut self, f: impl FnMut(u32, u64) + 'a) -> Self {
-        self.closures.lost = Some(Box::new(f));
+    pub fn on_lost<F: FnMut(u32, u64) + 'a>(mut self, f: F) -> Self
+    where
+        T: Boxes<'a, F>,
+    {
+        self.closures.lost = Some(T::lost(f));
         self
     }
 
@@ -385,8 +426,11 @@ impl<'a> Builder<'a> {
     /// (libbpf's raw `event_cb`; decode samples with [`crate::decode`]).
     /// Replaces [`Self::on_sample`] and [`Self::on_lost`]. `Break` stops
     /// reading this ring for now.
-    pub fn on_record(mut self, f: impl FnMut(u32, &[u8]) -> ControlFlow<()> + 'a) -> Self {
-        self.closures.record = Some(Box::new(f));
+    pub fn on_record<F: FnMut(u32, &[u8]) -> ControlFlow<()> + 'a>(mut self, f: F) -> Self
+    where
+        T: Boxes<'a, F>,
+    {
+        self.closures.record = Some(T::record(f));
         self
     }
 
@@ -437,7 +481,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Opens the buffer: one event and ring per CPU, stored in the map.
-    pub fn build(self) -> Result<PerfBuffer<'a>> {
+    pub fn build(self) -> Result<PerfBuffer<'a, T>> {
         let reader = Reader::open(self.opts, self.closures)?;
         Ok(PerfBuffer { reader, wake: OnceCell::new(), _map: self.map })
     }
@@ -472,13 +516,15 @@ impl crate::events::EventSet {
     /// [`OrderKey::SampleTime`], stats), handing `f` each record attributed
     /// to its event and decoded. Once per set (EBUSY after); EINVAL for a
     /// set built without rings. Events added later are read too.
+    /// The buffer is `Send` (`f` must be); a reader that must stay on its
+    /// thread can wrap what `f` captures (e.g. in a channel's sender).
     pub fn reader<'a>(
         &mut self,
-        mut f: impl FnMut(crate::events::EventRecord<'_>) + 'a,
+        mut f: impl FnMut(crate::events::EventRecord<'_>) + Send + 'a,
     ) -> Result<PerfBuffer<'a>> {
         let decoder = self.decoder();
         let closures = Closures {
-            record: Some(Box::new(move |cpu, rec| {
+            record: Some(<Sendable as Boxes<'a, _>>::record(move |cpu, rec: &[u8]| {
                 decoder.decode(cpu, rec, &mut f);
                 ControlFlow::Continue(())
             })),
@@ -490,16 +536,7 @@ impl crate::events::EventSet {
             crate::events::BASE_SAMPLE_TYPE,
             self.max_delay(),
         )?;
-        Ok(PerfBuffer { reader, wake: OnceCell::new(), _map: Box::new(NoFd) })
-    }
-}
-
-/// The C face's map fd is its caller's: nothing to keep.
-struct NoFd;
-
-impl AsFd for NoFd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        unreachable!("kept, never asked for its fd")
+        Ok(PerfBuffer { reader, wake: OnceCell::new(), _map: MapFd::None })
     }
 }
 
@@ -510,3 +547,4 @@ fn timeout_ms(timeout: Option<Duration>) -> i32 {
         Some(d) => d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32,
     }
 }
+
