@@ -24,6 +24,9 @@
 //!   buffer.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// Its Rust docs are for the library's developers (the C API's are in
+// perfbuf.h): they link the private modules they describe.
+#![allow(rustdoc::private_intra_doc_links)]
 
 // No panic crosses into C: release and dev builds use panic = "abort" (the
 // workspace's Cargo.toml), and since Rust 1.81 a panic escaping an

@@ -5,7 +5,7 @@
 //! `CLOCK_MONOTONIC_COARSE`, the time of the last scheduler tick from the
 //! vDSO (about 5 ns, moving once per jiffy). Both count from the same
 //! origin, so readings compare. In test builds a fake kernel can own the
-//! clock (see [`super::fake`]).
+//! clock (see `super::fake`).
 
 use std::time::Duration;
 

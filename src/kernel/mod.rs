@@ -1,7 +1,7 @@
 //! The kernel as this crate uses it: the perf and BPF uapi in one place
 //! (record types, `perf_event_attr`, ioctls, the control page), every
 //! system call ([`sys`]), CPU lists, clocks, and, in test builds, a fake
-//! kernel ([`fake`]) that the reader and the adaptive policy run against
+//! kernel (`fake`) that the reader and the adaptive policy run against
 //! without root.
 
 pub mod clock;

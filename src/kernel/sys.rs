@@ -5,7 +5,7 @@
 //! Two seams sit in front of the kernel: the `fault-injection` feature
 //! makes a chosen call fail ([`fault`]), and test builds route every call
 //! to the calling thread's fake kernel when one is installed
-//! ([`super::fake`]), so the reader and the adaptive policy are tested
+//! (`super::fake`), so the reader and the adaptive policy are tested
 //! without root.
 
 use super::PerfEventAttr;
