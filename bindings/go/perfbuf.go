@@ -137,6 +137,9 @@ type rings struct {
 	waiters  atomic.Int32 // control calls waiting for the buffer
 	stateMu  sync.Mutex   // deadline
 	deadline time.Time
+	// drained: since the deadline passed, the rings were consumed once;
+	// the next Read finding nothing queued returns os.ErrDeadlineExceeded.
+	drained bool
 }
 
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
@@ -299,7 +302,18 @@ func (r *rings) wait(ready func() bool) error {
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return os.ErrDeadlineExceeded
+				// Hand over what the rings hold first (those below a
+				// wake-up threshold too), then report the deadline once.
+				if r.drained {
+					r.drained = false
+					return os.ErrDeadlineExceeded
+				}
+				r.drained = true
+				pb := r.pb
+				if _, err := cCall("Read", func() C.int { return C.perfbuf_consume(pb) }); err != nil {
+					return err
+				}
+				continue
 			}
 			timeout = int(left/time.Millisecond) + 1
 		}
@@ -393,8 +407,10 @@ func (r *rings) control(op string, fn func(*C.struct_perf_buffer) C.int) error {
 	return err
 }
 
-// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed;
-// the zero time means no deadline.
+// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed,
+// after the records the rings still hold (so SetDeadline(time.Now()) and
+// Read until os.ErrDeadlineExceeded drains them); the zero time means no
+// deadline.
 func (r *rings) SetDeadline(t time.Time) {
 	r.stateMu.Lock()
 	r.deadline = t

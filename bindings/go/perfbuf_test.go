@@ -268,3 +268,39 @@ func TestBadArguments(t *testing.T) {
 		t.Fatal("zero size accepted")
 	}
 }
+
+// cilium's drain idiom: SetDeadline(time.Now()), then Read until
+// os.ErrDeadlineExceeded, returns every record still in the rings first,
+// also records that never woke the reader (below WakeupEvents).
+func TestPastDeadlineDrainsTheRings(t *testing.T) {
+	p := openProducer(t)
+	for _, opts := range []ReaderOptions{{}, {WakeupEvents: 64, MaxDelay: time.Minute}} {
+		rd, err := NewReader(p.MapFD(), 4*os.Getpagesize(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cpu := 0; cpu < 2; cpu++ {
+			if ret, err := p.Emit(cpu, 16, byte(cpu), 5); err != nil || ret != 0 {
+				t.Fatalf("emit: %d %v", ret, err)
+			}
+		}
+		rd.SetDeadline(time.Now())
+		per := map[int]int{}
+		for {
+			rec, err := rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(rec.RawSample[:16], producer.Expected(16, byte(rec.CPU))) {
+				t.Fatalf("%+v: cpu %d: wrong content", opts, rec.CPU)
+			}
+			per[rec.CPU]++
+		}
+		if per[0] != 5 || per[1] != 5 {
+			t.Fatalf("%+v: drained %v, want 5 per CPU", opts, per)
+		}
+		rd.Close()
+	}
+}
