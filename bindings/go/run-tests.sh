@@ -29,6 +29,16 @@ unformatted=$(gofmt -l . )
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
 # The lifetime of the C buffer under concurrent Close, with the race detector.
 go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume|TestEventLifetimes|TestEventTracepointExecOrdered' ./ 2>&1 | grep -v "^=== RUN"
+go test -count=1 -race ./perf/ 2>&1 | grep -v "^=== RUN"
+
+# The differential suite (its own module: it depends on Debian's
+# cilium/ebpf 0.9.1): the same scenarios through cilium's perf.Reader and
+# perfbuf.dev/perfbuf/perf.
+(
+	cd difftest
+	go vet ./...
+	go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
+)
 
 # Linked with -lbpf before -lperfbuf: libbpf's perf_buffer__* names win the
 # symbol lookup, and the package must still read through libperfbuf (it
@@ -101,6 +111,17 @@ for example in dump profile; do
 	go build -o "$build/perfbuf-go-$example" .
 	[ "$(cat go.mod)" = "$before" ] && [ ! -e go.sum ] || { echo "go-test: the build changed examples/$example/go.mod" >&2; exit 1; }
 done
+# The one-line switch: main.go (perfbuf.dev/perfbuf/perf) and main_cilium.go
+# (github.com/cilium/ebpf/perf, -tags cilium) are one program; they may differ
+# in their build tag and their import line only.
+cd "$here/examples/switch"
+delta=$(diff main.go main_cilium.go || true)
+[ "$delta" = "$(printf '1c1\n< //go:build !cilium\n---\n> //go:build cilium\n28c28\n< \t"perfbuf.dev/perfbuf/perf"\n---\n> \t"github.com/cilium/ebpf/perf"')" ] ||
+	{ echo "go-test: examples/switch: main.go and main_cilium.go differ beyond the build tag and import:" >&2; echo "$delta" >&2; exit 1; }
+go vet ./... && go vet -tags cilium ./...
+go build -o "$build/perfbuf-go-switch" .
+go build -tags cilium -o "$build/perfbuf-go-switch-cilium" .
+readelf -d "$build/perfbuf-go-switch" | grep -q 'NEEDED.*libperfbuf' || { echo "go-test: examples/switch does not link libperfbuf" >&2; exit 1; }
 # execmon has no dependency: it is part of the package's module (vetted above).
 cd "$here"
 go build -o "$build/perfbuf-go-execmon" ./examples/execmon
@@ -110,6 +131,11 @@ if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
 fi
 echo "go-test: examples/dump -obj $bpf_obj -check 3"
 "$build/perfbuf-go-dump" -obj "$bpf_obj" -check 3
+
+for variant in switch switch-cilium; do
+	echo "go-test: examples/switch ($variant) -obj $bpf_obj -runs 3"
+	"$build/perfbuf-go-$variant" -obj "$bpf_obj" -runs 3
+done
 
 # execmon runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.
