@@ -22,6 +22,9 @@ type poller struct {
 
 	mu     sync.Mutex // guards the eventfds against Close
 	closed bool
+	// wake, if set, also ends a wait in libperfbuf's poll (the fast mode);
+	// it runs under mu, never after signalClose.
+	wake func()
 }
 
 const (
@@ -109,18 +112,39 @@ func (p *poller) wait(deadline time.Time, bound time.Duration) error {
 			}
 			return fmt.Errorf("epoll wait: %w", os.ErrDeadlineExceeded)
 		}
-		var result error
-		for _, ev := range p.events[:n] {
-			switch ev.Fd {
-			case tokenClose:
-				return fmt.Errorf("epoll wait: %w", os.ErrClosed)
-			case tokenFlush:
-				var buf [8]byte
-				_, _ = syscall.Read(p.flush, buf[:])
-				result = ErrFlushed
-			}
+		return p.signalled(n)
+	}
+}
+
+// signalled is what the n events a wait returned say: Close, Flush or a
+// ring (nil).
+func (p *poller) signalled(n int) error {
+	var result error
+	for _, ev := range p.events[:n] {
+		switch ev.Fd {
+		case tokenClose:
+			return fmt.Errorf("epoll wait: %w", os.ErrClosed)
+		case tokenFlush:
+			var buf [8]byte
+			_, _ = syscall.Read(p.flush, buf[:])
+			result = ErrFlushed
 		}
-		return result
+	}
+	return result
+}
+
+// check is wait without blocking, for Close and Flush only (the fast mode
+// waits in libperfbuf's poll).
+func (p *poller) check() error {
+	for {
+		n, err := syscall.EpollWait(p.epfd, p.events, 0)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("epoll wait: %w", err)
+		}
+		return p.signalled(n)
 	}
 }
 
@@ -147,7 +171,11 @@ func (p *poller) signalFlush() error {
 	if p.closed {
 		return fmt.Errorf("epoll wake: %w", os.ErrClosed)
 	}
-	return signal(p.flush)
+	err := signal(p.flush)
+	if p.wake != nil {
+		p.wake()
+	}
+	return err
 }
 
 // signalClose makes every wait return os.ErrClosed from now on; it
@@ -160,6 +188,9 @@ func (p *poller) signalClose() bool {
 	}
 	p.closed = true
 	_ = signal(p.closer)
+	if p.wake != nil {
+		p.wake()
+	}
 	return true
 }
 

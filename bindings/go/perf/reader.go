@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -74,6 +75,13 @@ type ReaderOptions struct {
 	// Read looks at every ring. Zero: records wait for a wake-up, Flush or
 	// the deadline, as in cilium/ebpf.
 	MaxDelay time.Duration
+	// Fast (not in cilium/ebpf) turns on libperfbuf's fast mode (adaptive
+	// wake-ups, see the README): while a CPU's rate is high the kernel
+	// wakes the reader every 64 records and a timer hands over the rest
+	// within 1ms. Not with WakeupEvents, Watermark or Overwritable. It moves
+	// the map slots itself, so Pause and Resume use the kernel's pause
+	// instead: BPF gets -ENOSPC and the writes are reported lost.
+	Fast bool
 }
 
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY through
@@ -94,6 +102,8 @@ type Reader struct {
 	overwritable bool
 	bufferSize   int
 	maxDelay     time.Duration
+	fast         bool
+	waiters      atomic.Int32 // fast mode: Pause/Resume waiting for the buffer
 
 	deadlineMu sync.Mutex
 	deadline   time.Time
@@ -151,6 +161,7 @@ func NewReaderWithOptions(array Map, perCPUBuffer int, opts ReaderOptions) (*Rea
 		overwritable: opts.Overwritable,
 		bufferSize:   pages * page,
 		maxDelay:     opts.MaxDelay,
+		fast:         opts.Fast,
 	}
 	pr.handle = cgo.NewHandle(pr.queue)
 	if err := pr.open(pages, opts); err != nil {
@@ -165,6 +176,9 @@ func (pr *Reader) open(pages int, opts ReaderOptions) error {
 	var flags C.uint32_t
 	if opts.Overwritable {
 		flags |= C.PERFBUF_F_OVERWRITE
+	}
+	if opts.Fast {
+		flags |= C.PERFBUF_F_ADAPTIVE
 	}
 	// libperfbuf's own delay timer is never waited on (Read polls the
 	// ring fds itself): the longest bound keeps it quiet.
@@ -187,9 +201,20 @@ func (pr *Reader) open(pages int, opts ReaderOptions) error {
 	}
 	pr.pending = make([]int, 0, len(pr.cpus))
 	pr.next = (*C.struct_perf_next)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_perf_next{}))))
+	if !pr.fast {
+		var err error
+		pr.poll, err = newPoller(pr.ringFDs)
+		return err
+	}
+	// The fast mode waits in libperfbuf's poll (its spill rings and
+	// timer are in that epoll set); Flush and Close wake it.
 	var err error
-	pr.poll, err = newPoller(pr.ringFDs)
-	return err
+	if pr.poll, err = newPoller(nil); err != nil {
+		return err
+	}
+	pb := pr.pb
+	pr.poll.wake = func() { C.perfbuf_wake(pb) }
+	return nil
 }
 
 func dupFD(fd int) (int, error) {
@@ -287,7 +312,12 @@ func (pr *Reader) ReadInto(rec *Record) error {
 			pr.deadlineMu.Lock()
 			deadline := pr.deadline
 			pr.deadlineMu.Unlock()
-			err := pr.poll.wait(deadline, pr.maxDelay)
+			var err error
+			if pr.fast {
+				err = pr.waitFast(deadline)
+			} else {
+				err = pr.poll.wait(deadline, pr.maxDelay)
+			}
 			switch {
 			case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ErrFlushed):
 				// Hand over what the rings hold (below the thresholds too) first.
@@ -306,6 +336,9 @@ func (pr *Reader) ReadInto(rec *Record) error {
 		}
 		if !pr.queue.empty() {
 			pr.queue.pop(rec)
+			if pr.fast {
+				rec.Remaining = pr.remaining(rec.CPU)
+			}
 			return nil
 		}
 		ring := pr.pending[len(pr.pending)-1]
@@ -335,6 +368,12 @@ func (pr *Reader) readable() error {
 // read record by record; an overwritable ring's records since the last
 // read are taken at once, newest first, as cilium returns them.
 func (pr *Reader) load() error {
+	if pr.fast {
+		if ret := C.perfbuf_consume(pr.pb); ret < 0 {
+			return fmt.Errorf("perfbuf: consume: %w", syscall.Errno(-ret))
+		}
+		return nil
+	}
 	if !pr.overwritable {
 		for i := range pr.cpus {
 			pr.pending = append(pr.pending, i)
@@ -392,6 +431,9 @@ func (pr *Reader) readRing(i int, rec *Record) (bool, error) {
 // cilium/ebpf does: bpf_perf_event_output then returns -ENOENT and nothing
 // is reported lost. Reads go on returning what the rings hold.
 func (pr *Reader) Pause() error {
+	if pr.fast {
+		return pr.fastControl(func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_pause(pb) }, true)
+	}
 	pr.pauseMu.Lock()
 	defer pr.pauseMu.Unlock()
 	if pr.closed || pr.pb == nil {
@@ -408,6 +450,9 @@ func (pr *Reader) Pause() error {
 
 // Resume restores the map's slots after Pause.
 func (pr *Reader) Resume() error {
+	if pr.fast {
+		return pr.fastControl(func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_resume(pb) }, false)
+	}
 	pr.pauseMu.Lock()
 	defer pr.pauseMu.Unlock()
 	if pr.closed || pr.pb == nil {

@@ -35,9 +35,16 @@ int perf_next_record(uintptr_t buffer, size_t idx, void *dst, size_t cap, struct
 	}
 	if ((ret = perfbuf_ring_advance(pb, idx)) < 0 || (ret = perfbuf_ring_publish(pb, idx)) < 0)
 		return ret;
-	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
-	out->remaining = perfbuf_ring_stats(pb, idx, &st) == 0 ? st.pending_bytes : 0;
+	out->remaining = perf_pending(buffer, idx);
 	return PERF_NEXT_RECORD;
+}
+
+uint64_t perf_pending(uintptr_t buffer, size_t idx)
+{
+	struct perfbuf_ring_stats st;
+	memset(&st, 0, sizeof(st));
+	st.sz = sizeof(st);
+	return perfbuf_ring_stats((struct perf_buffer *)buffer, idx, &st) == 0 ? st.pending_bytes : 0;
 }
 
 static void sample_tramp(void *ctx, int cpu, void *data, __u32 size)

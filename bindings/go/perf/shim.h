@@ -27,6 +27,9 @@ struct perf_next {
  * call allocate in Go (cgo checks it through an interface). */
 int perf_next_record(uintptr_t buffer, size_t idx, void *dst, size_t cap, struct perf_next *out);
 
+/* The bytes waiting in ring idx (0 on error). */
+uint64_t perf_pending(uintptr_t buffer, size_t idx);
+
 /* perfbuf_new with these options; the callbacks feed the Go queue of the
  * reader `handle`. NULL with *err = errno on failure. */
 struct perf_buffer *perf_new_buffer(int map_fd, size_t page_cnt, uintptr_t handle, uint32_t wakeup_events,
