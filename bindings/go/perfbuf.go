@@ -1,6 +1,7 @@
 // Package perfbuf reads BPF perf event arrays (bpf_perf_event_output)
-// through libperfbuf. Its Reader follows cilium/ebpf's perf.Reader, so
-// switching is a matter of imports:
+// through libperfbuf, with libbpf's defaults and libperfbuf's options. Its
+// Reader is shaped like cilium/ebpf's perf.Reader; for cilium's exact API
+// and semantics (a one-line import switch) use perfbuf.dev/perfbuf/perf.
 //
 //	rd, err := perfbuf.NewReaderFromMap(coll.Maps["events"], os.Getpagesize()*8, perfbuf.ReaderOptions{})
 //	if err != nil { ... }

@@ -122,6 +122,10 @@ go vet ./... && go vet -tags cilium ./...
 go build -o "$build/perfbuf-go-switch" .
 go build -tags cilium -o "$build/perfbuf-go-switch-cilium" .
 readelf -d "$build/perfbuf-go-switch" | grep -q 'NEEDED.*libperfbuf' || { echo "go-test: examples/switch does not link libperfbuf" >&2; exit 1; }
+# README's static build: libperfbuf.a linked in, no shared library needed.
+CGO_LDFLAGS= go build -ldflags '-linkmode external -extldflags "-static"' -o "$build/perfbuf-go-switch-static" . 2> "$build/switch-static.log" ||
+	{ cat "$build/switch-static.log" >&2; exit 1; }
+! readelf -d "$build/perfbuf-go-switch-static" | grep -q NEEDED || { echo "go-test: the static build needs shared libraries" >&2; exit 1; }
 # execmon has no dependency: it is part of the package's module (vetted above).
 cd "$here"
 go build -o "$build/perfbuf-go-execmon" ./examples/execmon
@@ -132,7 +136,7 @@ fi
 echo "go-test: examples/dump -obj $bpf_obj -check 3"
 "$build/perfbuf-go-dump" -obj "$bpf_obj" -check 3
 
-for variant in switch switch-cilium; do
+for variant in switch switch-cilium switch-static; do
 	echo "go-test: examples/switch ($variant) -obj $bpf_obj -runs 3"
 	"$build/perfbuf-go-$variant" -obj "$bpf_obj" -runs 3
 done
