@@ -10,6 +10,7 @@ package perfbuf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -902,5 +903,66 @@ func TestEventErrors(t *testing.T) {
 	}
 	if _, err := s.NewReader(EventReaderOptions{}); err == nil {
 		t.Fatal("a reader of a closed set")
+	}
+}
+
+// A sample libperfbuf cannot decode is handed over raw and counted, never
+// dropped; other record types are counted, and handed over raw on request.
+func TestEventUndecodableHandedOverRaw(t *testing.T) {
+	needEvents(t)
+	for _, all := range []bool{false, true} {
+		s := newSet(t, EventSetOptions{CPUs: []int{0}, Pages: 1, PIDs: []int{os.Getpid()}})
+		ev := mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Period: 1000000})
+		rd, err := s.NewReader(EventReaderOptions{AllRecords: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A SAMPLE of this event (PERF_SAMPLE_IDENTIFIER first) too short
+		// for its other fields, then a THROTTLE (type 5).
+		fd, err := s.FD(ev, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id uint64
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), 0x80082407, // PERF_EVENT_IOC_ID
+			uintptr(unsafe.Pointer(&id))); e != 0 {
+			t.Fatal(e)
+		}
+		short := make([]byte, 16)
+		short[0], short[6] = 9, 16
+		binary.LittleEndian.PutUint64(short[8:], id)
+		throttle := make([]byte, 32)
+		throttle[0], throttle[6] = 5, 32
+		rd.mu.Lock()
+		rd.deliver(0, unsafe.Pointer(&short[0]))
+		rd.deliver(0, unsafe.Pointer(&throttle[0]))
+		rd.mu.Unlock()
+		rd.SetDeadline(time.Now())
+		var got []EventSample
+		for {
+			smp, err := rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, smp)
+		}
+		want := 1
+		if all {
+			want = 2
+		}
+		if len(got) != want || rd.Undecodable() != 1 || rd.Others() != 1 {
+			t.Fatalf("AllRecords %v: %d records, undecodable %d, others %d, unattributed %d", all, len(got), rd.Undecodable(), rd.Others(), rd.Unattributed())
+		}
+		if g := got[0]; g.Event != -1 || g.Type != 9 || !bytes.Equal(g.Record, short) || g.DecodeErr == nil {
+			t.Fatalf("undecodable sample: %+v", g)
+		}
+		if all {
+			if g := got[1]; g.Event != -1 || g.Type != 5 || !bytes.Equal(g.Record, throttle) || g.DecodeErr != nil {
+				t.Fatalf("throttle record: %+v", g)
+			}
+		}
+		rd.Close()
 	}
 }
