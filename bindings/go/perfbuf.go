@@ -70,6 +70,14 @@ type ReaderOptions struct {
 	// per-record wake-ups and forward rings: not with Watermark,
 	// WakeupEvents > 1 or Overwritable.
 	Fast bool
+	// CPUs reads only these CPUs' rings (map key = CPU id); offline or
+	// absent ones are skipped (Rings lists the rings made). Empty: every
+	// online CPU, as libbpf.
+	CPUs []int
+}
+
+func (o ReaderOptions) isZero() bool {
+	return o.Watermark == 0 && o.WakeupEvents == 0 && !o.Overwritable && o.MaxDelay == 0 && !o.Fast && len(o.CPUs) == 0
 }
 
 // Record is one record read from a CPU's ring.
@@ -226,15 +234,24 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		flags |= C.PERFBUF_F_ADAPTIVE
 	}
 	useOpts := C.int(0)
-	if opts != (ReaderOptions{}) {
+	if !opts.isZero() {
 		useOpts = 1
+	}
+	var cpus *C.int
+	if len(opts.CPUs) > 0 {
+		list := make([]C.int, len(opts.CPUs))
+		for i, c := range opts.CPUs {
+			list[i] = C.int(c)
+		}
+		cpus = &list[0]
 	}
 	delayMS := (opts.MaxDelay + time.Millisecond - 1) / time.Millisecond
 	var pb *C.struct_perf_buffer
 	_, err := cCall(op, func() C.int {
 		var cerr C.int
 		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), useOpts,
-			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags, &cerr)
+			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags,
+			cpus, C.int(len(opts.CPUs)), &cerr)
 		if pb == nil {
 			return -cerr
 		}
