@@ -679,7 +679,10 @@ type EventSample struct {
 	Record []byte
 	// DecodeErr is why a sample could not be decoded (a *Error), or nil.
 	DecodeErr error
-	set       *EventSet
+	// SampleFields has the sample's other fields, as C's decoder gives
+	// them (set when the event's SampleType asked for them).
+	SampleFields
+	set *EventSet
 }
 
 // NewReader makes the reader of the set's rings (one per set: EBUSY for a
@@ -811,8 +814,16 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 	set := r.set
 	set.mu.Lock()
 	ev := -C.int(syscall.EBADF)
+	var readFormat uint64
 	if set.cset != nil {
 		ev = C.perfbuf_events_decode(set.cset, hdr, C.size_t(hdr.size), &s)
+		if ev >= 0 && s.read_group != nil && s.read_stride == 2 {
+			var da C.struct_perfbuf_decode_attr
+			da.sz = C.size_t(unsafe.Sizeof(da))
+			if C.perfbuf_events_decode_attr(set.cset, ev, &da) == 0 {
+				readFormat = uint64(da.read_format)
+			}
+		}
 	}
 	set.mu.Unlock()
 	out := EventSample{Event: int(ev), CPU: cpu, Type: uint32(hdr._type), set: set}
@@ -855,6 +866,7 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 		if s.raw != nil && s.raw_size > 0 {
 			out.Raw = C.GoBytes(s.raw, C.int(s.raw_size))
 		}
+		out.SampleFields = decodeFields(&s, readFormat)
 	default: // THROTTLE, UNTHROTTLE, side-band records
 		r.others.Add(1)
 		if !r.allRecords {

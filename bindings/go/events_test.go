@@ -966,3 +966,44 @@ func TestEventUndecodableHandedOverRaw(t *testing.T) {
 		rd.Close()
 	}
 }
+
+// The fields beyond pid/tid/time/ip come through SampleFields.
+func TestEventSampleFields(t *testing.T) {
+	needEvents(t)
+	exe, _ := os.Executable()
+	const (
+		sampleRead, sampleID, sampleCPU, sampleStreamID = 1 << 4, 1 << 6, 1 << 7, 1 << 9
+		sampleWeight, sampleDataSrc, sampleTransaction  = 1 << 14, 1 << 15, 1 << 17
+	)
+	extra := uint64(sampleRead | sampleID | sampleCPU | sampleStreamID | sampleWeight | sampleDataSrc | sampleTransaction)
+	onThread(func(tid int) {
+		setAffinity(t, 0)
+		s, err := NewEventSet(EventSetOptions{CPUs: []int{0}, PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		if _, err := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.Symbol, SampleType: extra}); err != nil {
+			t.Error(err)
+			return
+		}
+		r, _ := s.NewReader(EventReaderOptions{})
+		defer r.Close()
+		s.Enable(AllEvents)
+		probe.Call(5)
+		r.Consume()
+		got := drain(t, r, 20*time.Millisecond)
+		if len(got) != 5 {
+			t.Errorf("%d samples", len(got))
+			return
+		}
+		for i, g := range got {
+			f := g.SampleFields
+			if f.Present&extra != extra || f.SampleCPU != 0 || f.ID == 0 || f.StreamID != f.ID ||
+				f.Read == nil || len(f.Read.Values) != 1 || f.Read.Values[0].Value != uint64(i+1) {
+				t.Errorf("sample %d: %+v (read %+v)", i, f, f.Read)
+			}
+		}
+	})
+}
