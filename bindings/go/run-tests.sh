@@ -52,6 +52,13 @@ esac
 echo "go-test: linked as: $needed"
 "$build/perfbuf_go_libbpf_first.test" -test.count=1 \
 	-test.run 'TestRecordsBytesSizesAndCPUs|TestLostSamplesAddUp|TestPauseResume|TestFastOption|TestDefaults|TestEventTracepointExecOrdered|TestEventUprobes'
+# The same for the cilium-compatible package.
+CGO_LDFLAGS="-Wl,--no-as-needed -lbpf $CGO_LDFLAGS" go test -c -o "$build/perfbuf_go_perf_libbpf_first.test" ./perf/
+case "$(readelf -d "$build/perfbuf_go_perf_libbpf_first.test" | sed -n 's/.*NEEDED.*\[\(lib[a-z]*\).*/\1/p' | tr '\n' ' ')" in
+*libbpf*libperfbuf*) ;;
+*) echo "go-test: perf: libbpf is not linked before libperfbuf" >&2; exit 1 ;;
+esac
+"$build/perfbuf_go_perf_libbpf_first.test" -test.count=1 -test.run 'TestRecordsInOrder|TestPastDeadlineDrains|TestPauseDeletes|TestFastMode'
 
 # README's steps for depending on the unpublished module: make install into
 # a prefix, a scratch module with a replace directive and go mod tidy,
