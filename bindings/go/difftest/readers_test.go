@@ -68,6 +68,11 @@ func producerMap(t *testing.T, p *producer.Producer) *ebpf.Map {
 	return m
 }
 
+func ciliumNew(m *ebpf.Map, size int) (*cilium.Reader, error)   { return cilium.NewReader(m, size) }
+func ciliumRecord(buf []byte) *cilium.Record                    { return &cilium.Record{RawSample: buf} }
+func perfbufNew(m *ebpf.Map, size int) (*perfbuf.Reader, error) { return perfbuf.NewReader(m, size) }
+func perfbufRecord(buf []byte) *perfbuf.Record                  { return &perfbuf.Record{RawSample: buf} }
+
 func openCilium(t *testing.T, p *producer.Producer, size, watermark int) (reader, error) {
 	rd, err := cilium.NewReaderWithOptions(producerMap(t, p), size, cilium.ReaderOptions{Watermark: watermark})
 	if err != nil {

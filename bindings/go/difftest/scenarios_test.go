@@ -143,6 +143,7 @@ func TestLostSamples(t *testing.T) {
 }
 
 type pauseObs struct {
+	Before     []record // written before Pause, read while paused
 	PausedRets []int
 	ResumedRet int
 	After      []record
@@ -156,11 +157,13 @@ func TestPauseOnTheBPFSide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := reading(rd)
 		var o pauseObs
+		emit(t, p, 1, 24, 9, 2)
 		if err := rd.Pause(); err != nil {
 			t.Fatal(err)
 		}
+		got := reading(rd)
+		o.Before = take(t, got, 2)
 		o.PausedRets = []int{emit(t, p, 0, 16, 1, 3), emit(t, p, 1, 16, 1, 1)}
 		if err := rd.Resume(); err != nil {
 			t.Fatal(err)
@@ -173,7 +176,8 @@ func TestPauseOnTheBPFSide(t *testing.T) {
 		return o
 	}, func(v interface{}) error {
 		o := v.(pauseObs)
-		if o.PausedRets[0] != -2 || o.PausedRets[1] != -2 || o.ResumedRet != 0 || o.Extra ||
+		if len(o.Before) != 2 || !hasPrefix(o.Before[1], 24, 9) ||
+			o.PausedRets[0] != -2 || o.PausedRets[1] != -2 || o.ResumedRet != 0 || o.Extra ||
 			o.After[0].Lost != 0 || !hasPrefix(o.After[0], 16, 2) {
 			return fmt.Errorf("unexpected")
 		}
