@@ -355,11 +355,12 @@ func (pr *Reader) ReadInto(rec *Record) error {
 func (pr *Reader) readable() error {
 	pr.pauseMu.Lock()
 	defer pr.pauseMu.Unlock()
-	if pr.closed {
-		return fmt.Errorf("perf ringbuffer: %w", ErrClosed)
-	}
+	// cilium's order of the checks.
 	if pr.overwritable && !pr.paused {
 		return errMustBePaused
+	}
+	if pr.closed {
+		return fmt.Errorf("perf ringbuffer: %w", ErrClosed)
 	}
 	return nil
 }
