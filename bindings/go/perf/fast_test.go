@@ -17,7 +17,8 @@ func TestFastMode(t *testing.T) {
 	if _, err := NewReaderWithOptions(fdMap(p.MapFD()), os.Getpagesize(), ReaderOptions{Fast: true, WakeupEvents: 4}); err == nil {
 		t.Fatal("Fast with WakeupEvents accepted")
 	}
-	rd := newReader(t, p, 16*os.Getpagesize(), ReaderOptions{Fast: true})
+	// 64 pages hold all 3000 records: a stalled reader loses none.
+	rd := newReader(t, p, 64*os.Getpagesize(), ReaderOptions{Fast: true})
 	const n = 3000
 	done := make(chan error, 1)
 	go func() {
