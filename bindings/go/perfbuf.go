@@ -154,8 +154,11 @@ type rings struct {
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
 type Reader struct {
 	rings
-	ownedFD  int // a dup of the map's fd (NewReaderFromMap), or -1
+	ownedFD int // a dup of the map's fd (NewReaderFromMap), or -1
+	// queue holds what the callbacks delivered, from head on; its records
+	// keep their buffers for reuse, so a steady state allocates nothing.
 	queue    []Record
+	head     int
 	cpuIndex map[int]int
 	size     int
 }
@@ -289,17 +292,35 @@ func (r *Reader) Read() (Record, error) {
 func (r *Reader) ReadInto(rec *Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.wait(func() bool { return len(r.queue) > 0 }); err != nil {
+	if err := r.wait(r.queued); err != nil {
 		return err
 	}
-	next := r.queue[0]
-	r.queue = r.queue[1:]
+	next := &r.queue[r.head]
+	r.head++
 	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
 	rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
 	if idx, ok := r.cpuIndex[next.CPU]; ok {
-		rec.Remaining = int(C.perfbuf_go_pending(r.pb, C.size_t(idx)))
+		rec.Remaining = int(C.perfbuf_go_pending(C.uintptr_t(uintptr(unsafe.Pointer(r.pb))), C.size_t(idx)))
+	}
+	if r.head == len(r.queue) {
+		r.queue, r.head = r.queue[:0], 0
 	}
 	return nil
+}
+
+func (r *Reader) queued() bool { return r.head < len(r.queue) }
+
+// push appends a record to the queue, reusing the buffer of a slot
+// already read.
+func (r *Reader) push(cpu int, data []byte, lost uint64) {
+	if len(r.queue) < cap(r.queue) {
+		r.queue = r.queue[:len(r.queue)+1]
+	} else {
+		r.queue = append(r.queue, Record{})
+	}
+	q := &r.queue[len(r.queue)-1]
+	q.CPU, q.LostSamples = cpu, lost
+	q.RawSample = append(q.RawSample[:0], data...)
 }
 
 // wait polls, with mu held, until ready reports a queued record (nil), the
@@ -439,11 +460,11 @@ func (r *rings) SetDeadline(t time.Time) {
 //export perfbufGoSample
 func perfbufGoSample(h C.uintptr_t, cpu C.int, data unsafe.Pointer, size C.uint32_t) {
 	r := cgo.Handle(h).Value().(*Reader)
-	r.queue = append(r.queue, Record{CPU: int(cpu), RawSample: C.GoBytes(data, C.int(size))})
+	r.push(int(cpu), unsafe.Slice((*byte)(data), int(size)), 0)
 }
 
 //export perfbufGoLost
 func perfbufGoLost(h C.uintptr_t, cpu C.int, cnt C.uint64_t) {
 	r := cgo.Handle(h).Value().(*Reader)
-	r.queue = append(r.queue, Record{CPU: int(cpu), LostSamples: uint64(cnt)})
+	r.push(int(cpu), nil, uint64(cnt))
 }

@@ -304,3 +304,39 @@ func TestPastDeadlineDrainsTheRings(t *testing.T) {
 		rd.Close()
 	}
 }
+
+// ReadInto reuses the Record's buffer and the queue's: nothing is
+// allocated per record in a steady state.
+func TestReadIntoAllocatesNothing(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 16*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rec := Record{RawSample: make([]byte, 0, 128)}
+	rd.SetDeadline(time.Now().Add(10 * time.Second))
+	// Warm the queue's buffers up with a first burst.
+	p.Emit(0, 64, 5, 200)
+	for i := 0; i < 200; i++ {
+		if err := rd.ReadInto(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Emit(0, 64, 6, 300)
+	var failed error
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := rd.ReadInto(&rec); err != nil && failed == nil {
+			failed = err
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if allocs != 0 {
+		t.Fatalf("ReadInto allocates %v times per record", allocs)
+	}
+	if !bytes.Equal(rec.RawSample[:64], producer.Expected(64, 6)) {
+		t.Fatal("wrong content")
+	}
+}

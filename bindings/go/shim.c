@@ -34,8 +34,9 @@ struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle
 	return pb;
 }
 
-uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx)
+uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx)
 {
+	struct perf_buffer *pb = (struct perf_buffer *)buffer;
 	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
 	return perfbuf_ring_stats(pb, idx, &st) == 0 ? st.pending_bytes : 0;
 }

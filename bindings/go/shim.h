@@ -16,7 +16,9 @@
 struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
 				   uint32_t flags, const int *cpus, int cpu_cnt, int *err);
-uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx);
+/* The bytes waiting in ring idx. The buffer is passed as an integer: a
+ * pointer to an incomplete C type makes each cgo call allocate. */
+uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);
 
 /* perfbuf_ring_peek copying the record (header included) into dst: 1 with
  * the record (*size bytes), 2 when it needs more than cap bytes (*size;
