@@ -354,6 +354,7 @@ func (r *rings) wait(ready func() bool) error {
 				}
 				continue
 			}
+			r.drained = false // a later deadline: drain again when it passes
 			timeout = int(left/time.Millisecond) + 1
 		}
 		pb := r.pb

@@ -340,3 +340,40 @@ func TestReadIntoAllocatesNothing(t *testing.T) {
 		t.Fatal("wrong content")
 	}
 }
+
+// A drain that was cut short by a new, later deadline drains again when
+// that one passes.
+func TestDrainAgainAfterANewDeadline(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 4*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	p.Emit(0, 16, 1, 2)
+	rd.SetDeadline(time.Now())
+	if _, err := rd.Read(); err != nil { // the drain has started
+		t.Fatal(err)
+	}
+	rd.SetDeadline(time.Now().Add(time.Hour))
+	if _, err := rd.Read(); err != nil { // the second record, queued
+		t.Fatal(err)
+	}
+	p.Emit(0, 16, 3, 1)
+	if _, err := rd.Read(); err != nil { // polled for, before the deadline
+		t.Fatal(err)
+	}
+	p.Emit(1, 16, 2, 3)
+	rd.SetDeadline(time.Now())
+	n := 0
+	for ; ; n++ {
+		if _, err := rd.Read(); errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 3 {
+		t.Fatalf("the second drain returned %d records", n)
+	}
+}
