@@ -354,9 +354,10 @@ func (r *rings) wait(ready func() bool) error {
 				}
 				continue
 			}
-			r.drained = false // a later deadline: drain again when it passes
 			timeout = int(left/time.Millisecond) + 1
 		}
+		// Waiting for records again: the next past deadline drains anew.
+		r.drained = false
 		pb := r.pb
 		_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
 		if err != nil {
