@@ -630,6 +630,11 @@ type EventReaderOptions struct {
 	// sample waits until no ring can still hold an earlier one); call
 	// Flush at the end for those still held back.
 	OrderByTime bool
+	// AllRecords hands over the records that are neither samples nor lost
+	// reports (throttling, side-band records) raw, as EventSamples with
+	// Event -1, their Type and Record; without it they are only counted
+	// (Others).
+	AllRecords bool
 }
 
 // EventReader reads an EventSet's rings, decoding each record into an
@@ -641,7 +646,10 @@ type EventReader struct {
 	set          *EventSet
 	queue        []EventSample
 	ordered      bool
+	allRecords   bool
 	unattributed atomic.Uint64
+	undecodable  atomic.Uint64
+	others       atomic.Uint64
 }
 
 // EventSample is one record of an event set's rings, decoded.
@@ -663,7 +671,18 @@ type EventSample struct {
 	Raw []byte
 	// LostSamples > 0 is a record of samples the kernel dropped (no other data).
 	LostSamples uint64
-	set         *EventSet
+	// Type is the record's perf_event_header type (PERF_RECORD_SAMPLE: 9).
+	Type uint32
+	// Record is the whole record, header included, when the package could
+	// not decode it (Event -1; DecodeErr says why) or it is not a sample
+	// (with EventReaderOptions.AllRecords); nil otherwise.
+	Record []byte
+	// DecodeErr is why a sample could not be decoded (a *Error), or nil.
+	DecodeErr error
+	// SampleFields has the sample's other fields, as C's decoder gives
+	// them (set when the event's SampleType asked for them).
+	SampleFields
+	set *EventSet
 }
 
 // NewReader makes the reader of the set's rings (one per set: EBUSY for a
@@ -671,7 +690,7 @@ type EventSample struct {
 // or before making it: its rings go when it is closed.
 func (s *EventSet) NewReader(opts EventReaderOptions) (*EventReader, error) {
 	const op = "NewReader"
-	r := &EventReader{set: s, ordered: opts.OrderByTime}
+	r := &EventReader{set: s, ordered: opts.OrderByTime, allRecords: opts.AllRecords}
 	r.handle = cgo.NewHandle(r)
 	s.mu.Lock()
 	if s.cset == nil || s.closed {
@@ -753,6 +772,15 @@ func (r *EventReader) Consume() error {
 // that were in the rings, not delivered.
 func (r *EventReader) Unattributed() uint64 { return r.unattributed.Load() }
 
+// Undecodable is the number of samples libperfbuf could not decode: each
+// was handed over raw (Event -1, Record, DecodeErr).
+func (r *EventReader) Undecodable() uint64 { return r.undecodable.Load() }
+
+// Others is the number of records that are neither samples nor lost
+// reports (throttling, side-band records); with AllRecords they were
+// handed over raw too.
+func (r *EventReader) Others() uint64 { return r.others.Load() }
+
 // Close unblocks a concurrent Read (which returns ErrClosed) and frees the
 // rings, and the set if it was closed first.
 func (r *EventReader) Close() error {
@@ -773,18 +801,32 @@ const (
 
 //export perfbufGoEvent
 func perfbufGoEvent(h C.uintptr_t, cpu C.int, rec unsafe.Pointer) {
-	r := cgo.Handle(h).Value().(*EventReader)
+	cgo.Handle(h).Value().(*EventReader).deliver(int(cpu), rec)
+}
+
+// deliver decodes one record of cpu's ring into the queue; what it cannot
+// decode goes raw, and is counted.
+func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 	hdr := (*C.struct_perf_event_header)(rec)
+	raw := func() []byte { return C.GoBytes(rec, C.int(hdr.size)) }
 	var s C.struct_perfbuf_sample
 	s.sz = C.size_t(unsafe.Sizeof(s))
 	set := r.set
 	set.mu.Lock()
 	ev := -C.int(syscall.EBADF)
+	var readFormat uint64
 	if set.cset != nil {
 		ev = C.perfbuf_events_decode(set.cset, hdr, C.size_t(hdr.size), &s)
+		if ev >= 0 && s.read_group != nil && s.read_stride == 2 {
+			var da C.struct_perfbuf_decode_attr
+			da.sz = C.size_t(unsafe.Sizeof(da))
+			if C.perfbuf_events_decode_attr(set.cset, ev, &da) == 0 {
+				readFormat = uint64(da.read_format)
+			}
+		}
 	}
 	set.mu.Unlock()
-	out := EventSample{Event: int(ev), CPU: int(cpu), set: set}
+	out := EventSample{Event: int(ev), CPU: cpu, Type: uint32(hdr._type), set: set}
 	switch hdr._type {
 	case perfRecordLost, perfRecordLostSamples:
 		switch {
@@ -799,11 +841,16 @@ func perfbufGoEvent(h C.uintptr_t, cpu C.int, rec unsafe.Pointer) {
 			out.Event = -1
 		}
 	case perfRecordSample:
-		if ev < 0 {
-			if ev == -C.int(syscall.ENOENT) {
-				r.unattributed.Add(1)
-			}
+		if ev == -C.int(syscall.ENOENT) {
+			// An event removed from the set: counted (Unattributed).
+			r.unattributed.Add(1)
 			return
+		}
+		if ev < 0 {
+			r.undecodable.Add(1)
+			out.Event, out.Record = -1, raw()
+			out.DecodeErr = &Error{Op: "Read", Errno: syscall.Errno(-ev), Reason: "cannot decode the sample: " + syscall.Errno(-ev).Error()}
+			break
 		}
 		out.PID, out.TID, out.Time, out.IP = uint32(s.pid), uint32(s.tid), uint64(s.time), uint64(s.ip)
 		if s.present&perfSampleAddr != 0 {
@@ -819,8 +866,13 @@ func perfbufGoEvent(h C.uintptr_t, cpu C.int, rec unsafe.Pointer) {
 		if s.raw != nil && s.raw_size > 0 {
 			out.Raw = C.GoBytes(s.raw, C.int(s.raw_size))
 		}
-	default: // THROTTLE, UNTHROTTLE: nothing to deliver
-		return
+		out.SampleFields = decodeFields(&s, readFormat)
+	default: // THROTTLE, UNTHROTTLE, side-band records
+		r.others.Add(1)
+		if !r.allRecords {
+			return
+		}
+		out.Event, out.Record = -1, raw()
 	}
 	r.queue = append(r.queue, out)
 }

@@ -10,6 +10,7 @@ package perfbuf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -903,4 +904,106 @@ func TestEventErrors(t *testing.T) {
 	if _, err := s.NewReader(EventReaderOptions{}); err == nil {
 		t.Fatal("a reader of a closed set")
 	}
+}
+
+// A sample libperfbuf cannot decode is handed over raw and counted, never
+// dropped; other record types are counted, and handed over raw on request.
+func TestEventUndecodableHandedOverRaw(t *testing.T) {
+	needEvents(t)
+	for _, all := range []bool{false, true} {
+		s := newSet(t, EventSetOptions{CPUs: []int{0}, Pages: 1, PIDs: []int{os.Getpid()}})
+		ev := mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Period: 1000000})
+		rd, err := s.NewReader(EventReaderOptions{AllRecords: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A SAMPLE of this event (PERF_SAMPLE_IDENTIFIER first) too short
+		// for its other fields, then a THROTTLE (type 5).
+		fd, err := s.FD(ev, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id uint64
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), 0x80082407, // PERF_EVENT_IOC_ID
+			uintptr(unsafe.Pointer(&id))); e != 0 {
+			t.Fatal(e)
+		}
+		short := make([]byte, 16)
+		short[0], short[6] = 9, 16
+		binary.LittleEndian.PutUint64(short[8:], id)
+		throttle := make([]byte, 32)
+		throttle[0], throttle[6] = 5, 32
+		rd.mu.Lock()
+		rd.deliver(0, unsafe.Pointer(&short[0]))
+		rd.deliver(0, unsafe.Pointer(&throttle[0]))
+		rd.mu.Unlock()
+		rd.SetDeadline(time.Now())
+		var got []EventSample
+		for {
+			smp, err := rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, smp)
+		}
+		want := 1
+		if all {
+			want = 2
+		}
+		if len(got) != want || rd.Undecodable() != 1 || rd.Others() != 1 {
+			t.Fatalf("AllRecords %v: %d records, undecodable %d, others %d, unattributed %d", all, len(got), rd.Undecodable(), rd.Others(), rd.Unattributed())
+		}
+		if g := got[0]; g.Event != -1 || g.Type != 9 || !bytes.Equal(g.Record, short) || g.DecodeErr == nil {
+			t.Fatalf("undecodable sample: %+v", g)
+		}
+		if all {
+			if g := got[1]; g.Event != -1 || g.Type != 5 || !bytes.Equal(g.Record, throttle) || g.DecodeErr != nil {
+				t.Fatalf("throttle record: %+v", g)
+			}
+		}
+		rd.Close()
+	}
+}
+
+// The fields beyond pid/tid/time/ip come through SampleFields.
+func TestEventSampleFields(t *testing.T) {
+	needEvents(t)
+	exe, _ := os.Executable()
+	const (
+		sampleRead, sampleID, sampleCPU, sampleStreamID = 1 << 4, 1 << 6, 1 << 7, 1 << 9
+		sampleWeight, sampleDataSrc, sampleTransaction  = 1 << 14, 1 << 15, 1 << 17
+	)
+	extra := uint64(sampleRead | sampleID | sampleCPU | sampleStreamID | sampleWeight | sampleDataSrc | sampleTransaction)
+	onThread(func(tid int) {
+		setAffinity(t, 0)
+		s, err := NewEventSet(EventSetOptions{CPUs: []int{0}, PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		if _, err := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.Symbol, SampleType: extra}); err != nil {
+			t.Error(err)
+			return
+		}
+		r, _ := s.NewReader(EventReaderOptions{})
+		defer r.Close()
+		s.Enable(AllEvents)
+		probe.Call(5)
+		r.Consume()
+		got := drain(t, r, 20*time.Millisecond)
+		if len(got) != 5 {
+			t.Errorf("%d samples", len(got))
+			return
+		}
+		for i, g := range got {
+			f := g.SampleFields
+			if f.Present&extra != extra || f.SampleCPU != 0 || f.ID == 0 || f.StreamID != f.ID ||
+				f.Read == nil || len(f.Read.Values) != 1 || f.Read.Values[0].Value != uint64(i+1) {
+				t.Errorf("sample %d: %+v (read %+v)", i, f, f.Read)
+			}
+		}
+	})
 }

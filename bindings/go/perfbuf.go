@@ -1,6 +1,7 @@
 // Package perfbuf reads BPF perf event arrays (bpf_perf_event_output)
-// through libperfbuf. Its Reader follows cilium/ebpf's perf.Reader, so
-// switching is a matter of imports:
+// through libperfbuf, with libbpf's defaults and libperfbuf's options. Its
+// Reader is shaped like cilium/ebpf's perf.Reader; for cilium's exact API
+// and semantics (a one-line import switch) use perfbuf.dev/perfbuf/perf.
 //
 //	rd, err := perfbuf.NewReaderFromMap(coll.Maps["events"], os.Getpagesize()*8, perfbuf.ReaderOptions{})
 //	if err != nil { ... }
@@ -69,6 +70,14 @@ type ReaderOptions struct {
 	// per-record wake-ups and forward rings: not with Watermark,
 	// WakeupEvents > 1 or Overwritable.
 	Fast bool
+	// CPUs reads only these CPUs' rings (map key = CPU id); offline or
+	// absent ones are skipped (Rings lists the rings made). Empty: every
+	// online CPU, as libbpf.
+	CPUs []int
+}
+
+func (o ReaderOptions) isZero() bool {
+	return o.Watermark == 0 && o.WakeupEvents == 0 && !o.Overwritable && o.MaxDelay == 0 && !o.Fast && len(o.CPUs) == 0
 }
 
 // Record is one record read from a CPU's ring.
@@ -137,13 +146,19 @@ type rings struct {
 	waiters  atomic.Int32 // control calls waiting for the buffer
 	stateMu  sync.Mutex   // deadline
 	deadline time.Time
+	// drained: since the deadline passed, the rings were consumed once;
+	// the next Read finding nothing queued returns os.ErrDeadlineExceeded.
+	drained bool
 }
 
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
 type Reader struct {
 	rings
-	ownedFD  int // a dup of the map's fd (NewReaderFromMap), or -1
+	ownedFD int // a dup of the map's fd (NewReaderFromMap), or -1
+	// queue holds what the callbacks delivered, from head on; its records
+	// keep their buffers for reuse, so a steady state allocates nothing.
 	queue    []Record
+	head     int
 	cpuIndex map[int]int
 	size     int
 }
@@ -222,15 +237,24 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		flags |= C.PERFBUF_F_ADAPTIVE
 	}
 	useOpts := C.int(0)
-	if opts != (ReaderOptions{}) {
+	if !opts.isZero() {
 		useOpts = 1
+	}
+	var cpus *C.int
+	if len(opts.CPUs) > 0 {
+		list := make([]C.int, len(opts.CPUs))
+		for i, c := range opts.CPUs {
+			list[i] = C.int(c)
+		}
+		cpus = &list[0]
 	}
 	delayMS := (opts.MaxDelay + time.Millisecond - 1) / time.Millisecond
 	var pb *C.struct_perf_buffer
 	_, err := cCall(op, func() C.int {
 		var cerr C.int
 		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), useOpts,
-			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags, &cerr)
+			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags,
+			cpus, C.int(len(opts.CPUs)), &cerr)
 		if pb == nil {
 			return -cerr
 		}
@@ -268,17 +292,35 @@ func (r *Reader) Read() (Record, error) {
 func (r *Reader) ReadInto(rec *Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.wait(func() bool { return len(r.queue) > 0 }); err != nil {
+	if err := r.wait(r.queued); err != nil {
 		return err
 	}
-	next := r.queue[0]
-	r.queue = r.queue[1:]
+	next := &r.queue[r.head]
+	r.head++
 	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
 	rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
 	if idx, ok := r.cpuIndex[next.CPU]; ok {
-		rec.Remaining = int(C.perfbuf_go_pending(r.pb, C.size_t(idx)))
+		rec.Remaining = int(C.perfbuf_go_pending(C.uintptr_t(uintptr(unsafe.Pointer(r.pb))), C.size_t(idx)))
+	}
+	if r.head == len(r.queue) {
+		r.queue, r.head = r.queue[:0], 0
 	}
 	return nil
+}
+
+func (r *Reader) queued() bool { return r.head < len(r.queue) }
+
+// push appends a record to the queue, reusing the buffer of a slot
+// already read.
+func (r *Reader) push(cpu int, data []byte, lost uint64) {
+	if len(r.queue) < cap(r.queue) {
+		r.queue = r.queue[:len(r.queue)+1]
+	} else {
+		r.queue = append(r.queue, Record{})
+	}
+	q := &r.queue[len(r.queue)-1]
+	q.CPU, q.LostSamples = cpu, lost
+	q.RawSample = append(q.RawSample[:0], data...)
 }
 
 // wait polls, with mu held, until ready reports a queued record (nil), the
@@ -299,10 +341,23 @@ func (r *rings) wait(ready func() bool) error {
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return os.ErrDeadlineExceeded
+				// Hand over what the rings hold first (those below a
+				// wake-up threshold too), then report the deadline once.
+				if r.drained {
+					r.drained = false
+					return os.ErrDeadlineExceeded
+				}
+				r.drained = true
+				pb := r.pb
+				if _, err := cCall("Read", func() C.int { return C.perfbuf_consume(pb) }); err != nil {
+					return err
+				}
+				continue
 			}
 			timeout = int(left/time.Millisecond) + 1
 		}
+		// Waiting for records again: the next past deadline drains anew.
+		r.drained = false
 		pb := r.pb
 		_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
 		if err != nil {
@@ -393,8 +448,10 @@ func (r *rings) control(op string, fn func(*C.struct_perf_buffer) C.int) error {
 	return err
 }
 
-// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed;
-// the zero time means no deadline.
+// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed,
+// after the records the rings still hold (so SetDeadline(time.Now()) and
+// Read until os.ErrDeadlineExceeded drains them); the zero time means no
+// deadline.
 func (r *rings) SetDeadline(t time.Time) {
 	r.stateMu.Lock()
 	r.deadline = t
@@ -405,11 +462,11 @@ func (r *rings) SetDeadline(t time.Time) {
 //export perfbufGoSample
 func perfbufGoSample(h C.uintptr_t, cpu C.int, data unsafe.Pointer, size C.uint32_t) {
 	r := cgo.Handle(h).Value().(*Reader)
-	r.queue = append(r.queue, Record{CPU: int(cpu), RawSample: C.GoBytes(data, C.int(size))})
+	r.push(int(cpu), unsafe.Slice((*byte)(data), int(size)), 0)
 }
 
 //export perfbufGoLost
 func perfbufGoLost(h C.uintptr_t, cpu C.int, cnt C.uint64_t) {
 	r := cgo.Handle(h).Value().(*Reader)
-	r.queue = append(r.queue, Record{CPU: int(cpu), LostSamples: uint64(cnt)})
+	r.push(int(cpu), nil, uint64(cnt))
 }

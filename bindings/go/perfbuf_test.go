@@ -268,3 +268,112 @@ func TestBadArguments(t *testing.T) {
 		t.Fatal("zero size accepted")
 	}
 }
+
+// cilium's drain idiom: SetDeadline(time.Now()), then Read until
+// os.ErrDeadlineExceeded, returns every record still in the rings first,
+// also records that never woke the reader (below WakeupEvents).
+func TestPastDeadlineDrainsTheRings(t *testing.T) {
+	p := openProducer(t)
+	for _, opts := range []ReaderOptions{{}, {WakeupEvents: 64, MaxDelay: time.Minute}} {
+		rd, err := NewReader(p.MapFD(), 4*os.Getpagesize(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cpu := 0; cpu < 2; cpu++ {
+			if ret, err := p.Emit(cpu, 16, byte(cpu), 5); err != nil || ret != 0 {
+				t.Fatalf("emit: %d %v", ret, err)
+			}
+		}
+		rd.SetDeadline(time.Now())
+		per := map[int]int{}
+		for {
+			rec, err := rd.Read()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(rec.RawSample[:16], producer.Expected(16, byte(rec.CPU))) {
+				t.Fatalf("%+v: cpu %d: wrong content", opts, rec.CPU)
+			}
+			per[rec.CPU]++
+		}
+		if per[0] != 5 || per[1] != 5 {
+			t.Fatalf("%+v: drained %v, want 5 per CPU", opts, per)
+		}
+		rd.Close()
+	}
+}
+
+// ReadInto reuses the Record's buffer and the queue's: nothing is
+// allocated per record in a steady state.
+func TestReadIntoAllocatesNothing(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 16*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rec := Record{RawSample: make([]byte, 0, 128)}
+	rd.SetDeadline(time.Now().Add(10 * time.Second))
+	// Warm the queue's buffers up with a first burst.
+	p.Emit(0, 64, 5, 200)
+	for i := 0; i < 200; i++ {
+		if err := rd.ReadInto(&rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Emit(0, 64, 6, 300)
+	var failed error
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := rd.ReadInto(&rec); err != nil && failed == nil {
+			failed = err
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if allocs != 0 {
+		t.Fatalf("ReadInto allocates %v times per record", allocs)
+	}
+	if !bytes.Equal(rec.RawSample[:64], producer.Expected(64, 6)) {
+		t.Fatal("wrong content")
+	}
+}
+
+// A drain that was cut short by a new, later deadline drains again when
+// that one passes.
+func TestDrainAgainAfterANewDeadline(t *testing.T) {
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 4*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	p.Emit(0, 16, 1, 2)
+	rd.SetDeadline(time.Now())
+	if _, err := rd.Read(); err != nil { // the drain has started
+		t.Fatal(err)
+	}
+	rd.SetDeadline(time.Now().Add(time.Hour))
+	if _, err := rd.Read(); err != nil { // the second record, queued
+		t.Fatal(err)
+	}
+	p.Emit(0, 16, 3, 1)
+	if _, err := rd.Read(); err != nil { // polled for, before the deadline
+		t.Fatal(err)
+	}
+	p.Emit(1, 16, 2, 3)
+	rd.SetDeadline(time.Now())
+	n := 0
+	for ; ; n++ {
+		if _, err := rd.Read(); errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 3 {
+		t.Fatalf("the second drain returned %d records", n)
+	}
+}

@@ -24,11 +24,24 @@ cd "$here"
 # The package finds libperfbuf through pkg-config (no -I/-L given here).
 [ "$(go list -f '{{join .CgoPkgConfig " "}}' .)" = perfbuf ] || { echo "go-test: #cgo pkg-config: perfbuf missing" >&2; exit 1; }
 go vet ./...
+# The C shims compile warning-free (cgo's own export wrappers leave a
+# parameter unused, hence the one exception).
+CGO_CFLAGS="-O2 -Wall -Wextra -Werror -Wno-unused-parameter" go build ./ ./perf/
 unformatted=$(gofmt -l . )
 [ -z "$unformatted" ] || { echo "go-test: not gofmt'ed: $unformatted" >&2; exit 1; }
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
 # The lifetime of the C buffer under concurrent Close, with the race detector.
-go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume|TestEventLifetimes|TestEventTracepointExecOrdered' ./ 2>&1 | grep -v "^=== RUN"
+go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume|TestEventLifetimes|TestEventTracepointExecOrdered|TestStats|TestRawRingAccess' ./ 2>&1 | grep -v "^=== RUN"
+go test -count=1 -race ./perf/ 2>&1 | grep -v "^=== RUN"
+
+# The differential suite (its own module: it depends on Debian's
+# cilium/ebpf 0.9.1): the same scenarios through cilium's perf.Reader and
+# perfbuf.dev/perfbuf/perf.
+(
+	cd difftest
+	go vet ./...
+	go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
+)
 
 # Linked with -lbpf before -lperfbuf: libbpf's perf_buffer__* names win the
 # symbol lookup, and the package must still read through libperfbuf (it
@@ -42,6 +55,13 @@ esac
 echo "go-test: linked as: $needed"
 "$build/perfbuf_go_libbpf_first.test" -test.count=1 \
 	-test.run 'TestRecordsBytesSizesAndCPUs|TestLostSamplesAddUp|TestPauseResume|TestFastOption|TestDefaults|TestEventTracepointExecOrdered|TestEventUprobes'
+# The same for the cilium-compatible package.
+CGO_LDFLAGS="-Wl,--no-as-needed -lbpf $CGO_LDFLAGS" go test -c -o "$build/perfbuf_go_perf_libbpf_first.test" ./perf/
+case "$(readelf -d "$build/perfbuf_go_perf_libbpf_first.test" | sed -n 's/.*NEEDED.*\[\(lib[a-z]*\).*/\1/p' | tr '\n' ' ')" in
+*libbpf*libperfbuf*) ;;
+*) echo "go-test: perf: libbpf is not linked before libperfbuf" >&2; exit 1 ;;
+esac
+"$build/perfbuf_go_perf_libbpf_first.test" -test.count=1 -test.run 'TestRecordsInOrder|TestPastDeadlineDrains|TestPauseDeletes|TestFastMode'
 
 # README's steps for depending on the unpublished module: make install into
 # a prefix, a scratch module with a replace directive and go mod tidy,
@@ -101,6 +121,21 @@ for example in dump profile; do
 	go build -o "$build/perfbuf-go-$example" .
 	[ "$(cat go.mod)" = "$before" ] && [ ! -e go.sum ] || { echo "go-test: the build changed examples/$example/go.mod" >&2; exit 1; }
 done
+# The one-line switch: main.go (perfbuf.dev/perfbuf/perf) and main_cilium.go
+# (github.com/cilium/ebpf/perf, -tags cilium) are one program; they may differ
+# in their build tag and their import line only.
+cd "$here/examples/switch"
+delta=$(diff main.go main_cilium.go || true)
+[ "$delta" = "$(printf '1c1\n< //go:build !cilium\n---\n> //go:build cilium\n28c28\n< \t"perfbuf.dev/perfbuf/perf"\n---\n> \t"github.com/cilium/ebpf/perf"')" ] ||
+	{ echo "go-test: examples/switch: main.go and main_cilium.go differ beyond the build tag and import:" >&2; echo "$delta" >&2; exit 1; }
+go vet ./... && go vet -tags cilium ./...
+go build -o "$build/perfbuf-go-switch" .
+go build -tags cilium -o "$build/perfbuf-go-switch-cilium" .
+readelf -d "$build/perfbuf-go-switch" | grep -q 'NEEDED.*libperfbuf' || { echo "go-test: examples/switch does not link libperfbuf" >&2; exit 1; }
+# README's static build: libperfbuf.a linked in, no shared library needed.
+CGO_LDFLAGS= go build -ldflags '-linkmode external -extldflags "-static"' -o "$build/perfbuf-go-switch-static" . 2> "$build/switch-static.log" ||
+	{ cat "$build/switch-static.log" >&2; exit 1; }
+! readelf -d "$build/perfbuf-go-switch-static" | grep -q NEEDED || { echo "go-test: the static build needs shared libraries" >&2; exit 1; }
 # execmon has no dependency: it is part of the package's module (vetted above).
 cd "$here"
 go build -o "$build/perfbuf-go-execmon" ./examples/execmon
@@ -110,6 +145,11 @@ if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
 fi
 echo "go-test: examples/dump -obj $bpf_obj -check 3"
 "$build/perfbuf-go-dump" -obj "$bpf_obj" -check 3
+
+for variant in switch switch-cilium switch-static; do
+	echo "go-test: examples/switch ($variant) -obj $bpf_obj -runs 3"
+	"$build/perfbuf-go-$variant" -obj "$bpf_obj" -runs 3
+done
 
 # execmon runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.

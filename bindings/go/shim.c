@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <string.h>
 
 #include "shim.h"
 #include "_cgo_export.h"
@@ -15,23 +16,41 @@ static void lost_tramp(void *ctx, int cpu, __u64 cnt)
 
 struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
-				   uint32_t flags, int *err)
+				   uint32_t flags, const int *cpus, int cpu_cnt, int *err)
 {
-	struct perfbuf_opts o = {.sz = sizeof(o),
-				 .wakeup_events = wakeup_events,
-				 .wakeup_bytes = wakeup_bytes,
-				 .max_delay_ms = max_delay_ms,
-				 .flags = flags};
+	struct perfbuf_opts o;
+	/* libperfbuf checks that the padding is zero too. */
+	memset(&o, 0, sizeof(o));
+	o.sz = sizeof(o);
+	o.wakeup_events = wakeup_events;
+	o.wakeup_bytes = wakeup_bytes;
+	o.max_delay_ms = max_delay_ms;
+	o.flags = flags;
+	o.cpus = cpus;
+	o.cpu_cnt = cpu_cnt;
 	struct perf_buffer *pb =
 		perfbuf_new(map_fd, page_cnt, sample_tramp, lost_tramp, (void *)handle, use_opts ? &o : NULL);
 	*err = pb ? 0 : errno;
 	return pb;
 }
 
-uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx)
+uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx)
 {
+	struct perf_buffer *pb = (struct perf_buffer *)buffer;
 	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
 	return perfbuf_ring_stats(pb, idx, &st) == 0 ? st.pending_bytes : 0;
+}
+
+int perfbuf_go_peek(struct perf_buffer *pb, size_t idx, void *dst, size_t cap, size_t *size)
+{
+	const struct perf_event_header *rec;
+	int ret = perfbuf_ring_peek(pb, idx, &rec, size);
+	if (ret <= 0)
+		return ret;
+	if (*size > cap)
+		return 2;
+	memcpy(dst, rec, *size);
+	return 1;
 }
 
 static enum bpf_perf_event_ret event_tramp(void *ctx, int cpu, struct perf_event_header *rec)

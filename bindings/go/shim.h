@@ -15,8 +15,15 @@
  * NULL with *err = errno on failure. */
 struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
-				   uint32_t flags, int *err);
-uint64_t perfbuf_go_pending(struct perf_buffer *pb, size_t idx);
+				   uint32_t flags, const int *cpus, int cpu_cnt, int *err);
+/* The bytes waiting in ring idx. The buffer is passed as an integer: a
+ * pointer to an incomplete C type makes each cgo call allocate. */
+uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);
+
+/* perfbuf_ring_peek copying the record (header included) into dst: 1 with
+ * the record (*size bytes), 2 when it needs more than cap bytes (*size;
+ * nothing copied), 0 when the ring is empty, or -errno. */
+int perfbuf_go_peek(struct perf_buffer *pb, size_t idx, void *dst, size_t cap, size_t *size);
 
 /* perfbuf_events_reader delivering every record to the exported Go
  * function perfbufGoEvent with `handle`; NULL with *err = errno on failure. */

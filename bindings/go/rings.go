@@ -1,0 +1,138 @@
+package perfbuf
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// RingStats are one ring's figures (perfbuf_ring_stats).
+type RingStats struct {
+	// CPU is the CPU the ring reads.
+	CPU int
+	// Records and Bytes read from the ring (headers included); Lost is
+	// the samples the kernel reported lost.
+	Records, Bytes, Lost uint64
+	// Wakeups is how often epoll reported the ring ready.
+	Wakeups uint64
+	// PendingBytes wait in the ring now; DataSize is its data area.
+	PendingBytes, DataSize uint64
+	// Resyncs and SkippedBytes count recoveries from an inconsistent
+	// ring; Malformed the records too short for their fields, skipped.
+	Resyncs, SkippedBytes, Malformed uint64
+	// OverwrittenBytes: overwritable rings, bytes overwritten unread.
+	OverwrittenBytes uint64
+	// Batched: the fast mode batches this ring's wake-ups now;
+	// BatchSwitches counts the switches; SpillSize is its spill ring.
+	Batched                  bool
+	BatchSwitches, SpillSize uint64
+}
+
+// withBuffer runs fn with the buffer to itself: at once when no Read
+// holds it, else after waking that Read.
+func (r *rings) withBuffer(op string, fn func(*C.struct_perf_buffer) C.int) (C.int, error) {
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	if !r.mu.TryLock() {
+		r.waiters.Add(1)
+		r.wake()
+		r.mu.Lock()
+		r.waiters.Add(-1)
+	}
+	defer r.mu.Unlock()
+	if r.pb == nil {
+		return 0, ErrClosed
+	}
+	pb := r.pb
+	return cCall(op, func() C.int { return fn(pb) })
+}
+
+// Rings lists the CPU of each ring, by ring index (the index Stats, Peek,
+// Advance and Publish take).
+func (r *rings) Rings() ([]int, error) {
+	var cpus []int
+	_, err := r.withBuffer("Rings", func(pb *C.struct_perf_buffer) C.int {
+		for i := 0; i < int(C.perfbuf_buffer_cnt(pb)); i++ {
+			cpus = append(cpus, int(C.perfbuf_buffer_cpu(pb, C.size_t(i))))
+		}
+		return 0
+	})
+	return cpus, err
+}
+
+// Stats returns every ring's figures, by ring index.
+func (r *rings) Stats() ([]RingStats, error) {
+	var out []RingStats
+	_, err := r.withBuffer("Stats", func(pb *C.struct_perf_buffer) C.int {
+		for i := 0; i < int(C.perfbuf_buffer_cnt(pb)); i++ {
+			var st C.struct_perfbuf_ring_stats
+			st.sz = C.size_t(unsafe.Sizeof(st))
+			if ret := C.perfbuf_ring_stats(pb, C.size_t(i), &st); ret < 0 {
+				return ret
+			}
+			out = append(out, RingStats{
+				CPU: int(st.cpu), Records: uint64(st.records), Bytes: uint64(st.bytes), Lost: uint64(st.lost),
+				Wakeups: uint64(st.wakeups), PendingBytes: uint64(st.pending_bytes), DataSize: uint64(st.data_size),
+				Resyncs: uint64(st.resyncs), SkippedBytes: uint64(st.skipped_bytes), Malformed: uint64(st.malformed),
+				OverwrittenBytes: uint64(st.overwritten_bytes), Batched: st.batched != 0,
+				BatchSwitches: uint64(st.batch_switches), SpillSize: uint64(st.spill_size),
+			})
+		}
+		return 0
+	})
+	return out, err
+}
+
+// Peek returns ring idx's next record, its perf_event_header included,
+// appended to buf[:0] (nil when the ring is empty), without consuming it.
+// With Advance and Publish it is C's raw ring access
+// (perfbuf_ring_peek/advance/publish): read records in place of Read, not
+// alongside it.
+func (r *rings) Peek(idx int, buf []byte) ([]byte, error) {
+	if idx < 0 {
+		return nil, invalid("Peek", "negative ring index")
+	}
+	var size C.size_t
+	for {
+		var dst unsafe.Pointer
+		if cap(buf) > 0 {
+			dst = unsafe.Pointer(&buf[:1][0])
+		}
+		ret, err := r.withBuffer("Peek", func(pb *C.struct_perf_buffer) C.int {
+			return C.perfbuf_go_peek(pb, C.size_t(idx), dst, C.size_t(cap(buf)), &size)
+		})
+		switch {
+		case err != nil:
+			return nil, err
+		case ret == 0:
+			return nil, nil
+		case ret == 2:
+			buf = make([]byte, 0, int(size))
+			continue
+		}
+		return buf[:size], nil
+	}
+}
+
+// Advance moves ring idx's read position past its next record; the kernel
+// may reuse the space once Publish is called.
+func (r *rings) Advance(idx int) error {
+	if idx < 0 {
+		return invalid("Advance", "negative ring index")
+	}
+	_, err := r.withBuffer("Advance", func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_ring_advance(pb, C.size_t(idx)) })
+	return err
+}
+
+// Publish hands the space of the records advanced past back to the kernel.
+func (r *rings) Publish(idx int) error {
+	if idx < 0 {
+		return invalid("Publish", "negative ring index")
+	}
+	_, err := r.withBuffer("Publish", func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_ring_publish(pb, C.size_t(idx)) })
+	return err
+}
