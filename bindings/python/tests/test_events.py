@@ -72,7 +72,7 @@ def test_struct_layouts_match_c(tmp_path: Path) -> None:
             desc = getattr(cls, fname)
             py_layout[f"{cname}.{fname}"] = f"{desc.offset} {desc.size}"
     assert py_layout == c_layout
-    # The sizes libperfbuf itself asserts (src/ffi/events.rs).
+    # The sizes libperfbuf itself asserts (capi/src/events.rs).
     assert ctypes.sizeof(_lib.EventsOpts) == 72 and ctypes.sizeof(_lib.EventDesc) == 104
 
 
