@@ -15,8 +15,8 @@ use aya::Ebpf;
 use aya::maps::Map;
 use aya::programs::RawTracePoint;
 use exec_check::Records;
-use std::cell::RefCell;
 use std::os::fd::AsFd;
+use std::sync::Mutex;
 use std::time::Duration;
 
 const POLL: Duration = Duration::from_millis(100);
@@ -43,10 +43,10 @@ fn run() -> Result<(), String> {
     let Some(Map::PerfEventArray(events)) = ebpf.map("events") else {
         return Err("no PERF_EVENT_ARRAY named events".into());
     };
-    let records = RefCell::new(Records::default());
+    let records = Mutex::new(Records::default());
     let mut pb = perfbuf::PerfBuffer::builder(events.fd())
-        .on_sample(|_cpu, data: &[u8]| records.borrow_mut().sample(data))
-        .on_lost(|_cpu, n| records.borrow_mut().lost(n))
+        .on_sample(|_cpu, data: &[u8]| exec_check::lock(&records).sample(data))
+        .on_lost(|_cpu, n| exec_check::lock(&records).lost(n))
         .build()
         .map_err(|e| format!("perfbuf over events.fd(): {e}"))?;
     exec_check::run(concat!(env!("CARGO_PKG_NAME"), ": perfbuf over map.fd()"), &records, || {
@@ -60,10 +60,10 @@ fn run() -> Result<(), String> {
     };
     let owned = events.fd().as_fd().try_clone_to_owned().map_err(|e| format!("dup the map fd: {e}"))?;
     drop(events);
-    let records = RefCell::new(Records::default());
+    let records = Mutex::new(Records::default());
     let mut pb = perfbuf::PerfBuffer::builder(owned)
-        .on_sample(|_cpu, data: &[u8]| records.borrow_mut().sample(data))
-        .on_lost(|_cpu, n| records.borrow_mut().lost(n))
+        .on_sample(|_cpu, data: &[u8]| exec_check::lock(&records).sample(data))
+        .on_lost(|_cpu, n| exec_check::lock(&records).lost(n))
         .build()
         .map_err(|e| format!("perfbuf over an owned fd: {e}"))?;
     exec_check::run(concat!(env!("CARGO_PKG_NAME"), ": perfbuf over an owned fd"), &records, || {

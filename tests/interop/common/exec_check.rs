@@ -4,9 +4,9 @@
 //! has arrived. Other processes on the machine exec too; their records are
 //! counted and otherwise ignored. Shared by the programs with `#[path]`.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How many children each run spawns.
@@ -18,7 +18,8 @@ const DEADLINE: Duration = Duration::from_secs(10);
 /// The program's record: `struct exec_event` of exec_events.bpf.c.
 pub const RECORD_SIZE: usize = 24;
 
-/// The records a reader's callbacks collect.
+/// The records a reader's callbacks collect, shared in a `Mutex` so that
+/// the callbacks are `Send` (perfbuf's builder asks for that by default).
 #[derive(Debug, Default)]
 pub struct Records {
     samples: Vec<(u32, String)>,
@@ -52,17 +53,17 @@ impl Records {
 /// (without one the kernel drops the records).
 pub fn run(
     label: &str,
-    records: &RefCell<Records>,
+    records: &Mutex<Records>,
     mut poll: impl FnMut() -> Result<(), String>,
 ) -> Result<(), String> {
     let pids = spawn_children()?;
     let started = Instant::now();
     let has_all = |r: &Records| pids.iter().all(|p| r.samples.iter().any(|(q, _)| q == p));
-    while !has_all(&records.borrow()) && started.elapsed() < DEADLINE {
+    while !has_all(&lock(records)) && started.elapsed() < DEADLINE {
         poll()?;
     }
     poll()?;
-    check(label, &pids, &records.borrow())
+    check(label, &pids, &lock(records))
 }
 
 fn spawn_children() -> Result<Vec<u32>, String> {
@@ -110,4 +111,9 @@ fn check(label: &str, pids: &[u32], records: &Records) -> Result<(), String> {
         pids.len()
     );
     Ok(())
+}
+
+/// The records, whether or not a callback panicked while holding them.
+pub fn lock(records: &Mutex<Records>) -> std::sync::MutexGuard<'_, Records> {
+    records.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -12,7 +12,7 @@ mod exec_check;
 
 use exec_check::Records;
 use libbpf_rs::{MapCore, ObjectBuilder, PerfBufferBuilder};
-use std::cell::RefCell;
+use std::sync::Mutex;
 use std::time::Duration;
 
 const POLL: Duration = Duration::from_millis(100);
@@ -35,11 +35,11 @@ fn run() -> Result<(), String> {
     let events = object.maps().find(|m| m.name() == "events").ok_or("no map events")?;
 
     // libbpf's own reader, through libbpf-rs: the reference.
-    let records = RefCell::new(Records::default());
+    let records = Mutex::new(Records::default());
     {
         let libbpf_pb = PerfBufferBuilder::new(&events)
-            .sample_cb(|_cpu, data: &[u8]| records.borrow_mut().sample(data))
-            .lost_cb(|_cpu, n| records.borrow_mut().lost(n))
+            .sample_cb(|_cpu, data: &[u8]| exec_check::lock(&records).sample(data))
+            .lost_cb(|_cpu, n| exec_check::lock(&records).lost(n))
             .build()
             .map_err(|e| format!("libbpf-rs PerfBuffer: {e}"))?;
         exec_check::run("libbpf-rs PerfBuffer", &records, || {
@@ -48,10 +48,10 @@ fn run() -> Result<(), String> {
     }
 
     // perfbuf over the same map: libbpf-rs's Map is AsFd.
-    let records = RefCell::new(Records::default());
+    let records = Mutex::new(Records::default());
     let mut pb = perfbuf::PerfBuffer::builder(&events)
-        .on_sample(|_cpu, data: &[u8]| records.borrow_mut().sample(data))
-        .on_lost(|_cpu, n| records.borrow_mut().lost(n))
+        .on_sample(|_cpu, data: &[u8]| exec_check::lock(&records).sample(data))
+        .on_lost(|_cpu, n| exec_check::lock(&records).lost(n))
         .build()
         .map_err(|e| format!("perfbuf: {e}"))?;
     exec_check::run("perfbuf beside libbpf-rs", &records, || {
