@@ -21,7 +21,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := events-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib
@@ -323,6 +323,32 @@ rust-examples-test: producer-lib tracefs
 	$(REL)/examples/stream_reader --demo 1000000 --fast
 	$(REL)/examples/async_reader --demo 200000
 	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' | grep -c ' exec /bin/true$$' | grep -qx 2
+
+# perfbuf beside the Rust BPF libraries (tests/interop/): libbpf-rs at its
+# default features (libbpf built from source, linked statically: its
+# perf_buffer__* must be the only ones in the binary) and aya 0.13 and 0.14
+# load examples/bpf/exec_events.bpf.c; perfbuf reads the children's exec
+# records. Each is a cargo project of its own with its own Cargo.lock:
+# crates.io the first time, the cargo cache after. Needs root and BPF.
+INTEROP := libbpf-rs aya/0.13 aya/0.14
+INTEROP_REL := target/interop/release
+
+interop-test: $(BUILD)/exec_events.bpf.o
+	for p in $(INTEROP); do \
+		(cd tests/interop/$$p && $(CARGO) fmt --check && \
+		 $(CARGO) build --release --quiet --target-dir $(CURDIR)/target/interop) || exit 1; \
+	done
+	test "$$(nm $(INTEROP_REL)/perfbuf-interop-libbpf-rs | grep -c ' T perf_buffer__new$$')" = 1
+	! nm $(INTEROP_REL)/perfbuf-interop-libbpf-rs | grep -q ' T perfbuf_'
+	$(INTEROP_REL)/perfbuf-interop-libbpf-rs $(BUILD)/exec_events.bpf.o
+	$(INTEROP_REL)/perfbuf-interop-aya-0-13 $(BUILD)/exec_events.bpf.o
+	$(INTEROP_REL)/perfbuf-interop-aya-0-14 $(BUILD)/exec_events.bpf.o
+
+# clippy over the interop programs (each its own workspace).
+interop-lint:
+	for p in $(INTEROP); do \
+		(cd tests/interop/$$p && $(CARGO) clippy --release --quiet --target-dir $(CURDIR)/target/interop -- -D warnings) || exit 1; \
+	done
 
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
