@@ -10,12 +10,14 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # libbpf-dev: the reference library and its headers (differential tests);
+# libelf-dev, zlib1g-dev: libbpf-rs's vendored libbpf (make interop-test);
 # gcc/g++/make: the C harness and header checks; binutils: nm for the export check;
 # clang: the examples' BPF program; valgrind: memcheck runs; python3-venv,
 # golang-go, golang-github-cilium-ebpf-dev: the Python and Go packages and
-# their examples (cilium/ebpf also for make bench's peer reader).
-$SUDO apt-get install -y -qq --no-install-recommends libbpf-dev gcc g++ make binutils pkg-config clang valgrind \
-	python3 python3-venv golang-go golang-github-cilium-ebpf-dev >/dev/null
+# their examples (cilium/ebpf also for make bench's peer reader); linux-perf:
+# perf script/report, which the perf.data and side-band tests compare with.
+$SUDO apt-get install -y -qq --no-install-recommends libbpf-dev libelf-dev zlib1g-dev gcc g++ make binutils pkg-config clang valgrind \
+	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf >/dev/null
 
 if ! command -v cargo >/dev/null; then
 	echo "cargo not found: install Rust (rustup) first" >&2
