@@ -5,8 +5,9 @@
 
 use perfbuf::events::{Event, EventKind, EventRecord, EventSet};
 use perfbuf::{ErrorKind, OrderKey};
+use std::cell::RefCell;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Tests that count their own probe hits run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -24,6 +25,15 @@ fn set() -> Option<EventSet> {
     }
 }
 
+/// This thread's CPU time, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The uprobe target.
 #[unsafe(no_mangle)]
 #[inline(never)]
@@ -37,13 +47,13 @@ fn tracepoint_fields_in_time_order() {
     let Some(mut set) = set() else { return };
     let exec = set.add(&Event::tracepoint("sched:sched_process_exec")).unwrap();
     assert_eq!(set.info(exec).unwrap().kind, EventKind::Tracepoint);
-    let mut seen = Vec::new();
+    let seen = RefCell::new(Vec::new());
     let mut pb = set
         .reader(|rec| {
             if let EventRecord::Sample(s) = rec {
                 let file = s.field("filename").and_then(|v| v.as_str().map(str::to_owned));
                 let pid = s.field("pid").and_then(|v| v.as_i64());
-                seen.push((s.time(), s.pid(), pid, file));
+                seen.borrow_mut().push((s.time(), s.pid(), pid, file));
             }
         })
         .unwrap();
@@ -56,11 +66,15 @@ fn tracepoint_fields_in_time_order() {
         let mut child = child;
         child.wait().unwrap();
     }
-    for _ in 0..20 {
-        pb.poll(Some(Duration::from_millis(20))).unwrap();
+    // Until our four arrived; the deadline only catches a hang.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let arrived = || seen.borrow().iter().filter(|s| children.contains(&s.1)).count();
+    while arrived() < 4 && Instant::now() < deadline {
+        pb.poll(Some(Duration::from_millis(100))).unwrap();
     }
     pb.flush_ordered().unwrap();
     drop(pb);
+    let seen = seen.into_inner();
     let ours: Vec<_> = seen.iter().filter(|s| children.contains(&s.1)).collect();
     assert_eq!(ours.len(), 4, "{seen:?}");
     for (_, pid, field_pid, file) in &ours {
@@ -120,14 +134,17 @@ fn a_counter_group_reads_together() {
     let task_clock = Event::software(perfbuf::uapi::PERF_COUNT_SW_TASK_CLOCK);
     let member = set.add(&task_clock.member_of(clock)).unwrap();
     set.enable_all().unwrap();
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_millis(20) {
+    // 20 ms of this thread's CPU time, however long a loaded machine takes
+    // to give it (a wall-clock spin could be descheduled for most of it).
+    let start = thread_cpu_ns();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while thread_cpu_ns() - start < 20_000_000 && Instant::now() < deadline {
         std::hint::black_box(perfbuf_rust_probe_target(1));
     }
     set.disable_all().unwrap();
     let counts = set.read(clock).unwrap();
     assert_eq!(counts.values.iter().map(|v| v.0).collect::<Vec<_>>(), vec![clock, member]);
-    // The thread spun for 20 ms under both clocks.
+    // The thread ran for 20 ms of CPU time: both task clocks saw most of it.
     assert!(counts.values.iter().all(|v| v.1 >= 15_000_000), "{counts:?}");
     assert!(counts.time_enabled > 0 && counts.scaled(member).unwrap() >= counts.values[1].1);
     assert_eq!(set.remove(clock).unwrap_err().errno(), libc::EBUSY);
