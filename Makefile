@@ -316,7 +316,8 @@ rust-examples-test: producer-lib tracefs
 	$(REL)/examples/stream_reader --demo 200000
 	$(REL)/examples/stream_reader --demo 1000000 --fast
 	$(REL)/examples/async_reader --demo 200000
-	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' | grep -c ' exec /bin/true$$' | grep -qx 2
+	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' > $(BUILD)/rust_execmon.out
+	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/rust_execmon.out)" = 2
 
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
