@@ -276,10 +276,10 @@ linkorder-test: lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_perfbuf_first $(LINKORDER_SRC) $(LINK_PERFBUF) -lbpf -ldl
 	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_bpf_first_as_needed $(LINKORDER_SRC) -Wl,--as-needed -lbpf $(LINK_PERFBUF) -ldl
 	$(CC) $(TEST_CFLAGS) -o $(BUILD)/linkorder_perfbuf_first_as_needed $(LINKORDER_SRC) -Wl,--as-needed $(LINK_PERFBUF) -lbpf -ldl
-	$(BUILD)/linkorder_bpf_first
-	$(BUILD)/linkorder_perfbuf_first
-	$(BUILD)/linkorder_bpf_first_as_needed
-	$(BUILD)/linkorder_perfbuf_first_as_needed
+	$(BUILD)/linkorder_bpf_first libbpf
+	$(BUILD)/linkorder_perfbuf_first libperfbuf
+	$(BUILD)/linkorder_bpf_first_as_needed libbpf
+	$(BUILD)/linkorder_perfbuf_first_as_needed libperfbuf
 
 check-exports: lib
 	c-tests/check-exports.sh $(LIB)
