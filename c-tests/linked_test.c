@@ -81,6 +81,7 @@ int main(int argc, char **argv)
 #ifdef __SANITIZE_ADDRESS__
 	/* ASan refuses RTLD_DEEPBIND: libperfbuf's own checks only (make
 	 * linked-test compares with libbpf). */
+	(void)argc;
 	(void)argv;
 	harness_open(&h, &api);
 	int failed = run_scenarios(&h, NULL);
