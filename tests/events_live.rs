@@ -122,6 +122,70 @@ fn uprobes_on_a_function_of_this_test() {
     assert_eq!(missing.errno(), libc::ENOENT);
 }
 
+/// A USDT semaphore: the kernel counts it up in every process that maps
+/// this file while a uprobe names it, so a probe site can test it and skip
+/// costly argument set-up when nobody listens. In a section of its own, as
+/// SystemTap's are (file-backed, writable: the kernel refuses others).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".probes")]
+static mut PERFBUF_RUST_SEMAPHORE: u16 = 0;
+
+fn semaphore() -> u16 {
+    // SAFETY: a plain read of a u16 the kernel may write (volatile: it is
+    // changed behind the compiler's back); no reference is formed.
+    unsafe { std::ptr::read_volatile(&raw const PERFBUF_RUST_SEMAPHORE) }
+}
+
+/// The file offset of `addr`, from the mapping of this executable that
+/// holds it.
+fn file_offset_of(addr: usize) -> u64 {
+    let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(off), Some(path)) = (f.first(), f.get(2), f.get(5)) else { continue };
+        let (start, end) = range.split_once('-').unwrap();
+        let start = usize::from_str_radix(start, 16).unwrap();
+        let end = usize::from_str_radix(end, 16).unwrap();
+        if (start..end).contains(&addr) && std::path::Path::new(path) == exe {
+            return (addr - start) as u64 + u64::from_str_radix(off, 16).unwrap();
+        }
+    }
+    panic!("{addr:#x} is in no mapping of {}", exe.display());
+}
+
+#[test]
+fn a_usdt_semaphore_counts_while_the_probe_exists() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let off = file_offset_of((&raw const PERFBUF_RUST_SEMAPHORE) as usize);
+    assert_eq!(semaphore(), 0, "nobody probes yet");
+    let probe = Event::uprobe(&exe, "perfbuf_rust_probe_target").ref_ctr_offset(off);
+    let id = set.add(&probe).unwrap();
+    set.enable(id).unwrap();
+    let attached = semaphore();
+    let me = std::process::id();
+    let mut hits = 0;
+    let mut pb = set
+        .reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.pid() == me
+            {
+                hits += 1;
+            }
+        })
+        .unwrap();
+    perfbuf_rust_probe_target(7);
+    pb.consume().unwrap();
+    drop(pb);
+    set.remove(id).unwrap();
+    let removed = semaphore();
+    assert!(attached > 0, "the semaphore did not rise while the probe existed");
+    assert_eq!(hits, 1);
+    assert_eq!(removed, 0, "the semaphore did not fall when the probe went away");
+}
+
 #[test]
 fn a_counter_group_reads_together() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
