@@ -650,8 +650,10 @@ static void own_epoll_on_buffer_fds(void)
 	}
 	join(&j);
 	perf_buffer__consume(pb);
-	say("own epoll: delivered %s, lost %llu, latency under 100 ms: %s",
-	    t.samples + t.lost == j.produced ? "all" : "not all", t.lost, yes(t.max_latency_ms < 100));
+	/* Seconds: a record left behind until the end is caught, a slow
+	 * machine is not (latency is make bench's). */
+	say("own epoll: delivered %s, lost %llu, none later than 5 s: %s",
+	    t.samples + t.lost == j.produced ? "all" : "not all", t.lost, yes(t.max_latency_ms < 5000));
 	printf("  own_epoll_on_buffer_fds: %llu of %llu, max latency %.1f ms\n", t.samples, j.produced,
 	       t.max_latency_ms);
 	expect_fast(pb, false, "after buffer_fd");
@@ -694,7 +696,8 @@ static void epoll_fd_consume_buffer_idle(void)
 	double cpu = thread_cpu_ms() - cpu0;
 	join(&j);
 	say("burst: delivered + lost = produced: %s", yes(t.samples + t.lost == j.produced));
-	say("idle second: %u wake-ups, CPU under 30 ms: %s", idle_wakes, yes(cpu < 30));
+	/* A reader spinning on a ready fd burns the whole second. */
+	say("idle second: %u wake-ups, CPU under half of it: %s", idle_wakes, yes(cpu < 500));
 	printf("  epoll_fd_consume_buffer_idle: %u idle wake-ups, %.1f ms CPU\n", idle_wakes, cpu);
 	expect_fast(pb, true, "burst");
 	perf_buffer__free(pb);
@@ -901,7 +904,9 @@ static void huge_ring_poll_timeout(void)
 	join(&j);
 	unsigned long long produced = j.produced + (emit_one(0, (uint8_t)j.seed) == 0);
 	drain(pb, &t, produced, 3000);
-	say("every poll(100) within 150 ms: %s; delivered + lost = produced: %s", yes(worst < 150),
+	/* A poll that drained the whole ring before returning would take
+	 * seconds; 1 s leaves a loaded machine its scheduling delays. */
+	say("every poll(100) within 1 s: %s; delivered + lost = produced: %s", yes(worst < 1000),
 	    yes(t.samples + t.lost == produced));
 	printf("  huge_ring_poll_timeout: longest poll %.1f ms\n", worst);
 	expect_fast(pb, true, "huge ring");

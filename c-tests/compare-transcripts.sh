@@ -5,7 +5,7 @@
 # usage: compare-transcripts.sh LIBBPF_DIR DEFAULT_DIR [FAST_DIR]
 set -u
 ref=$1; shift
-bad=0
+bad=0 total=0
 for dir in "$@"; do
 	[ -d "$dir" ] || continue
 	n=0
@@ -13,6 +13,7 @@ for dir in "$@"; do
 		[ -e "$f" ] || continue
 		name=$(basename "$f")
 		n=$((n + 1))
+		total=$((total + 1))
 		if ! diff -u "$ref/$name" "$f"; then
 			echo "callers: $dir/$name differs from libbpf's"
 			bad=$((bad + 1))
@@ -27,4 +28,6 @@ for dir in "$@"; do
 	echo "callers: $dir: $n transcripts compared with libbpf's"
 done
 [ "$bad" -eq 0 ] && echo "callers: every transcript identical to libbpf's" || echo "callers: $bad differ"
+# The count make test adds up (scripts/suite-counts.awk).
+echo "compare-transcripts: $((total - bad > 0 ? total - bad : 0)) passed, $bad failed"
 exit $((bad > 0))

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 int perfbuf_fault_arm(const char *point, unsigned nth, int err);
@@ -360,11 +361,88 @@ static void test_event_set_offline_cpus(void)
 	perfbuf_fault_online_cpus(NULL);
 }
 
+/* Samples per event of a set, told apart by perfbuf_events_decode. */
+struct by_event {
+	struct perfbuf_events *set;
+	int ev[2];
+	unsigned n[2];
+};
+
+static enum bpf_perf_event_ret count_by_event(void *ctx, int cpu, struct perf_event_header *hdr)
+{
+	struct by_event *c = ctx;
+	(void)cpu;
+	if (hdr->type == PERF_RECORD_SAMPLE) {
+		struct perfbuf_sample s = {.sz = sizeof(s)};
+		int ev = perfbuf_events_decode(c->set, hdr, hdr->size, &s);
+		for (int i = 0; i < 2; i++)
+			c->n[i] += ev == c->ev[i];
+	}
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+static double thread_cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A kernel before 5.15 has no BPF perf links: attaching a program to an
+ * event falls back to PERF_EVENT_IOC_SET_BPF. The link probe (made once
+ * per process, as libbpf's) is failed with EINVAL, what such a kernel
+ * answers, so this test must run first. Two cpu-clock events: the one
+ * with the program (which returns 0: drop the sample) puts no sample in
+ * the ring, the other does; the attach opened no link fd. */
+static void test_attach_without_links(void)
+{
+	int prog = bpf_trivial_prog(BPF_PROG_TYPE_PERF_EVENT);
+	EXPECT(prog >= 0, "load a perf event program: %s", strerror(-prog));
+	struct perfbuf_events_opts o = {.sz = sizeof(o), .page_cnt = 8};
+	struct perfbuf_event_desc clock = {.sz = sizeof(clock), .kind = PERFBUF_EVENT_SOFTWARE,
+					   .config = PERF_COUNT_SW_CPU_CLOCK, .period = 1000000};
+	struct by_event c = {.set = perfbuf_events_new(&o)};
+	EXPECT(c.set, "perfbuf_events_new: %s", perfbuf_last_error());
+	if (prog < 0 || !c.set)
+		goto out;
+	c.ev[0] = perfbuf_events_add(c.set, &clock);
+	c.ev[1] = perfbuf_events_add(c.set, &clock);
+	struct perf_buffer *r = perfbuf_events_reader(c.set, count_by_event, &c);
+	EXPECT(c.ev[0] >= 0 && c.ev[1] >= 0 && r, "add, reader: %s", perfbuf_last_error());
+	if (!r)
+		goto out;
+	int fds = count_open_fds();
+	EXPECT(perfbuf_fault_arm("link_create", 1, EINVAL) == 0, "arm link_create");
+	int ret = perfbuf_events_attach_bpf(c.set, c.ev[0], prog);
+	int probed = !perfbuf_fault_armed();
+	perfbuf_fault_arm("link_create", 0, 0);
+	int link_fds = count_open_fds() - fds;
+	EXPECT(ret == 0 && probed, "attach without links: %d (the probe %s)", ret, probed ? "failed" : "did not run");
+	EXPECT(link_fds == 0, "%d fds opened by the attach: links, not SET_BPF", link_fds);
+	EXPECT(perfbuf_events_enable(c.set, -1) == 0, "enable");
+	/* 100 ms of this thread's CPU time, however long that takes here. */
+	double t0 = thread_cpu_ms();
+	for (int i = 0; i < 1000000 && thread_cpu_ms() - t0 < 100; i++)
+		perfbuf_consume(r);
+	perfbuf_events_disable(c.set, -1);
+	perfbuf_consume(r);
+	printf("  no BPF links: attached by SET_BPF (%d new fds); samples: with the program %u, without %u\n", link_fds,
+	       c.n[0], c.n[1]);
+	EXPECT(c.n[1] > 0, "the event without a program took no sample");
+	EXPECT(c.n[0] == 0, "%u samples passed a program that drops them all: not attached", c.n[0]);
+	perfbuf_free(r);
+out:
+	perfbuf_events_free(c.set);
+	if (prog >= 0)
+		close(prog);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	producer_open_or_exit(&prod, 0);
-	static const struct test_case tests[] = {{"failure_points", test_points},
+	static const struct test_case tests[] = {{"attach_without_links", test_attach_without_links}, /* first */
+		     {"failure_points", test_points},
 		     {"hostile_control_page", test_hostile_control_page},
 		     {"fd_exhaustion", test_fd_exhaustion},
 		     {"churn", test_churn}, {"alloc_failures", test_alloc_failures},

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,6 +81,95 @@ int run_scenarios(struct harness *h, FILE *transcript)
 			fprintf(transcript, "== %s ==\n%s", scenarios[i].name, h->tx.text ? h->tx.text : "");
 		failed += h->failures != before;
 	}
+	return failed;
+}
+
+static void *sym(void *lib, const char *libname, const char *name)
+{
+	void *p = dlsym(lib, name);
+	if (!p) {
+		fprintf(stderr, "%s: missing %s\n", libname, name);
+		exit(1);
+	}
+	return p;
+}
+
+#define LOAD(api, lib, libname, field, name)                \
+	do {                                                \
+		void *_p = sym(lib, libname, name);         \
+		memcpy(&(api)->field, &_p, sizeof(_p));     \
+	} while (0)
+
+void harness_load_api(struct pb_api *api, const char *libname, const char *path)
+{
+	/* DEEPBIND: the library's calls to its own exported names (libbpf's
+	 * perf_buffer__new freeing a half-built buffer) must not reach a
+	 * perf_buffer__free the program linked from libperfbuf. */
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+	if (!lib) {
+		fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+		exit(1);
+	}
+	api->name = libname;
+	LOAD(api, lib, libname, new_, "perf_buffer__new");
+	LOAD(api, lib, libname, new_raw, "perf_buffer__new_raw");
+	LOAD(api, lib, libname, free_, "perf_buffer__free");
+	LOAD(api, lib, libname, epoll_fd, "perf_buffer__epoll_fd");
+	LOAD(api, lib, libname, poll, "perf_buffer__poll");
+	LOAD(api, lib, libname, consume, "perf_buffer__consume");
+	LOAD(api, lib, libname, consume_buffer, "perf_buffer__consume_buffer");
+	LOAD(api, lib, libname, buffer_cnt, "perf_buffer__buffer_cnt");
+	LOAD(api, lib, libname, buffer_fd, "perf_buffer__buffer_fd");
+	LOAD(api, lib, libname, buffer, "perf_buffer__buffer");
+
+	/* Prove which object serves the calls. */
+	Dl_info info;
+	void *fn;
+	memcpy(&fn, &api->new_, sizeof(fn));
+	if (!dladdr(fn, &info) || !strstr(info.dli_fname, libname)) {
+		fprintf(stderr, "%s: perf_buffer__new resolved to %s\n", libname, info.dli_fname);
+		exit(1);
+	}
+	printf("%-10s perf_buffer__new from %s\n", libname, info.dli_fname);
+}
+
+static void save(const char *dir, const char *scenario, const char *lib, const struct transcript *tx)
+{
+	if (!dir)
+		return;
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s.%s.txt", dir, scenario, lib);
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fputs(tx->text ? tx->text : "", f);
+		fclose(f);
+	}
+}
+
+int run_compared(struct harness *ref, struct harness *h, const char *outdir)
+{
+	int failed = 0;
+	for (size_t i = 0; i < scenario_count; i++) {
+		const struct scenario *s = &scenarios[i];
+		tx_reset(&ref->tx);
+		tx_reset(&h->tx);
+		int fr = ref->failures, fh = h->failures;
+		s->run(ref);
+		s->run(h);
+		save(outdir, s->name, ref->api->name, &ref->tx);
+		save(outdir, s->name, h->api->name, &h->tx);
+		const char *a = ref->tx.text ? ref->tx.text : "", *b = h->tx.text ? h->tx.text : "";
+		int differ = transcript_compare(s->name, ref->api->name, a, h->api->name, b);
+		bool ok = !differ && ref->failures == fr && h->failures == fh && h->tx.len > 0;
+		int lines = 0;
+		for (const char *p = b; *p; p++)
+			lines += *p == '\n';
+		printf("%s %-18s %4d transcript lines %s\n", ok ? "ok  " : "FAIL", s->name, lines,
+		       differ ? "(transcripts differ)" : "identical");
+		failed += !ok;
+	}
+	printf("checks: %s %d/%d, %s %d/%d passed\n", ref->api->name, ref->checks - ref->failures, ref->checks,
+	       h->api->name, h->checks - h->failures, h->checks);
 	return failed;
 }
 

@@ -92,6 +92,18 @@ void harness_close(struct harness *h);
  * Returns how many scenarios failed an absolute check. */
 int run_scenarios(struct harness *h, FILE *transcript);
 
+/* Fills `api` with the ten functions of the library at `path`, dlopened
+ * RTLD_LOCAL and RTLD_DEEPBIND (neither side's perf_buffer__* names
+ * reach the other; not under AddressSanitizer, which refuses DEEPBIND);
+ * exits unless `libname` appears in the path of the object serving them. */
+void harness_load_api(struct pb_api *api, const char *libname, const char *path);
+
+/* Runs every scenario through `ref` (libbpf) and then `h`, printing per
+ * scenario ok when the transcripts are identical and both passed their
+ * absolute checks; writes the transcripts to `outdir` if not NULL. Returns
+ * how many scenarios failed. */
+int run_compared(struct harness *ref, struct harness *h, const char *outdir);
+
 /* Compares two transcripts; prints the first difference; returns 0 if equal. */
 int transcript_compare(const char *scenario, const char *a_name, const char *a, const char *b_name,
 		       const char *b);

@@ -4,7 +4,10 @@
  * first; the perfbuf_* names exist only in libperfbuf, so through them
  * the program reads its records whatever the order. A handle libbpf made,
  * passed to a perfbuf_* call, is refused with EINVAL and a message that
- * names the cause, never used (the old failure was a segfault). */
+ * names the cause, never used (the old failure was a segfault).
+ *
+ * usage: linkorder_test libbpf|libperfbuf   (whose perf_buffer__new the
+ * link order must have bound: the make target knows which it built) */
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
 
@@ -18,6 +21,7 @@
 #include <string.h>
 
 static struct producer prod;
+static const char *new_is_from; /* the object serving perf_buffer__new */
 
 static void count(void *ctx, int cpu, void *data, __u32 size)
 {
@@ -55,7 +59,7 @@ static void test_perfbuf_names(void)
 
 /* A handle from the libbpf name, whichever library made it, given to the
  * extensions and the perfbuf_* names. */
-static void test_foreign_handle(const char *new_is_from)
+static void test_foreign_handle(void)
 {
 	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 8, NULL, NULL, NULL, NULL);
 	EXPECT(pb, "perf_buffer__new");
@@ -80,8 +84,12 @@ static void test_foreign_handle(const char *new_is_from)
 	perf_buffer__free(pb); /* the library that made it frees it */
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc != 2 || (strcmp(argv[1], "libbpf") && strcmp(argv[1], "libperfbuf"))) {
+		fprintf(stderr, "usage: %s libbpf|libperfbuf\n", argv[0]);
+		return 2;
+	}
 	Dl_info info;
 	if (!dladdr((void *)perf_buffer__new, &info)) {
 		fprintf(stderr, "dladdr failed\n");
@@ -92,11 +100,24 @@ int main(void)
 		fprintf(stderr, "perfbuf_poll not from libperfbuf\n");
 		return 1;
 	}
-	printf("linkorder: perf_buffer__new from %s\n", info.dli_fname);
+	new_is_from = info.dli_fname;
+	printf("linkorder: perf_buffer__new from %s\n", new_is_from);
+	/* The branch test_foreign_handle takes is the one this link order
+	 * must give: a libbpf handle refused, or our own accepted. */
+	char want[32];
+	snprintf(want, sizeof(want), "/%s.so", argv[1]);
+	if (!strstr(new_is_from, want)) {
+		fprintf(stderr, "linkorder: perf_buffer__new from %s, expected %s\n", new_is_from, argv[1]);
+		return 1;
+	}
 	producer_open_or_exit(&prod, 0);
-	test_perfbuf_names();
-	test_foreign_handle(info.dli_fname);
+	static const struct test_case tests[] = {
+		{"perfbuf_names", test_perfbuf_names},
+		{"foreign_handle", test_foreign_handle},
+	};
+	char prog[64];
+	snprintf(prog, sizeof(prog), "linkorder (%s first)", argv[1]);
+	int failed = run_tests(prog, tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	producer_close(&prod);
-	printf("linkorder: %d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return failed ? 1 : 0;
 }

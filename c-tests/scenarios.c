@@ -145,6 +145,13 @@ static enum bpf_perf_event_ret on_event(void *ctx, int cpu, struct perf_event_he
 }
 
 /* One deterministic sample of n bytes on cpu; remembered when it landed. */
+#define WAIT_MS 5000
+
+/* The program runs from this thread pinned to `cpu`, interrupts on: the
+ * kernel's wake-up (an irq_work, raised by self-IPI) has run on that CPU
+ * when this returns, so a poll after it finds every ring it signalled. A
+ * poll that expects a ring waits up to WAIT_MS for it all the same (only
+ * a hang reaches that); one that expects none waits briefly. */
 static int emit(struct harness *h, struct rec_log *log, int cpu, unsigned n, uint8_t seed)
 {
 	int ret = 0;
@@ -155,12 +162,6 @@ static int emit(struct harness *h, struct rec_log *log, int cpu, unsigned n, uin
 	if (ret == 0 && log && log->exp_len[cpu] < MAX_EXPECT)
 		log->exp[cpu][log->exp_len[cpu]++] = (struct expect){.n = (uint16_t)n, .seed = seed};
 	return ret;
-}
-
-/* Lets the kernel's irq_work deliver wakeups before we look. */
-static void settle(void)
-{
-	usleep(20 * 1000);
 }
 
 /* The lowest free fd, so fd numbers can be logged relative to it. */
@@ -364,20 +365,17 @@ static void s_poll(struct harness *h)
 	SHOW(h, "poll(10) nothing", api->poll(pb, 10));
 	emit(h, log, 0, 16, 1);
 	emit(h, log, 0, 24, 2);
-	settle();
-	SHOW(h, "poll(100) two records on cpu0", api->poll(pb, 100));
+	SHOW(h, "poll(WAIT_MS) two records on cpu0", api->poll(pb, WAIT_MS));
 	SHOW(h, "poll(0) after", api->poll(pb, 0));
 	emit(h, log, 0, 32, 3);
 	emit(h, log, 1, 40, 4);
-	settle();
-	SHOW(h, "poll(100) one record on each cpu", api->poll(pb, 100));
+	SHOW(h, "poll(WAIT_MS) one record on each cpu", api->poll(pb, WAIT_MS));
 	log_flush(log, "polled");
 
 	/* An outer poll(2) on the epoll fd consumes the one-shot readiness. */
 	emit(h, log, 0, 48, 5);
-	settle();
 	struct pollfd pfd = {.fd = api->epoll_fd(pb), .events = POLLIN};
-	SHOW(h, "poll(2) on epoll_fd", poll(&pfd, 1, 100));
+	SHOW(h, "poll(2) on epoll_fd", poll(&pfd, 1, WAIT_MS));
 	SHOW(h, "perf_buffer poll(0) after outer poll", api->poll(pb, 0));
 	SHOW(h, "consume after outer poll", api->consume(pb));
 	log_flush(log, "after outer poll");
@@ -490,8 +488,7 @@ static void s_raw(struct harness *h)
 	log->raw_calls = 0;
 	log->raw_ret = 7;
 	emit(h, log, 1, 8, 53);
-	settle();
-	SHOW(h, "poll returning 7", api->poll(pb, 100));
+	SHOW(h, "poll returning 7", api->poll(pb, WAIT_MS));
 	log->raw_ret = LIBBPF_PERF_EVENT_CONT;
 	SHOW(h, "consume rest", api->consume(pb));
 	log_flush(log, "stops");
@@ -515,11 +512,9 @@ static void s_raw(struct harness *h)
 	if (pb) {
 		for (int i = 0; i < 3; i++)
 			emit(h, log, 0, 8, (uint8_t)(70 + i));
-		settle();
 		SHOW(h, "poll(50) after 3", api->poll(pb, 50));
 		emit(h, log, 0, 8, 73);
-		settle();
-		SHOW(h, "poll(100) after 4", api->poll(pb, 100));
+		SHOW(h, "poll(WAIT_MS) after 4", api->poll(pb, WAIT_MS));
 		log_flush(log, "wakeup_events 4");
 		api->free_(pb);
 	}

@@ -27,6 +27,11 @@ extern int checks, failures;
 /* CI=true: a missing capability is a failure, never a skip. */
 bool ci_mode(void);
 
+/* The running test cannot do what it checks for `why` (a missing
+ * capability): a failure under CI, else a skip that run_tests counts and
+ * prints with its reason. The caller returns from the test. */
+void skip_or_fail(const char *why);
+
 /* Opens the BPF producer, or exits: 1 under CI, else 77 (skipped). */
 void producer_open_or_exit(struct producer *p, unsigned max_entries);
 
@@ -49,8 +54,8 @@ struct test_case {
 	void (*fn)(void);
 };
 
-/* Runs each test, prints ok/FAIL per test and "PROG: N passed, M failed";
- * returns the number that failed. */
+/* Runs each test, prints ok/skip/FAIL per test and "PROG: N passed, M
+ * failed" (", K skipped" when some were); returns the number that failed. */
 int run_tests(const char *prog, const struct test_case *tests, int n);
 
 #endif

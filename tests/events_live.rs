@@ -5,8 +5,9 @@
 
 use perfbuf::events::{Event, EventKind, EventRecord, EventSet};
 use perfbuf::{ErrorKind, OrderKey};
+use std::cell::RefCell;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Tests that count their own probe hits run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -24,6 +25,15 @@ fn set() -> Option<EventSet> {
     }
 }
 
+/// This thread's CPU time, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The uprobe target.
 #[unsafe(no_mangle)]
 #[inline(never)]
@@ -37,13 +47,13 @@ fn tracepoint_fields_in_time_order() {
     let Some(mut set) = set() else { return };
     let exec = set.add(&Event::tracepoint("sched:sched_process_exec")).unwrap();
     assert_eq!(set.info(exec).unwrap().kind, EventKind::Tracepoint);
-    let mut seen = Vec::new();
+    let seen = RefCell::new(Vec::new());
     let mut pb = set
         .reader(|rec| {
             if let EventRecord::Sample(s) = rec {
                 let file = s.field("filename").and_then(|v| v.as_str().map(str::to_owned));
                 let pid = s.field("pid").and_then(|v| v.as_i64());
-                seen.push((s.time(), s.pid(), pid, file));
+                seen.borrow_mut().push((s.time(), s.pid(), pid, file));
             }
         })
         .unwrap();
@@ -56,11 +66,15 @@ fn tracepoint_fields_in_time_order() {
         let mut child = child;
         child.wait().unwrap();
     }
-    for _ in 0..20 {
-        pb.poll(Some(Duration::from_millis(20))).unwrap();
+    // Until our four arrived; the deadline only catches a hang.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let arrived = || seen.borrow().iter().filter(|s| children.contains(&s.1)).count();
+    while arrived() < 4 && Instant::now() < deadline {
+        pb.poll(Some(Duration::from_millis(100))).unwrap();
     }
     pb.flush_ordered().unwrap();
     drop(pb);
+    let seen = seen.into_inner();
     let ours: Vec<_> = seen.iter().filter(|s| children.contains(&s.1)).collect();
     assert_eq!(ours.len(), 4, "{seen:?}");
     for (_, pid, field_pid, file) in &ours {
@@ -108,6 +122,70 @@ fn uprobes_on_a_function_of_this_test() {
     assert_eq!(missing.errno(), libc::ENOENT);
 }
 
+/// A USDT semaphore: the kernel counts it up in every process that maps
+/// this file while a uprobe names it, so a probe site can test it and skip
+/// costly argument set-up when nobody listens. In a section of its own, as
+/// SystemTap's are (file-backed, writable: the kernel refuses others).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = ".probes")]
+static mut PERFBUF_RUST_SEMAPHORE: u16 = 0;
+
+fn semaphore() -> u16 {
+    // SAFETY: a plain read of a u16 the kernel may write (volatile: it is
+    // changed behind the compiler's back); no reference is formed.
+    unsafe { std::ptr::read_volatile(&raw const PERFBUF_RUST_SEMAPHORE) }
+}
+
+/// The file offset of `addr`, from the mapping of this executable that
+/// holds it.
+fn file_offset_of(addr: usize) -> u64 {
+    let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(off), Some(path)) = (f.first(), f.get(2), f.get(5)) else { continue };
+        let (start, end) = range.split_once('-').unwrap();
+        let start = usize::from_str_radix(start, 16).unwrap();
+        let end = usize::from_str_radix(end, 16).unwrap();
+        if (start..end).contains(&addr) && std::path::Path::new(path) == exe {
+            return (addr - start) as u64 + u64::from_str_radix(off, 16).unwrap();
+        }
+    }
+    panic!("{addr:#x} is in no mapping of {}", exe.display());
+}
+
+#[test]
+fn a_usdt_semaphore_counts_while_the_probe_exists() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let off = file_offset_of((&raw const PERFBUF_RUST_SEMAPHORE) as usize);
+    assert_eq!(semaphore(), 0, "nobody probes yet");
+    let probe = Event::uprobe(&exe, "perfbuf_rust_probe_target").ref_ctr_offset(off);
+    let id = set.add(&probe).unwrap();
+    set.enable(id).unwrap();
+    let attached = semaphore();
+    let me = std::process::id();
+    let mut hits = 0;
+    let mut pb = set
+        .reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.pid() == me
+            {
+                hits += 1;
+            }
+        })
+        .unwrap();
+    perfbuf_rust_probe_target(7);
+    pb.consume().unwrap();
+    drop(pb);
+    set.remove(id).unwrap();
+    let removed = semaphore();
+    assert!(attached > 0, "the semaphore did not rise while the probe existed");
+    assert_eq!(hits, 1);
+    assert_eq!(removed, 0, "the semaphore did not fall when the probe went away");
+}
+
 #[test]
 fn a_counter_group_reads_together() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -120,14 +198,17 @@ fn a_counter_group_reads_together() {
     let task_clock = Event::software(perfbuf::uapi::PERF_COUNT_SW_TASK_CLOCK);
     let member = set.add(&task_clock.member_of(clock)).unwrap();
     set.enable_all().unwrap();
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_millis(20) {
+    // 20 ms of this thread's CPU time, however long a loaded machine takes
+    // to give it (a wall-clock spin could be descheduled for most of it).
+    let start = thread_cpu_ns();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while thread_cpu_ns() - start < 20_000_000 && Instant::now() < deadline {
         std::hint::black_box(perfbuf_rust_probe_target(1));
     }
     set.disable_all().unwrap();
     let counts = set.read(clock).unwrap();
     assert_eq!(counts.values.iter().map(|v| v.0).collect::<Vec<_>>(), vec![clock, member]);
-    // The thread spun for 20 ms under both clocks.
+    // The thread ran for 20 ms of CPU time: both task clocks saw most of it.
     assert!(counts.values.iter().all(|v| v.1 >= 15_000_000), "{counts:?}");
     assert!(counts.time_enabled > 0 && counts.scaled(member).unwrap() >= counts.values[1].1);
     assert_eq!(set.remove(clock).unwrap_err().errno(), libc::EBUSY);

@@ -17,7 +17,7 @@ export PERFBUF_PROFILE_BPF_OBJ="$top/build/profile.bpf.o"
 # target builds only exec_events.bpf.o).
 [ -f "$PERFBUF_PROFILE_BPF_OBJ" ] || make -C "$top" --no-print-directory build/profile.bpf.o
 cd "$here"
-"$venv/bin/python" -m pytest -q tests "$@"
+"$venv/bin/python" -m pytest -q -rs tests "$@"
 bpf_obj="$top/build/exec_events.bpf.o"
 if [ ! -f "$bpf_obj" ]; then
 	echo "python-test: $bpf_obj is missing (make examples builds it)" >&2

@@ -111,9 +111,12 @@ fn regressions_replay() {
             let path = entry.expect("dir entry").path();
             let bytes = fs::read(&path).expect("read reproducer");
             println!("{}", path.display());
+            // Each reproducer goes to its own target's harness.
             match target {
                 "ring" => ring::run(&bytes),
-                _ => decode::run(&bytes),
+                "decode" => decode::run(&bytes),
+                "tracepoint" => tracepoint::run(&bytes),
+                other => panic!("regressions/{other}: no such fuzz target"),
             }
         }
     }

@@ -22,6 +22,7 @@ pub const POINTS: &[&str] = &[
     "enable",
     "set_output",
     "attach",
+    "link_create",
     "event_id",
     "set_filter",
     "read",

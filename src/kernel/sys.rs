@@ -265,6 +265,7 @@ pub fn bpf_link_perf_event(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedF
 }
 
 fn link_create(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
+    fault("link_create")?;
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
         target_fd: target as u32,

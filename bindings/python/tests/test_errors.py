@@ -3,9 +3,11 @@ for a bad ring, PermissionError, the library's reason in every OSError,
 and its messages through logging."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -75,12 +77,30 @@ def test_pipe_is_not_a_perf_event_array() -> None:
     assert f"map_fd {r} is not a BPF_MAP_TYPE_PERF_EVENT_ARRAY: it is pipe:" in str(e.value)
 
 
+@contextlib.contextmanager
+def paranoid_at_least(level: int) -> Iterator[None]:
+    """perf_event_paranoid at `level` or above for the block (raised as root
+    and restored after), so that uid nobody may not open per-CPU events."""
+    path = "/proc/sys/kernel/perf_event_paranoid"
+    with open(path) as f:
+        before = int(f.read())
+    if before >= level:
+        yield
+        return
+    if os.geteuid() != 0:
+        need_root(f"perf_event_paranoid is {before}: unprivileged processes may open per-CPU events")
+    with open(path, "w") as f:
+        f.write(str(level))
+    try:
+        yield
+    finally:
+        with open(path, "w") as f:
+            f.write(str(before))
+
+
 def test_permission_error_carries_the_reason(producer) -> None:
     # A process without privileges (uid nobody, no capabilities) given the
     # map's fd: PermissionError with the library's explanation and fix.
-    with open("/proc/sys/kernel/perf_event_paranoid") as f:
-        if int(f.read()) <= 0:
-            pytest.skip("perf_event_paranoid <= 0: unprivileged processes may open per-CPU events")
     code = f"""
 import os, sys
 from perfbuf import PerfBuffer
@@ -96,7 +116,8 @@ except BaseException as e:
 print("no error")
 sys.exit(1)
 """
-    res = run_python(code, pass_fds=(producer.map_fd,))
+    with paranoid_at_least(1):
+        res = run_python(code, pass_fds=(producer.map_fd,))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "PermissionError" in res.stdout
     assert "failed to open perf buffer event on cpu #" in res.stdout

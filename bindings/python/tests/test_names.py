@@ -106,7 +106,7 @@ def test_a_library_scope_with_libbpf(producer, umbrellas: dict[str, Path], order
 def test_libbpf_loaded_before_the_package(producer, mode: str) -> None:
     libbpf = ctypes.util.find_library("bpf")
     if libbpf is None:
-        pytest.skip("libbpf is not installed")
+        need_root("libbpf is not installed (the Debian package libbpf1)")
     preload = f"ctypes.CDLL({libbpf!r}, mode=ctypes.{mode})"
     res = run_python(READER.format(preload=preload))
     assert res.returncode == 0, res.stdout + res.stderr
