@@ -311,14 +311,17 @@ tracefs:
 	@[ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] || \
 		mount -t tracefs nodev /sys/kernel/tracing || echo "tracefs: not mounted (not root?)"
 
+# The Rust crate's optional features, on for tests, lint and docs.
+RUST_FEATURES := perfbuf/tokio,perfbuf/log
+
 cargo-test: producer-lib tracefs
-	$(CARGO) test --release --workspace
+	$(CARGO) test --release --no-fail-fast --workspace --features $(RUST_FEATURES)
 	cd fuzz && $(CARGO) test --release
 
 # The Rust examples against the real producer: a stream with the builder
 # (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd.
 rust-examples-test: producer-lib tracefs
-	$(CARGO) build --release --examples
+	$(CARGO) build --release --examples --features $(RUST_FEATURES)
 	$(REL)/examples/stream_reader --demo 200000
 	$(REL)/examples/stream_reader --demo 1000000 --fast
 	$(REL)/examples/async_reader --demo 200000
@@ -358,13 +361,13 @@ package-check:
 
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets --features $(RUST_FEATURES) -- -D warnings
 	$(CARGO) clippy --release -p perfbuf --all-targets -- -D warnings
-	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet --workspace
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet --workspace --features $(RUST_FEATURES)
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint cargo-test rust-examples-test package-check check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.
