@@ -38,7 +38,8 @@ def workspace_root() -> Path:
     if (REPO / "capi" / "Cargo.toml").is_file():
         return REPO
     raise SystemExit(f"perfbuf: no capi/Cargo.toml in {HERE / IN_SDIST} or {REPO}: build from the repository "
-                     "(pip install ./bindings/python) or from an sdist made there")
+                     "(pip install ./bindings/python, with pip 21.3 or newer: older ones build a copy of the "
+                     "directory) or from an sdist made there")
 
 
 def cargo_args(root: Path) -> list[str]:

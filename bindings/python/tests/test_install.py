@@ -2,7 +2,8 @@
 `pip install ./bindings/python` (setuptools-rust builds libperfbuf from the
 repository's capi/ crate into the package) and `import perfbuf` reads real
 records, with no `make install` and no PERFBUF_LIBRARY. The same from the
-wheel `pip wheel` builds, which auditwheel finds manylinux-compatible.
+wheel `pip wheel` builds, which auditwheel finds manylinux-compatible, and
+from a wheel built out of the sdist alone (away from the repository).
 
 Building needs cargo and PyPI (for setuptools and setuptools-rust); reading
 needs root with BPF. Each is a skip, and under CI=true a failure."""
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pytest
 from conftest import TESTS, need_root
 
 PACKAGE = TESTS.parent  # bindings/python
+REPO = PACKAGE.parent.parent
 # Generous: only against a hang (a cold build of the crate takes minutes on 2 CPUs).
 BUILD_TIMEOUT = 1800
 
@@ -39,9 +42,9 @@ def fresh_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
-def pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args], env=user_env(),
-                         capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+def pip(python: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args],
+                         env={**user_env(), **(env or {})}, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert res.returncode == 0, f"pip {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}"
     return res
 
@@ -90,12 +93,18 @@ def test_pip_install_in_a_fresh_venv_reads_events(tmp_path: Path) -> None:
     print(f"pip install ./bindings/python: {seconds:.0f} s; read {out['got']} records with {out['library']}")
 
 
-def test_built_wheel_is_manylinux_and_reads_events(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with the packaging tools: auditwheel and build."""
     need_cargo()
-    tools = fresh_venv(tmp_path / "tools")
+    python = fresh_venv(tmp_path_factory.mktemp("tools") / "venv")
+    pip(python, "install", "auditwheel", "build")
+    return python
+
+
+def test_built_wheel_is_manylinux_and_reads_events(tools: Path, tmp_path: Path) -> None:
     pip(tools, "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(PACKAGE))
     (wheel,) = (tmp_path / "dist").glob("perfbuf-*.whl")
-    pip(tools, "install", "auditwheel")
     show = subprocess.run([str(tools.parent / "auditwheel"), "show", str(wheel)], capture_output=True, text=True,
                           timeout=120)
     assert show.returncode == 0, show.stdout + show.stderr
@@ -103,6 +112,29 @@ def test_built_wheel_is_manylinux_and_reads_events(tmp_path: Path) -> None:
     # follows from the newest glibc symbol the build machine's libc gave it.
     text = " ".join(show.stdout.split())
     assert 'is consistent with the following platform tag: "manylinux_' in text, show.stdout
+    python = fresh_venv(tmp_path / "venv")
+    pip(python, "install", str(wheel))
+    read_with_installed(python, tmp_path)
+
+
+def test_wheel_from_the_sdist_alone_reads_events(tools: Path, tmp_path: Path) -> None:
+    """A wheel built from the sdist's files only, away from ../../capi: the
+    sdist must carry the Rust workspace. Unpacked at the same place each
+    time (under target/, where ../../capi does not exist), with the
+    repository's cargo cache, so cargo rebuilds only what changed."""
+    res = subprocess.run([str(tools), "-m", "build", "--sdist", "-o", str(tmp_path / "sdist"), str(PACKAGE)],
+                         env=user_env(), capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (sdist,) = (tmp_path / "sdist").glob("perfbuf-*.tar.gz")
+    unpacked = REPO / "target" / "python-sdist"
+    shutil.rmtree(unpacked, ignore_errors=True)
+    with tarfile.open(sdist) as tar:
+        tar.extractall(unpacked, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (source,) = unpacked.iterdir()
+    assert not (source.parent.parent / "capi").exists()
+    cache = {"CARGO_TARGET_DIR": os.environ.get("CARGO_TARGET_DIR", str(REPO / "target" / "python"))}
+    pip(tools, "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(source), env=cache)
+    (wheel,) = (tmp_path / "dist").glob("perfbuf-*.whl")
     python = fresh_venv(tmp_path / "venv")
     pip(python, "install", str(wheel))
     read_with_installed(python, tmp_path)
