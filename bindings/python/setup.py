@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -51,6 +52,12 @@ def cargo_args(root: Path) -> list[str]:
     return []
 
 
+def cargo_manifest_args(root: Path) -> list[str]:
+    """Cargo.lock as it is in the repository; an sdist's workspace has fewer
+    members, so cargo may drop their entries (the versions stay locked)."""
+    return ["--locked"] if root == REPO else []
+
+
 class build_perfbuf(build_rust):
     """Installs the cdylib as perfbuf/libperfbuf.so.0 (where _lib.py looks),
     not under a CPython extension-module name: nothing in it is Python's."""
@@ -81,6 +88,13 @@ class sdist_with_workspace(sdist):
         for tree in WORKSPACE_TREES:
             shutil.copytree(root / tree, dest / tree, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("target", "__pycache__"))
+        # The copy's workspace is the two crates it has (other members stay
+        # in the repository).
+        manifest = dest / "Cargo.toml"
+        text, n = re.subn(r"^(default-)?members\s*=\s*\[[^\]]*\]", r'\1members = [".", "capi"]',
+                          manifest.read_text(), flags=re.MULTILINE)
+        assert n, "Cargo.toml: no [workspace] members to rewrite"
+        manifest.write_text(text)
         # cargo reads its configuration from the working directory up: the
         # build runs at the sdist's top.
         config = Path(base_dir) / ".cargo" / "config.toml"
@@ -108,7 +122,7 @@ setup(
             # Release even for editable installs (-e builds in place, in debug by default).
             debug=False,
             strip=Strip.Debug,
-            cargo_manifest_args=["--locked"],
+            cargo_manifest_args=cargo_manifest_args(ROOT),
             args=cargo_args(ROOT),
         )
     ],
