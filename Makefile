@@ -390,10 +390,17 @@ install: lib
 	install -m 644 include/perfbuf.h $(DESTDIR)$(INCDIR)/perfbuf.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' perfbuf.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc
-	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
-		ldconfig; echo "installed in $(LIBDIR); ldconfig updated the loader's cache"; \
+	@# ldconfig only for a directory the loader searches (ldconfig -vN lists them).
+	@libdir=$$(realpath $(DESTDIR)$(LIBDIR)); ldconfig=$$(command -v ldconfig || echo /sbin/ldconfig); \
+	searched=$$($$ldconfig -vN 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p' | xargs -r realpath -q | grep -xF "$$libdir"); \
+	if [ -n "$(DESTDIR)" ]; then \
+		echo "installed in $(DESTDIR)$(LIBDIR): run ldconfig on the target system"; \
+	elif [ -z "$$searched" ]; then \
+		echo "installed in $(LIBDIR), which the loader does not search: set LD_LIBRARY_PATH=$(LIBDIR) or link with -Wl,-rpath,$(LIBDIR)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		$$ldconfig; echo "installed in $(LIBDIR); ldconfig updated the loader's cache"; \
 	else \
-		echo "installed in $(DESTDIR)$(LIBDIR): run ldconfig (as root), or set LD_LIBRARY_PATH, if the loader does not search it"; \
+		echo "installed in $(LIBDIR): run ldconfig as root to update the loader's cache"; \
 	fi
 
 # make install into a scratch prefix, then build and run a program with

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Builds a venv with the package and pytest, runs the tests on the real
-# kernel against target/release/libperfbuf.so and the BPF test producer,
-# then the examples: exec_events.py on the real BPF program
+# Builds a venv with pytest, runs the tests (the package from src/) on the
+# real kernel against target/release/libperfbuf.so and the BPF test
+# producer, then the examples: exec_events.py on the real BPF program
 # (build/exec_events.bpf.o), execmon.py (an event set on a tracepoint) and
 # profile.py (an event set with build/profile.bpf.o on every CPU).
+# tests/test_install.py installs the package as a user does instead: a
+# fresh venv, pip install ./bindings/python (which builds its own
+# libperfbuf with cargo), no PERFBUF_LIBRARY.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 venv="$top/build/pyvenv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -e "$here" pytest
+"$venv/bin/pip" install -q --disable-pip-version-check pytest
+export PYTHONPATH="$here/src"
 export PERFBUF_LIBRARY="$top/target/release/libperfbuf.so"
 export PERFBUF_PRODUCER_LIBRARY="$top/build/libperfbuf_producer.so"
 export PERFBUF_PROFILE_BPF_OBJ="$top/build/profile.bpf.o"

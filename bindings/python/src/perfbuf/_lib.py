@@ -174,16 +174,20 @@ C_STRUCTS = {
 }
 
 
+BUNDLED = "libperfbuf.so.0"  # the wheel's own copy, next to this file (setup.py puts it there)
+
+
 def _candidates() -> list[tuple[str, str]]:
-    """(how it was found, path or name) in the order we try them."""
-    out = []
-    here = Path(__file__).resolve().parent
-    for name in ("libperfbuf.so.0", "libperfbuf.so"):
-        if (here / name).exists():
-            out.append(("next to the package", str(here / name)))
+    """(how it was found, path or name) in the order we try them:
+    ``PERFBUF_LIBRARY`` alone when set (an override that fails must not
+    fall back silently), else the package's own copy, then the loader path."""
     env = os.environ.get("PERFBUF_LIBRARY")
     if env:
-        out.append(("PERFBUF_LIBRARY", env))
+        return [("PERFBUF_LIBRARY", env)]
+    out = []
+    bundled = Path(__file__).resolve().parent / BUNDLED
+    if bundled.exists():
+        out.append(("the package's own copy", str(bundled)))
     found = ctypes.util.find_library("perfbuf")
     out.append(("the loader path", found or "libperfbuf.so.0"))
     return out
@@ -209,6 +213,8 @@ def load() -> ctypes.CDLL:
         return lib
     if not os.environ.get("PERFBUF_LIBRARY"):
         tried.append("  PERFBUF_LIBRARY: not set")
+        if not (Path(__file__).resolve().parent / BUNDLED).exists():
+            tried.append(f"  the package's own copy: no {BUNDLED} here (pip install ./bindings/python builds one)")
     raise OSError("cannot load libperfbuf; tried:\n" + "\n".join(tried))
 
 
