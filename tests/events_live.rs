@@ -49,7 +49,7 @@ fn tracepoint_fields_in_time_order() {
     assert_eq!(set.info(exec).unwrap().kind, EventKind::Tracepoint);
     let seen = RefCell::new(Vec::new());
     let mut pb = set
-        .reader(|rec| {
+        .local_reader(|rec| {
             if let EventRecord::Sample(s) = rec {
                 let file = s.field("filename").and_then(|v| v.as_str().map(str::to_owned));
                 let pid = s.field("pid").and_then(|v| v.as_i64());
@@ -95,7 +95,7 @@ fn uprobes_on_a_function_of_this_test() {
     let (mut at_entry, mut at_exit) = (0, 0);
     let addr = perfbuf_rust_probe_target as extern "C" fn(u64) -> u64 as usize as u64;
     let mut pb = set
-        .reader(|rec| {
+        .local_reader(|rec| {
             if let EventRecord::Sample(s) = rec
                 && s.pid() == me
             {
@@ -168,7 +168,7 @@ fn a_usdt_semaphore_counts_while_the_probe_exists() {
     let me = std::process::id();
     let mut hits = 0;
     let mut pb = set
-        .reader(|rec| {
+        .local_reader(|rec| {
             if let EventRecord::Sample(s) = rec
                 && s.pid() == me
             {

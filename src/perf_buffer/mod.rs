@@ -515,21 +515,35 @@ impl crate::events::EventSet {
     /// BPF output (poll, consume, batches, ordering by
     /// [`OrderKey::SampleTime`], stats), handing `f` each record attributed
     /// to its event and decoded. Once per set (EBUSY after); EINVAL for a
-    /// set built without rings. Events added later are read too.
-    /// The buffer is `Send` (`f` must be); a reader that must stay on its
-    /// thread can wrap what `f` captures (e.g. in a channel's sender).
+    /// set built without rings. Events added later are read too. The
+    /// buffer is `Send`, so `f` must be; see [`Self::local_reader`].
     pub fn reader<'a>(
         &mut self,
         mut f: impl FnMut(crate::events::EventRecord<'_>) + Send + 'a,
     ) -> Result<PerfBuffer<'a>> {
         let decoder = self.decoder();
-        let closures = Closures {
-            record: Some(<Sendable as Boxes<'a, _>>::record(move |cpu, rec: &[u8]| {
-                decoder.decode(cpu, rec, &mut f);
-                ControlFlow::Continue(())
-            })),
-            ..Closures::default()
-        };
+        self.reader_over::<Sendable>(Box::new(move |cpu, rec: &[u8]| {
+            decoder.decode(cpu, rec, &mut f);
+            ControlFlow::Continue(())
+        }))
+    }
+
+    /// [`Self::reader`] for an `f` that is not `Send` (it captures an
+    /// `Rc`, a `&RefCell`...): the buffer stays on this thread.
+    pub fn local_reader<'a>(
+        &mut self,
+        mut f: impl FnMut(crate::events::EventRecord<'_>) + 'a,
+    ) -> Result<PerfBuffer<'a, Local>> {
+        let decoder = self.decoder();
+        self.reader_over::<Local>(Box::new(move |cpu, rec: &[u8]| {
+            decoder.decode(cpu, rec, &mut f);
+            ControlFlow::Continue(())
+        }))
+    }
+
+    /// A reader of the set's rings handing every record to `record`.
+    fn reader_over<'a, T: Threading>(&mut self, record: T::RecordFn<'a>) -> Result<PerfBuffer<'a, T>> {
+        let closures = Closures { record: Some(record), ..Closures::default() };
         let reader = Reader::over_rings(
             self.take_rings()?,
             closures,
