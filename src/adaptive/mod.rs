@@ -359,17 +359,33 @@ impl Adaptive {
         }
     }
 
-    /// Once the spill ring a slot left is quiet and read, hands what it
-    /// still owes to the reader as a lost record of our own, and releases
-    /// the ring and its events.
+    /// Whether ring `idx`'s slot left a spill ring that was written to
+    /// and is not released yet.
+    pub(crate) fn left_written_spill<L: Lane>(&self, idx: usize, lane: &L) -> bool {
+        self.slots[idx].left.is_some() && lane.rings().spill().is_some_and(|s| s.load_head() != 0)
+    }
+
+    /// Once the spill ring a slot left is quiet and read, releases it.
     fn release_if_done<L: Lane>(&mut self, idx: usize, lane: &mut L, now: Moment, epoll_fd: RawFd) {
-        let slot = &mut self.slots[idx];
-        let Some(since) = slot.left else { return };
+        let Some(since) = self.slots[idx].left else { return };
         let rings = lane.rings();
         if now.since(since) < QUIET_AFTER || rings.spill().is_none_or(|s| s.pending_bytes() > 0) {
             return;
         }
+        self.release(idx, lane, epoll_fd);
+    }
+
+    /// Releases the spill ring slot `idx` left, which no BPF program
+    /// writes any more and which was read to its head: what it still owes
+    /// goes to the reader as a lost record of our own, then the ring and
+    /// its events are freed.
+    pub(crate) fn release<L: Lane>(&mut self, idx: usize, lane: &mut L, epoll_fd: RawFd) {
+        let slot = &mut self.slots[idx];
+        if slot.left.is_none() {
+            return;
+        }
         slot.left = None;
+        let rings = lane.rings();
         let Some(events) = slot.events.take() else { return };
         let reported = rings.spill().map_or(0, |s| s.stats().lost);
         let failed = [Some(&events.batched), events.per_record.as_ref()]

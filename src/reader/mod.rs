@@ -296,10 +296,38 @@ impl<H: Handler> Reader<H> {
     }
 
     fn stand_down(&mut self, idx: usize) {
-        if let Some(a) = &mut self.adaptive {
-            let action = a.stand_down(idx, &mut self.bufs[idx], self.map_fd);
-            self.timer_action(action);
+        let Some(a) = &mut self.adaptive else { return };
+        let action = a.stand_down(idx, &mut self.bufs[idx], self.map_fd);
+        let hand_over = a.left_written_spill(idx, &self.bufs[idx]);
+        self.timer_action(action);
+        if hand_over {
+            self.hand_over_spill(idx);
         }
+    }
+
+    /// The spill ring a stood-down ring left holds records older than any
+    /// its caller's ring gets from now on, and a caller that reads that
+    /// ring itself may never poll again: once no BPF program can still be
+    /// writing there, they go to the callbacks now, with what the spill
+    /// ring owes as a lost record, and the spill ring is released. (Left
+    /// to the next poll or consume if a callback stops the read.)
+    fn hand_over_spill(&mut self, idx: usize) {
+        sys::wait_for_writers(adaptive::QUIET_AFTER);
+        let Reader { bufs, handler, adaptive, epoll, .. } = self;
+        let buf = &mut bufs[idx];
+        let (cpu, mut stats) = (buf.cpu, buf.stats);
+        let ret =
+            buf.rings.drain_spill(&mut stats, |ring, head, stats| handler.drain(ring, head, cpu, stats));
+        if ret.is_continue()
+            && buf.rings.spill().is_some_and(|s| s.pending_bytes() == 0)
+            && let Some(a) = adaptive
+        {
+            a.release(idx, buf, epoll.as_raw_fd());
+            if let Some(lost) = buf.rings.take_owed() {
+                let _ = handler.deliver(cpu, LostRecord::new(lost).bytes(), &mut stats);
+            }
+        }
+        buf.stats = stats;
     }
 
     /// Drains ring `idx` (libbpf's `perf_buffer__process_records`). A
@@ -531,6 +559,8 @@ impl<H: Handler> Reader<H> {
             let action = adaptive.stand_down_all(&mut self.bufs, self.map_fd);
             self.timer_action(action);
             self.timer_action(TimerAction::Disarm);
+            // No BPF program still writes a spill ring when it is read.
+            sys::wait_for_writers(adaptive::QUIET_AFTER);
             // What the spill rings hold is older than anything in the
             // caller's rings: delivered first, through the callbacks.
             for idx in 0..self.bufs.len() {

@@ -125,27 +125,36 @@ impl CpuRings {
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
     {
-        let mut drain_one = |ring: &mut PerfRing, head: u64| {
-            // An empty ring costs two loads: no drain set up, no tail store.
-            if head == ring.load_tail() {
-                return ControlFlow::Continue(());
-            }
-            let before = stats.lost;
-            let ret = drain(ring, head, stats);
-            ring.count_lost(stats.lost - before);
-            ret
-        };
         let (older, newer) = match &mut self.spill {
             None => {
                 let head = self.main.load_head();
-                return drain_one(&mut self.main, head);
+                return drain_ring(&mut self.main, head, stats, &mut drain);
             }
             Some(spill) if self.spill_current => (&mut self.main, spill),
             Some(spill) => (spill, &mut self.main),
         };
         let head = newer.load_head();
-        drain_one(older, older.load_head())?;
-        drain_one(newer, head)
+        drain_ring(older, older.load_head(), stats, &mut drain)?;
+        drain_ring(newer, head, stats, &mut drain)
+    }
+
+    /// Drains the spill ring alone, once the map slot has left it for
+    /// good: what it holds is older than anything the caller's ring gets.
+    pub(crate) fn drain_spill<B, F>(
+        &mut self,
+        stats: &mut DispatchStats,
+        mut drain: F,
+    ) -> ControlFlow<Stop<B>>
+    where
+        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
+    {
+        match &mut self.spill {
+            Some(spill) if !self.spill_current => {
+                let head = spill.load_head();
+                drain_ring(spill, head, stats, &mut drain)
+            }
+            _ => ControlFlow::Continue(()),
+        }
     }
 
     /// The rings' figures together, a lost report made here counting as a
@@ -160,6 +169,28 @@ impl CpuRings {
         }
         all
     }
+}
+
+/// Drains `ring` up to `head` with `drain`, counting in the ring the lost
+/// records reported there (what `drain` added to `stats.lost`).
+#[inline(always)]
+fn drain_ring<B, F>(
+    ring: &mut PerfRing,
+    head: u64,
+    stats: &mut DispatchStats,
+    drain: &mut F,
+) -> ControlFlow<Stop<B>>
+where
+    F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
+{
+    // An empty ring costs two loads: no drain set up, no tail store.
+    if head == ring.load_tail() {
+        return ControlFlow::Continue(());
+    }
+    let before = stats.lost;
+    let ret = drain(ring, head, stats);
+    ring.count_lost(stats.lost - before);
+    ret
 }
 
 fn add(sum: &mut Counters, c: Counters) {
