@@ -98,6 +98,17 @@ pub(crate) enum TimerAction {
     Disarm,
 }
 
+/// What moving a ring's slot back to per-record wake-ups takes, copied
+/// out of the ring's lane so it can be done while the ring is drained.
+#[derive(Clone, Copy)]
+pub(crate) struct SlotMove {
+    pub(crate) map_fd: RawFd,
+    pub(crate) map_key: u32,
+    pub(crate) cpu: i32,
+    /// The caller's event (the per-record one of a ring without a spill ring).
+    pub(crate) caller_event: RawFd,
+}
+
 /// The events of one CPU's fast mode.
 struct FastEvents {
     /// Wakes every [`BATCH_EVENTS`] records; owns the spill ring if any.
@@ -257,6 +268,39 @@ impl Adaptive {
         let ring = lane.rings().current();
         if policy::over_filled(ring.pending_bytes(), ring.data_size() as u64) {
             self.pressure(idx, lane, map_fd);
+        }
+    }
+
+    /// Between chunks of a drain of ring `idx` (pending bytes when the
+    /// chunk began and now, in a ring of `size`): a batched ring whose
+    /// reader falls behind goes back to per-record wake-ups now, in the
+    /// middle of the drain, before the producer can fill the ring.
+    /// `caller_event` is the ring's per-record event when it has no spill
+    /// ring.
+    #[inline(always)]
+    pub(crate) fn between_chunks(&mut self, idx: usize, before: u64, now: u64, size: u64, to: SlotMove) {
+        if self.slots[idx].policy.target() == Target::Batched && policy::falling_behind(before, now, size) {
+            self.back_off(idx, to);
+        }
+    }
+
+    #[cold]
+    fn back_off(&mut self, idx: usize, to: SlotMove) {
+        let now = Moment::coarse();
+        if !self.owns_slots() {
+            self.relinquish(now);
+            return;
+        }
+        let slot = &mut self.slots[idx];
+        let Some(events) = &slot.events else { return };
+        let fd = events.per_record.as_ref().map_or(to.caller_event, AsRawFd::as_raw_fd);
+        if let Err(e) = sys::map_update_u32(to.map_fd, to.map_key, fd as u32) {
+            log::debug(format_args!("cpu #{}: cannot move the slot: {e}", to.cpu));
+            return;
+        }
+        if let Some(target) = slot.policy.on_pressure(now) {
+            slot.policy.moved(target);
+            log::debug(format_args!("cpu #{}: per-record wake-ups (the reader's backlog grows)", to.cpu));
         }
     }
 
@@ -447,7 +491,8 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
     let batched = open_event(BATCH_EVENTS, cpu, true)?;
     let size = caller.saturating_mul(SPILL_FACTOR).min(SPILL_MAX);
     let page = cpu::page_size();
-    let ring = PerfRing::map(batched.as_fd(), page, size / page, true)?;
+    let mut ring = PerfRing::map(batched.as_fd(), page, size / page, true)?;
+    ring.set_drain_chunk(size as u64 / policy::CHUNK_SHARE);
     sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
     let per_record = open_event(1, cpu, true)?;
     sys::perf_set_output(per_record.as_fd(), batched.as_fd())?;

@@ -120,6 +120,25 @@ pub(crate) fn over_filled(pending: u64, size: u64) -> bool {
     pending.saturating_mul(2) >= size
 }
 
+/// A batched ring is drained in chunks of this share of its size, so that
+/// a long drain frees space as it goes and looks at the backlog between
+/// chunks.
+pub(crate) const CHUNK_SHARE: u64 = 32;
+/// A backlog over this share of the ring that grew while a chunk was read
+/// means the reader is slower than the producer.
+pub(crate) const BACKLOG_SHARE: u64 = 16;
+
+/// Whether the reader of a batched ring of `size` bytes is falling behind,
+/// given the bytes pending when a chunk of its drain began (`before`) and
+/// when it ended (`now`): its backlog grew past a sixteenth of the ring
+/// while it read (a producer no longer slowed by per-record wake-ups
+/// outruns it, and would overflow the ring long before any window ends),
+/// or the ring is half full. A backlog that shrinks, however large (the
+/// reader was merely descheduled a while), is not falling behind.
+pub(crate) fn falling_behind(before: u64, now: u64, size: u64) -> bool {
+    over_filled(now, size) || (now > before && now.saturating_mul(BACKLOG_SHARE) > size)
+}
+
 /// The share of its time the reader spends draining, over spans of
 /// [`BUSY_SPAN`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -243,6 +262,15 @@ mod tests {
         assert!(!over_filled(2047, 4096));
         assert!(over_filled(2048, 4096));
         assert!(over_filled(u64::MAX, 4096));
+    }
+
+    #[test]
+    fn a_growing_backlog_is_falling_behind_a_shrinking_one_is_not() {
+        let size = 1 << 20;
+        assert!(!falling_behind(0, size / 32, size), "growing, but small");
+        assert!(falling_behind(size / 32, size / 8, size), "growing past a sixteenth");
+        assert!(!falling_behind(size / 3, size / 4, size), "large, but shrinking");
+        assert!(falling_behind(size, size / 2, size), "half full");
     }
 
     #[test]

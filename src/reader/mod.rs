@@ -14,7 +14,7 @@ pub(crate) mod ticker;
 pub(crate) mod waker;
 
 use crate::adaptive::claim::Claim;
-use crate::adaptive::{self, Adaptive, TimerAction};
+use crate::adaptive::{self, Adaptive, SlotMove, TimerAction};
 use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::clock::Moment;
@@ -344,7 +344,7 @@ impl<H: Handler> Reader<H> {
         if let Some(a) = &mut self.adaptive {
             a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
         }
-        let Reader { bufs, handler, .. } = self;
+        let Reader { bufs, handler, adaptive, map_fd, .. } = self;
         let buf = &mut bufs[idx];
         // Count in a local the callbacks cannot see, so the counters stay in
         // registers across the indirect calls; store them once per drain.
@@ -354,7 +354,22 @@ impl<H: Handler> Reader<H> {
             None => ControlFlow::Continue(()),
         };
         if ret.is_continue() {
-            ret = buf.rings.drain(&mut stats, |ring, head, stats| handler.drain(ring, head, cpu, stats));
+            let to = SlotMove {
+                map_fd: *map_fd,
+                map_key: buf.map_key as u32,
+                cpu,
+                caller_event: buf.fd.as_raw_fd(),
+            };
+            let size = buf.rings.current().data_size() as u64;
+            ret = buf.rings.drain_watched(
+                &mut stats,
+                |ring, head, stats| handler.drain(ring, head, cpu, stats),
+                |before, now| {
+                    if let Some(a) = adaptive {
+                        a.between_chunks(idx, before, now, size, to);
+                    }
+                },
+            );
         }
         buf.stats = stats;
         self.reached_head |= ret.is_continue();

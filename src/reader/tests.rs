@@ -130,6 +130,9 @@ struct Stopper {
     stop_at: usize,
     halt: Halt,
     slow: Duration,
+    /// A producer outrunning the reader: this many records emitted on CPU
+    /// 0 into the map for each record read.
+    feed: Option<(RawFd, u64)>,
 }
 
 impl Handler for Stopper {
@@ -140,6 +143,9 @@ impl Handler for Stopper {
             |me, _, rec| {
                 if !me.slow.is_zero() {
                     advance(me.slow);
+                }
+                if let Some((map, n)) = me.feed {
+                    fake::with(|k| k.emit_n(map, 0, n, 16, 0));
                 }
                 let flow = me.inner.deliver(cpu, rec, stats);
                 if me.inner.0.len() == me.stop_at { ControlFlow::Break(me.halt) } else { flow }
@@ -154,7 +160,7 @@ impl Handler for Stopper {
 }
 
 fn stopper(stop_at: usize, halt: Halt) -> Stopper {
-    Stopper { inner: Collect::default(), stop_at, halt, slow: Duration::ZERO }
+    Stopper { inner: Collect::default(), stop_at, halt, slow: Duration::ZERO, feed: None }
 }
 
 #[test]
@@ -250,6 +256,36 @@ fn a_reader_busy_draining_goes_back_per_record() {
         r.poll(0).unwrap();
     }
     assert_eq!(fx.slot(0).0, 1);
+}
+
+#[test]
+fn a_backlog_growing_during_a_drain_goes_back_per_record_within_it() {
+    let fx = kernel(1, |_| ());
+    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    stream(&fx, &mut r, 0, 100, 60);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    // The producer writes 5 records for each one the reader reads: within
+    // the first chunks of this one drain the backlog passes a sixteenth of
+    // the ring and grows, long before the ring is half full.
+    fx.emit(0, 600, 0);
+    r.handler.feed = Some((fx.map.as_raw_fd(), 5));
+    r.poll(0).unwrap();
+    assert_eq!(fx.slot(0).0, 1, "per-record before the drain ended");
+    r.handler.feed = None;
+    r.consume().unwrap();
+    assert_eq!(r.figures(0).unwrap().lost, 0);
+}
+
+#[test]
+fn a_large_backlog_that_shrinks_stays_batched() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    // The reader was away a while: a third of the ring waits, and the
+    // drain reads it faster than it comes (nothing comes meanwhile here).
+    fx.emit(0, (16 * 8 * 4096 / 3 / 32) as u64, 0);
+    r.consume().unwrap();
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
 }
 
 #[test]
