@@ -126,6 +126,8 @@ READERS = [
     ("libbpf", "ringbuf", "libbpf BPF ring buffer, ring_buffer__poll"),
     ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 perf.Reader, ReadInto"),
     ("aya", "default", "aya 0.14 PerfEventArray, epoll + for_each"),
+    ("ceiling", "raw_half_ring_1ms", "ceiling: raw reader woken at half a ring, drained every 1 ms "
+     "(not a usable reader)"),
     ("libbpf", "raw_wakeup64", "libbpf perf_buffer__new_raw, wakeup_events 64"),
     ("libperfbuf", "perfbuf_wakeup64_delay1ms", "libperfbuf perfbuf_new, wakeup 64 + 1 ms"),
 ]
@@ -138,7 +140,7 @@ def readers_table(by):
 
     lines = ["| row | reader | runs | records/s | reader CPU ns/record | lost (of produced) | "
              "records/s vs libbpf | CPU/record vs libbpf |", "|---|---|---|---|---|---|---|---|"]
-    for row in ("stream_full", "stream_100k"):
+    for row in ("stream_full", "stream_full_c64", "stream_full_c1", "stream_100k"):
         base = by.get((row, "default", "libbpf"), {})
         for lib, mode, label in READERS:
             r = by.get((row, mode, lib))
@@ -153,6 +155,28 @@ def readers_table(by):
             lines.append(f"| {row} | {label} | {r['runs']} | {fmt(r, 'records_per_s')} | "
                          f"{fmt(r, 'reader_cpu_ns_per_record')} | {lost} | "
                          f"{f'{rate:.2f}' if rate else '—'} | {f'{cpu:.2f}' if cpu else '—'} |")
+    return lines
+
+
+def goals_table(by):
+    """The fast mode against the ceiling and the BPF ring buffer, per
+    producer shape: the ratios issue goals are stated in."""
+    lines = ["| producer | fast/ceiling records/s | fast/ceiling CPU per record | "
+             "fast/ring buffer records/s | fast/ring buffer CPU per record | fast lost |",
+             "|---|---|---|---|---|---|"]
+    for row, label in (("stream_full_c64", "64 records per call"), ("stream_full_c1", "1 record per call"),
+                       ("stream_full", "2000 records per call")):
+        fast = by.get((row, "fast", "libperfbuf"))
+        ceil = by.get((row, "raw_half_ring_1ms", "ceiling"))
+        rb = by.get((row, "ringbuf", "libbpf"))
+        if not fast:
+            continue
+
+        def ratio(other, k):
+            return f"{fast[k] / other[k]:.2f}" if other and other.get(k) else "—"
+        lines.append(f"| {label} | {ratio(ceil, 'records_per_s')} | {ratio(ceil, 'reader_cpu_ns_per_record')} | "
+                     f"{ratio(rb, 'records_per_s')} | {ratio(rb, 'reader_cpu_ns_per_record')} | "
+                     f"{fast['lost']:.0f} of {fast.get('produced', 0):.0f} |")
     return lines
 
 
@@ -268,8 +292,12 @@ def main():
     readers = "\n".join(readers_table(by))
     print()
     print(readers)
+    goals = "\n".join(goals_table(by))
+    print()
+    print(goals)
     with open(a.out, "w") as f:
-        json.dump({"results": results, "icount_per_record": icounts, "table": table, "readers_table": readers},
+        json.dump({"results": results, "icount_per_record": icounts, "table": table, "readers_table": readers,
+                   "goals_table": goals},
                   f, indent=1)
 
 

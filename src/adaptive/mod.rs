@@ -113,6 +113,9 @@ pub(crate) struct SlotMove {
 struct FastEvents {
     /// Wakes every [`BATCH_EVENTS`] records; owns the spill ring if any.
     batched: OwnedFd,
+    /// Wakes when a quarter of the ring is full (fast streams, read on
+    /// the timer's ticks); `None` if it could not be opened.
+    streaming: Option<OwnedFd>,
     /// Wakes per record into the spill ring; `None` with no spill ring
     /// (the caller's event is the per-record one then).
     per_record: Option<OwnedFd>,
@@ -157,7 +160,12 @@ impl Adaptive {
         for (idx, lane) in lanes.iter_mut().enumerate() {
             let mut slot = Slot::default();
             match set_up_lane(lane, idx, map_fd, epoll_fd) {
-                Ok(events) => slot.events = Some(events),
+                Ok(events) => {
+                    if events.streaming.is_some() {
+                        slot.policy.allow_streaming();
+                    }
+                    slot.events = Some(events);
+                }
                 Err(e) => {
                     log::info(format_args!("cpu #{}: no fast mode, libbpf's wake-ups: {e}", lane.cpu()));
                     slot.policy.moved(Target::Caller);
@@ -189,16 +197,14 @@ impl Adaptive {
     /// Whether ring `idx` is batched now, and how many times it switched
     /// to batching.
     pub(crate) fn state(&self, idx: usize) -> (bool, u64) {
-        self.slots
-            .get(idx)
-            .map_or((false, 0), |s| (s.policy.target() == Target::Batched, s.policy.switches()))
+        self.slots.get(idx).map_or((false, 0), |s| (s.policy.target().batched(), s.policy.switches()))
     }
 
     /// The events that own the spill rings: pausing one pauses its ring
     /// for every event writing there.
     pub(crate) fn spill_owners(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         self.slots.iter().filter_map(|s| match &s.events {
-            Some(FastEvents { batched, per_record: Some(_) }) => Some(batched.as_fd()),
+            Some(FastEvents { batched, per_record: Some(_), .. }) => Some(batched.as_fd()),
             _ => None,
         })
     }
@@ -242,7 +248,7 @@ impl Adaptive {
                 let lost = rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost);
                 let records = rings.records_read();
                 if let Some(target) = self.slots[idx].policy.on_window(records, lost, elapsed, now) {
-                    let why = if target == Target::Batched {
+                    let why = if target.batched() {
                         "the rate is high"
                     } else {
                         "the rate fell, or records were lost"
@@ -262,7 +268,7 @@ impl Adaptive {
     /// fill the rest.
     #[inline(always)]
     pub(crate) fn before_drain<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
-        if self.slots[idx].policy.target() != Target::Batched {
+        if !self.slots[idx].policy.target().batched() {
             return;
         }
         let ring = lane.rings().current();
@@ -279,7 +285,7 @@ impl Adaptive {
     /// ring.
     #[inline(always)]
     pub(crate) fn between_chunks(&mut self, idx: usize, before: u64, now: u64, size: u64, to: SlotMove) {
-        if self.slots[idx].policy.target() == Target::Batched && policy::falling_behind(before, now, size) {
+        if self.slots[idx].policy.target().batched() && policy::falling_behind(before, now, size) {
             self.back_off(idx, to);
         }
     }
@@ -381,6 +387,7 @@ impl Adaptive {
         let Some(events) = &slot.events else { return };
         let fd = match (target, &events.per_record) {
             (Target::Batched, _) => events.batched.as_raw_fd(),
+            (Target::Streaming, _) => events.streaming.as_ref().unwrap_or(&events.batched).as_raw_fd(),
             (Target::PerRecord, Some(per_record)) => per_record.as_raw_fd(),
             (Target::PerRecord, None) | (Target::Caller, _) => lane.event().as_raw_fd(),
         };
@@ -391,6 +398,7 @@ impl Adaptive {
         }
         let to = match target {
             Target::Batched => "batched wake-ups",
+            Target::Streaming => "wake-ups at a quarter of the ring, read on ticks",
             Target::PerRecord => "per-record wake-ups",
             Target::Caller => "the caller's event, for good",
         };
@@ -432,7 +440,7 @@ impl Adaptive {
         let rings = lane.rings();
         let Some(events) = slot.events.take() else { return };
         let reported = rings.spill().map_or(0, |s| s.stats().lost);
-        let failed = [Some(&events.batched), events.per_record.as_ref()]
+        let failed = [Some(&events.batched), events.per_record.as_ref(), events.streaming.as_ref()]
             .into_iter()
             .flatten()
             .try_fold(0u64, |sum, fd| sys::read_lost(fd.as_fd()).map(|n| sum + n));
@@ -453,7 +461,7 @@ impl Adaptive {
     fn timer_after_moves(&mut self, now: Moment) -> TimerAction {
         let was = core::mem::replace(
             &mut self.batched,
-            self.slots.iter().filter(|s| s.policy.target() == Target::Batched).count(),
+            self.slots.iter().filter(|s| s.policy.target().batched()).count(),
         );
         if self.batched > 0 {
             self.grace_until = None;
@@ -483,7 +491,8 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
         let batched = open_event(BATCH_EVENTS, cpu, false)?;
         sys::perf_set_output(batched.as_fd(), lane.event())?;
         sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-        return Ok(FastEvents { batched, per_record: None });
+        let streaming = open_streaming(caller, cpu, false, lane.event());
+        return Ok(FastEvents { batched, per_record: None, streaming });
     }
     if !sys::format_lost_supported() {
         return Err(crate::error::Error::from_errno(libc::EOPNOTSUPP));
@@ -497,6 +506,7 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
     let per_record = open_event(1, cpu, true)?;
     sys::perf_set_output(per_record.as_fd(), batched.as_fd())?;
     sys::perf_ioctl(per_record.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+    let streaming = open_streaming(size, cpu, true, batched.as_fd());
     // The caller's ring's token: a wake-up of either drains both.
     sys::epoll_add(epoll_fd, batched.as_raw_fd(), idx as u64)?;
     if let Err(e) = sys::map_update_u32(map_fd, lane.map_key(), per_record.as_raw_fd() as u32) {
@@ -506,7 +516,24 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
     let rings = lane.rings_mut();
     rings.set_spill(ring);
     rings.set_spill_current(true);
-    Ok(FastEvents { batched, per_record: Some(per_record) })
+    Ok(FastEvents { batched, per_record: Some(per_record), streaming })
+}
+
+/// The streaming event of a CPU whose fast ring (`ring_size` bytes) is
+/// `output`'s: wakes at a quarter of the ring. `None` when it cannot be
+/// had (few fds to spare, say): the CPU then batches without streaming.
+fn open_streaming(ring_size: usize, cpu: i32, counted: bool, output: BorrowedFd<'_>) -> Option<OwnedFd> {
+    let attr = PerfEventAttr {
+        read_format: if counted { PERF_FORMAT_LOST } else { 0 },
+        ..PerfEventAttr::bpf_output_ext(0, (ring_size / 4).min(u32::MAX as usize) as u32, false)
+    };
+    let open = || {
+        let fd = sys::perf_event_open(AttrSource::Built(&attr), cpu)?;
+        sys::perf_set_output(fd.as_fd(), output)?;
+        sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+        Ok::<_, crate::error::Error>(fd)
+    };
+    open().inspect_err(|e| log::debug(format_args!("cpu #{cpu}: no streaming event: {e}"))).ok()
 }
 
 /// A BPF output event on `cpu` waking the reader every `wakeup_events`

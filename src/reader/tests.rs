@@ -225,6 +225,25 @@ fn a_fast_stream_batches_and_a_quiet_one_stops_batching() {
 }
 
 #[test]
+fn a_faster_stream_wakes_at_a_quarter_of_the_ring_and_is_read_on_ticks() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 300, 120);
+    let quarter = r.figures(0).unwrap().spill_size as u32 / 4;
+    assert_eq!(fx.slot(0).0, quarter, "300 k/s streams");
+    assert!(r.timer.as_ref().unwrap().ticking());
+    // What sits below a quarter is read on a tick.
+    fx.emit(0, 10, 7);
+    let before = r.handler.0.len();
+    assert_eq!(r.poll(5).unwrap(), 1);
+    assert_eq!(r.handler.0.len(), before + 10);
+    stream(&fx, &mut r, 0, 50, 120);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS, "50 k/s batches");
+    assert_eq!(r.figures(0).unwrap().batch_switches, 1);
+    assert_eq!(r.figures(0).unwrap().lost, 0);
+}
+
+#[test]
 fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
     let fx = kernel(1, |_| ());
     let mut r = fx.open(|o| o.adaptive = true);
@@ -384,9 +403,9 @@ fn without_a_timer_there_is_no_fast_mode() {
 
 #[test]
 fn a_cpu_whose_fast_events_fail_keeps_the_callers_event() {
-    // perf_event_open: the callers' events (2), then CPU 0's two fast
+    // perf_event_open: the callers' events (2), then CPU 0's three fast
     // events, then CPU 1's first: fail that one.
-    let fx = kernel(2, |k| k.fail("perf_event_open", 5, libc::EMFILE));
+    let fx = kernel(2, |k| k.fail("perf_event_open", 6, libc::EMFILE));
     let r = fx.open(|o| o.adaptive = true);
     assert_ne!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
     assert_eq!(fx.slot(1).1, r.bufs[1].fd.as_raw_fd());
