@@ -536,9 +536,9 @@ static void run_stream(int (*poll)(struct perf_buffer *, int), int (*consume)(st
 
 static const char *mode_name[] = {"default", "raw_wakeup64", "perfbuf_wakeup64_delay1ms"};
 
-/* libperfbuf only: batch switches over all rings (adaptive wake-ups at
- * work), -1 elsewhere. */
-static long long batch_switches(struct perf_buffer *pb)
+/* libperfbuf only: batch switches (adaptive wake-ups at work) or epoll
+ * reports of a ring ready (wakeups), over all rings; -1 elsewhere. */
+static long long ring_total(struct perf_buffer *pb, int wakeups)
 {
 	if (!ext_ring_stats)
 		return -1;
@@ -546,9 +546,14 @@ static long long batch_switches(struct perf_buffer *pb)
 	for (size_t i = 0; i < perf_buffer__buffer_cnt(pb); i++) {
 		struct ring_stats_v1 st = {.sz = sizeof(st)};
 		if (ext_ring_stats(pb, i, &st) == 0)
-			n += (long long)st.batch_switches;
+			n += (long long)(wakeups ? st.wakeups : st.batch_switches);
 	}
 	return n;
+}
+
+static long long batch_switches(struct perf_buffer *pb)
+{
+	return ring_total(pb, 0);
 }
 
 static void stream_row(const char *row, enum attr_mode mode, double seconds, unsigned rate, int latency)
@@ -567,10 +572,10 @@ static void stream_row(const char *row, enum attr_mode mode, double seconds, uns
 	double active = sr.active_ns, cpu = sr.cpu_ns;
 	printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"%s\", \"produced\": %llu, \"delivered\": %llu, "
 	       "\"lost\": %llu, \"records_per_s\": %.0f, \"reader_cpu_ns_per_record\": %.1f, \"reader_cpu_ms\": %.2f, "
-	       "\"wall_ms\": %.1f, \"batch_switches\": %lld",
+	       "\"wall_ms\": %.1f, \"batch_switches\": %lld, \"ring_wakeups\": %lld",
 	       row, lib_name, mode == ATTR_DEFAULT ? default_label : mode_name[mode], (unsigned long long)sr.produced,
 	       (unsigned long long)t.records, (unsigned long long)t.lost, t.records / (active / 1e9),
-	       t.records ? cpu / t.records : 0.0, cpu / 1e6, sr.wall_ns / 1e6, batch_switches(pb));
+	       t.records ? cpu / t.records : 0.0, cpu / 1e6, sr.wall_ns / 1e6, batch_switches(pb), ring_total(pb, 1));
 	if (latency && t.lat_n) {
 		qsort(t.lat, t.lat_n, sizeof(double), cmp_double);
 		printf(", \"lat_p50_us\": %.1f, \"lat_p99_us\": %.1f, \"lat_max_us\": %.1f", t.lat[t.lat_n / 2] / 1e3,

@@ -103,7 +103,7 @@ def icount(binary, lib, how, records):
 KEYS = {
     "drain": ["ns_per_record"],
     "stream": ["records_per_s", "reader_cpu_ns_per_record", "lost", "reader_cpu_ms", "produced",
-               "batch_switches", "ringbuf_output_failed", "other_threads_cpu_ms"],
+               "batch_switches", "ring_wakeups", "ringbuf_output_failed", "other_threads_cpu_ms"],
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
 }

@@ -471,7 +471,9 @@ impl<H: Handler> Reader<H> {
                 drained += 1;
             }
         }
-        self.end_read(true, timed);
+        // A tick that ended this wait is where the next period starts
+        // already: no re-arming (a syscall) for it.
+        self.end_read(true, flush, timed);
         if let Some(token) = woken {
             clear_wake(token);
             return Some(Err(Error::from_errno(libc::ECANCELED)));
@@ -491,10 +493,11 @@ impl<H: Handler> Reader<H> {
     /// Ends a read of every ring: lets the fast mode take its decisions and
     /// start or stop its timer, and clears a tick that fired. `in_poll`:
     /// poll just read every batched ring, so while batched the next tick
-    /// may start a period later (re-armed at most every half tick), and a
-    /// tick it waited on is already read. `timed`: when the drains began,
-    /// if they were timed.
-    fn end_read(&mut self, in_poll: bool, timed: Option<Moment>) {
+    /// may start a period later (re-armed at most every half tick, and not
+    /// when a tick woke this poll: the next period starts at it already),
+    /// and a tick it waited on is already read (`ticked`). `timed`: when
+    /// the drains began, if they were timed.
+    fn end_read(&mut self, in_poll: bool, ticked: bool, timed: Option<Moment>) {
         if let Some(adaptive) = &mut self.adaptive {
             let spent = timed.map(Moment::elapsed);
             let action = adaptive.observe(
@@ -506,6 +509,7 @@ impl<H: Handler> Reader<H> {
             );
             if action == TimerAction::Keep
                 && in_poll
+                && !ticked
                 && let Some(t) = &mut self.timer
                 && t.ticking()
                 && t.since().elapsed() >= adaptive::TICK / 2
@@ -694,7 +698,7 @@ impl<H: Handler> Reader<H> {
                 ControlFlow::Break(Stop::NoMemory) => return Err(BatchStop::Error(record_copy_failed())),
             }
         }
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         Ok(total.min(i32::MAX as u64) as usize)
     }
 
@@ -702,7 +706,7 @@ impl<H: Handler> Reader<H> {
     /// a read), which ends a read as consume does.
     pub(crate) fn publish(&mut self, idx: usize) -> Result<()> {
         self.cpu_buf(idx)?.publish();
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         Ok(())
     }
 
@@ -721,7 +725,7 @@ impl<H: Handler> Reader<H> {
             })?;
         }
         // A caller waiting on the epoll fd itself is here after a tick.
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         Ok(())
     }
 
@@ -732,7 +736,7 @@ impl<H: Handler> Reader<H> {
         self.reached_head = false;
         self.buf(idx)?;
         let ret = self.process_records(idx);
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         ret
     }
 
