@@ -10,6 +10,11 @@ Row groups (--rows, in this order by default):
            PERFBUF_ADAPTIVE in the environment) and libperfbuf's fast mode
            (PERFBUF_ADAPTIVE=1 in the libperfbuf process only; perfbench
            labels its default-attr rows "fast" and runs only those)
+           The libbpf process also runs the ceiling rows: a raw reader woken
+           only at half a ring and drained every 1 ms (not a usable reader:
+           what the kernel's perf output path allows). stream_full_c64 and
+           stream_full_c1 are stream_full with 64 and 1 records per
+           BPF_PROG_TEST_RUN call instead of 2000.
   ringbuf  the same producer shape into a BPF ring buffer, read by libbpf's
            ring_buffer__poll (no LD_PRELOAD: libperfbuf has no ring buffer API)
   peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium)

@@ -25,13 +25,23 @@
 //! caller's to use: the first such call on a ring points its slot back at
 //! the caller's event for good, so the caller's ioctls, epoll and raw
 //! reads see what libbpf would show them. The spill ring's records are
-//! older than anything written afterwards; drains read it first.
+//! older than anything written afterwards: once no BPF program can still
+//! write there (an RCU grace period), that call hands them to the
+//! callbacks, since a caller reading its ring itself may never poll again.
+//!
+//! **Streaming.** Above [`policy::STREAM_ABOVE`] records/s a batched ring
+//! moves on to an event that wakes only at a quarter of the fast ring: the
+//! timer's ticks read it meanwhile, so the reader wakes 2,000 times a
+//! second however fast the stream, and the producer pays no irq_work per
+//! batch.
 //!
 //! **Back-pressure.** libbpf's per-record wake-ups slow the producer down;
 //! without them a slow reader would lose records libbpf keeps. A batched
-//! ring goes back to per-record wake-ups, and stays there a while, when a
-//! drain finds it half full, when draining takes half the reader's time,
-//! or when the kernel reports lost records in it (see [`policy`]).
+//! ring is drained in chunks, and goes back to per-record wake-ups in the
+//! middle of a drain when the reader's backlog grows past a sixteenth of
+//! the ring; also, and stays there a while, when a drain finds it half
+//! full, when draining takes half the reader's time, or when the kernel
+//! reports lost records in it (see [`policy`]).
 //!
 //! **Lost records stay exact.** The kernel reports a ring's lost records
 //! only with the next record it writes there, which a spill ring may never
