@@ -25,6 +25,7 @@
  *
  * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "quiet", "latency", "ringbuf") */
 #define _GNU_SOURCE
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,7 +35,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -390,6 +395,11 @@ static void emit_burst(struct producer_arg *a, unsigned burst)
 		producer_emit_det(&prod, 0, a->size, 7, burst, &ret);
 }
 
+/* Records per BPF_PROG_TEST_RUN call at full rate: 2000 (stream_full, the
+ * syscall's cost spread thin), 64 (stream_full_c64) or 1 (stream_full_c1,
+ * the producer's own syscall dominates). */
+static unsigned full_rate_per_call = 2000;
+
 static void *produce(void *p)
 {
 	struct producer_arg *a = p;
@@ -397,7 +407,7 @@ static void *produce(void *p)
 	double end = now_ns() + a->seconds * 1e9;
 	if (a->rate == 0) {
 		while (now_ns() < end) {
-			unsigned burst = 2000;
+			unsigned burst = full_rate_per_call;
 			emit_burst(a, burst);
 			a->produced += burst;
 		}
@@ -526,9 +536,9 @@ static void run_stream(int (*poll)(struct perf_buffer *, int), int (*consume)(st
 
 static const char *mode_name[] = {"default", "raw_wakeup64", "perfbuf_wakeup64_delay1ms"};
 
-/* libperfbuf only: batch switches over all rings (adaptive wake-ups at
- * work), -1 elsewhere. */
-static long long batch_switches(struct perf_buffer *pb)
+/* libperfbuf only: batch switches (adaptive wake-ups at work) or epoll
+ * reports of a ring ready (wakeups), over all rings; -1 elsewhere. */
+static long long ring_total(struct perf_buffer *pb, int wakeups)
 {
 	if (!ext_ring_stats)
 		return -1;
@@ -536,9 +546,14 @@ static long long batch_switches(struct perf_buffer *pb)
 	for (size_t i = 0; i < perf_buffer__buffer_cnt(pb); i++) {
 		struct ring_stats_v1 st = {.sz = sizeof(st)};
 		if (ext_ring_stats(pb, i, &st) == 0)
-			n += (long long)st.batch_switches;
+			n += (long long)(wakeups ? st.wakeups : st.batch_switches);
 	}
 	return n;
+}
+
+static long long batch_switches(struct perf_buffer *pb)
+{
+	return ring_total(pb, 0);
 }
 
 static void stream_row(const char *row, enum attr_mode mode, double seconds, unsigned rate, int latency)
@@ -557,10 +572,10 @@ static void stream_row(const char *row, enum attr_mode mode, double seconds, uns
 	double active = sr.active_ns, cpu = sr.cpu_ns;
 	printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"%s\", \"produced\": %llu, \"delivered\": %llu, "
 	       "\"lost\": %llu, \"records_per_s\": %.0f, \"reader_cpu_ns_per_record\": %.1f, \"reader_cpu_ms\": %.2f, "
-	       "\"wall_ms\": %.1f, \"batch_switches\": %lld",
+	       "\"wall_ms\": %.1f, \"batch_switches\": %lld, \"ring_wakeups\": %lld",
 	       row, lib_name, mode == ATTR_DEFAULT ? default_label : mode_name[mode], (unsigned long long)sr.produced,
 	       (unsigned long long)t.records, (unsigned long long)t.lost, t.records / (active / 1e9),
-	       t.records ? cpu / t.records : 0.0, cpu / 1e6, sr.wall_ns / 1e6, batch_switches(pb));
+	       t.records ? cpu / t.records : 0.0, cpu / 1e6, sr.wall_ns / 1e6, batch_switches(pb), ring_total(pb, 1));
 	if (latency && t.lat_n) {
 		qsort(t.lat, t.lat_n, sizeof(double), cmp_double);
 		printf(", \"lat_p50_us\": %.1f, \"lat_p99_us\": %.1f, \"lat_max_us\": %.1f", t.lat[t.lat_n / 2] / 1e3,
@@ -569,6 +584,98 @@ static void stream_row(const char *row, enum attr_mode mode, double seconds, uns
 	printf("}\n");
 	free(t.lat);
 	perf_buffer__free(pb);
+}
+
+/* ---- ceiling rows: what the kernel's perf output path allows ---- */
+
+#define CEILING_PAGES 64
+
+/* Not a usable reader: one BPF output event per CPU that wakes its reader
+ * only when half its ring is full (wakeup_watermark), read by a plain loop
+ * that waits on epoll at most 1 ms and drains every ring, counting samples
+ * and lost records. No per-record or per-batch wake-up costs the producer
+ * anything; a record can wait up to 1 ms, and a reader this lax loses
+ * whatever a hiccup of its own overflows. It shows how fast the perf
+ * output path can go with the same producer, 64 pages per CPU. */
+static void ceiling_row(const char *row, double seconds)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	size_t data = (size_t)CEILING_PAGES * (size_t)page;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct {
+		int fd;
+		struct perf_event_mmap_page *mp;
+	} rings[16];
+	int n = ncpu < 16 ? ncpu : 16;
+	for (int c = 0; c < n; c++) {
+		struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof(attr),
+					       .config = PERF_COUNT_SW_BPF_OUTPUT, .sample_type = PERF_SAMPLE_RAW,
+					       .sample_period = 1, .watermark = 1, .wakeup_watermark = (uint32_t)(data / 2)};
+		rings[c].fd = (int)syscall(SYS_perf_event_open, &attr, -1, c, -1, PERF_FLAG_FD_CLOEXEC);
+		if (rings[c].fd < 0) {
+			perror("ceiling: perf_event_open");
+			exit(1);
+		}
+		rings[c].mp = mmap(NULL, (size_t)page + data, PROT_READ | PROT_WRITE, MAP_SHARED, rings[c].fd, 0);
+		if (rings[c].mp == MAP_FAILED) {
+			perror("ceiling: mmap");
+			exit(1);
+		}
+		ioctl(rings[c].fd, PERF_EVENT_IOC_ENABLE, 0);
+		uint32_t key = (uint32_t)c, val = (uint32_t)rings[c].fd;
+		if (bpf_map_update_elem(prod.map_fd, &key, &val, BPF_ANY)) {
+			perror("ceiling: map update");
+			exit(1);
+		}
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)c};
+		epoll_ctl(ep, EPOLL_CTL_ADD, rings[c].fd, &ev);
+	}
+	struct tally t = {0};
+	pin(1);
+	struct producer_arg a = {.seconds = seconds, .size = 64};
+	pthread_t th;
+	double cpu0 = thread_cpu_ns(), t0 = now_ns(), last = 0;
+	pthread_create(&th, NULL, produce, &a);
+	for (int stopping = 0;; stopping = a.done) {
+		struct epoll_event evs[16];
+		epoll_wait(ep, evs, 16, 1);
+		uint64_t before = t.records;
+		for (int c = 0; c < n; c++) {
+			struct perf_event_mmap_page *mp = rings[c].mp;
+			const uint8_t *base = (const uint8_t *)mp + page;
+			uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE), tail = mp->data_tail;
+			while (tail != head) {
+				const struct perf_event_header *h = (const void *)(base + (tail & (data - 1)));
+				if (h->type == PERF_RECORD_SAMPLE)
+					t.records++;
+				else if (h->type == PERF_RECORD_LOST) /* 8-aligned: never wraps mid-field here */
+					t.lost += *(const uint64_t *)(base + ((tail + 16) & (data - 1)));
+				tail += h->size;
+			}
+			__atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+		}
+		if (t.records != before)
+			last = now_ns();
+		if (stopping)
+			break;
+	}
+	double wall = now_ns() - t0;
+	pthread_join(th, NULL);
+	double cpu = thread_cpu_ns() - cpu0;
+	pin(0);
+	printf("{\"row\": \"%s\", \"lib\": \"ceiling\", \"mode\": \"raw_half_ring_1ms\", \"produced\": %llu, "
+	       "\"delivered\": %llu, \"lost\": %llu, \"records_per_s\": %.0f, \"reader_cpu_ns_per_record\": %.1f, "
+	       "\"reader_cpu_ms\": %.2f, \"wall_ms\": %.1f}\n",
+	       row, (unsigned long long)a.produced, (unsigned long long)t.records, (unsigned long long)t.lost,
+	       t.records / ((last ? last - t0 : wall) / 1e9), t.records ? cpu / t.records : 0.0, cpu / 1e6, wall / 1e6);
+	for (int c = 0; c < n; c++) {
+		uint32_t key = (uint32_t)c;
+		bpf_map_delete_elem(prod.map_fd, &key);
+		munmap(rings[c].mp, (size_t)page + data);
+		close(rings[c].fd);
+	}
+	close(ep);
 }
 
 /* ---- ringbuf rows: the same producer shape into a BPF ring buffer ---- */
@@ -774,6 +881,21 @@ int main(int argc, char **argv)
 		for (int m = 0; m < (fast ? 1 : 3); m++)
 			stream_row("stream_full", m, 1.0, 0, 0);
 		stream_row("stream_100k", ATTR_DEFAULT, 1.0, 100000, 0);
+		/* Fewer records per producer call: libbpf's default attr (the
+		 * fast mode in a fast process), and the ceiling beside libbpf. */
+		static const struct {
+			const char *row;
+			unsigned per_call;
+		} shapes[] = {{"stream_full_c64", 64}, {"stream_full_c1", 1}};
+		for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+			full_rate_per_call = shapes[i].per_call;
+			stream_row(shapes[i].row, ATTR_DEFAULT, 1.0, 0, 0);
+			if (!ext_new)
+				ceiling_row(shapes[i].row, 1.0);
+		}
+		full_rate_per_call = 2000;
+		if (!ext_new)
+			ceiling_row("stream_full", 1.0);
 	}
 	if (!strncmp("latency", only, strlen(only))) {
 		for (int m = 0; m < (fast ? 1 : 3); m++)
@@ -794,6 +916,11 @@ int main(int argc, char **argv)
 		}
 		ringbuf_row("stream_full", 1.0, 0);
 		ringbuf_row("stream_100k", 1.0, 100000);
+		full_rate_per_call = 64;
+		ringbuf_row("stream_full_c64", 1.0, 0);
+		full_rate_per_call = 1;
+		ringbuf_row("stream_full_c1", 1.0, 0);
+		full_rate_per_call = 2000;
 		producer_close_ringbuf(&rbprod);
 	}
 	producer_close(&prod);

@@ -10,6 +10,11 @@ Row groups (--rows, in this order by default):
            PERFBUF_ADAPTIVE in the environment) and libperfbuf's fast mode
            (PERFBUF_ADAPTIVE=1 in the libperfbuf process only; perfbench
            labels its default-attr rows "fast" and runs only those)
+           The libbpf process also runs the ceiling rows: a raw reader woken
+           only at half a ring and drained every 1 ms (not a usable reader:
+           what the kernel's perf output path allows). stream_full_c64 and
+           stream_full_c1 are stream_full with 64 and 1 records per
+           BPF_PROG_TEST_RUN call instead of 2000.
   ringbuf  the same producer shape into a BPF ring buffer, read by libbpf's
            ring_buffer__poll (no LD_PRELOAD: libperfbuf has no ring buffer API)
   peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium)
@@ -103,7 +108,7 @@ def icount(binary, lib, how, records):
 KEYS = {
     "drain": ["ns_per_record"],
     "stream": ["records_per_s", "reader_cpu_ns_per_record", "lost", "reader_cpu_ms", "produced",
-               "batch_switches", "ringbuf_output_failed", "other_threads_cpu_ms"],
+               "batch_switches", "ring_wakeups", "ringbuf_output_failed", "other_threads_cpu_ms"],
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
 }
@@ -126,6 +131,8 @@ READERS = [
     ("libbpf", "ringbuf", "libbpf BPF ring buffer, ring_buffer__poll"),
     ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 perf.Reader, ReadInto"),
     ("aya", "default", "aya 0.14 PerfEventArray, epoll + for_each"),
+    ("ceiling", "raw_half_ring_1ms", "ceiling: raw reader woken at half a ring, drained every 1 ms "
+     "(not a usable reader)"),
     ("libbpf", "raw_wakeup64", "libbpf perf_buffer__new_raw, wakeup_events 64"),
     ("libperfbuf", "perfbuf_wakeup64_delay1ms", "libperfbuf perfbuf_new, wakeup 64 + 1 ms"),
 ]
@@ -138,7 +145,7 @@ def readers_table(by):
 
     lines = ["| row | reader | runs | records/s | reader CPU ns/record | lost (of produced) | "
              "records/s vs libbpf | CPU/record vs libbpf |", "|---|---|---|---|---|---|---|---|"]
-    for row in ("stream_full", "stream_100k"):
+    for row in ("stream_full", "stream_full_c64", "stream_full_c1", "stream_100k"):
         base = by.get((row, "default", "libbpf"), {})
         for lib, mode, label in READERS:
             r = by.get((row, mode, lib))
@@ -153,6 +160,28 @@ def readers_table(by):
             lines.append(f"| {row} | {label} | {r['runs']} | {fmt(r, 'records_per_s')} | "
                          f"{fmt(r, 'reader_cpu_ns_per_record')} | {lost} | "
                          f"{f'{rate:.2f}' if rate else '—'} | {f'{cpu:.2f}' if cpu else '—'} |")
+    return lines
+
+
+def goals_table(by):
+    """The fast mode against the ceiling and the BPF ring buffer, per
+    producer shape: the ratios issue goals are stated in."""
+    lines = ["| producer | fast/ceiling records/s | fast/ceiling CPU per record | "
+             "fast/ring buffer records/s | fast/ring buffer CPU per record | fast lost |",
+             "|---|---|---|---|---|---|"]
+    for row, label in (("stream_full_c64", "64 records per call"), ("stream_full_c1", "1 record per call"),
+                       ("stream_full", "2000 records per call")):
+        fast = by.get((row, "fast", "libperfbuf"))
+        ceil = by.get((row, "raw_half_ring_1ms", "ceiling"))
+        rb = by.get((row, "ringbuf", "libbpf"))
+        if not fast:
+            continue
+
+        def ratio(other, k):
+            return f"{fast[k] / other[k]:.2f}" if other and other.get(k) else "—"
+        lines.append(f"| {label} | {ratio(ceil, 'records_per_s')} | {ratio(ceil, 'reader_cpu_ns_per_record')} | "
+                     f"{ratio(rb, 'records_per_s')} | {ratio(rb, 'reader_cpu_ns_per_record')} | "
+                     f"{fast['lost']:.0f} of {fast.get('produced', 0):.0f} |")
     return lines
 
 
@@ -268,8 +297,12 @@ def main():
     readers = "\n".join(readers_table(by))
     print()
     print(readers)
+    goals = "\n".join(goals_table(by))
+    print()
+    print(goals)
     with open(a.out, "w") as f:
-        json.dump({"results": results, "icount_per_record": icounts, "table": table, "readers_table": readers},
+        json.dump({"results": results, "icount_per_record": icounts, "table": table, "readers_table": readers,
+                   "goals_table": goals},
                   f, indent=1)
 
 

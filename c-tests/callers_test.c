@@ -352,11 +352,15 @@ static void slot_deleted(void)
 	perf_buffer__free(pb);
 }
 
-/* A raw reader of one mapped ring: counts samples and lost records. */
+/* A raw reader of one mapped ring: counts samples and lost records, and
+ * with a tally, hands it every sample (with its ring's CPU) as the
+ * callbacks would. */
 struct raw_ring {
 	void *base;
 	size_t data_size, page_size;
 	unsigned long long samples, lost;
+	struct tally *t;
+	int cpu;
 };
 
 static void raw_drain(struct raw_ring *r)
@@ -373,14 +377,19 @@ static void raw_drain(struct raw_ring *r)
 			((uint8_t *)&h)[i] = data[(off + i) & (r->data_size - 1)];
 		if (h.size < sizeof(h) || h.size % 8)
 			break;
-		if (h.type == PERF_RECORD_SAMPLE) {
-			r->samples++;
-		} else if (h.type == PERF_RECORD_LOST && h.size <= sizeof(copy)) {
+		if (h.size <= sizeof(copy))
 			for (size_t i = 0; i < h.size; i++)
 				copy[i] = data[(off + i) & (r->data_size - 1)];
+		if (h.type == PERF_RECORD_SAMPLE) {
+			r->samples++;
+			if (r->t && h.size <= sizeof(copy) && h.size >= 16)
+				note_sample(r->t, r->cpu, copy + 12);
+		} else if (h.type == PERF_RECORD_LOST && h.size <= sizeof(copy)) {
 			uint64_t lost;
 			memcpy(&lost, copy + 16, 8);
 			r->lost += lost;
+			if (r->t)
+				on_lost(r->t, r->cpu, lost);
 		}
 		tail += h.size;
 	}
@@ -745,6 +754,53 @@ static void raw_reader_after_polling(void)
 	perf_buffer__free(pb);
 }
 
+/* A raw reader that takes over while records flow: the caller polls for
+ * 0.5 s under a full-rate stream (a fast mode engages), then takes every
+ * ring with perf_buffer__buffer and reads them itself, waiting on
+ * perf_buffer__epoll_fd, while the stream goes on. Every record must reach
+ * it (through the callbacks until the switch, raw after it) or be counted
+ * lost, in order. */
+static void raw_reader_under_load(void)
+{
+	struct tally t;
+	struct perf_buffer *pb = new_pb(PAGES, &t);
+	if (!pb)
+		return;
+	struct job j;
+	start(&j, 0, 1500, false);
+	for (double t0 = now_ms(); now_ms() - t0 < 500;)
+		perf_buffer__poll(pb, 10);
+	expect_fast(pb, true, "polling under load");
+	usleep(2000); /* the caller sets its own reader up */
+	size_t n = perf_buffer__buffer_cnt(pb);
+	struct raw_ring rings[MAX_CPUS];
+	for (size_t i = 0; i < n && i < MAX_CPUS; i++) {
+		rings[i] = (struct raw_ring){.page_size = (size_t)sysconf(_SC_PAGESIZE), .t = &t, .cpu = (int)i};
+		EXPECT(perf_buffer__buffer(pb, (int)i, &rings[i].base, &rings[i].data_size) == 0, "buffer");
+	}
+	int ep = perf_buffer__epoll_fd(pb);
+	while (!atomic_load(&j.done)) {
+		struct epoll_event evs[MAX_CPUS + 2];
+		epoll_wait(ep, evs, MAX_CPUS + 2, 10);
+		for (size_t i = 0; i < n && i < MAX_CPUS; i++)
+			raw_drain(&rings[i]);
+	}
+	join(&j);
+	/* The kernel reports a ring's lost records with its next record. */
+	unsigned long long produced = j.produced + (emit_one(0, (uint8_t)j.seed) == 0);
+	for (double t0 = now_ms(); t.samples + t.lost < produced && now_ms() - t0 < 3000;) {
+		struct epoll_event evs[MAX_CPUS + 2];
+		epoll_wait(ep, evs, MAX_CPUS + 2, 10);
+		for (size_t i = 0; i < n && i < MAX_CPUS; i++)
+			raw_drain(&rings[i]);
+	}
+	say("raw reader under load: delivered + lost = produced: %s, out of order %llu, nothing lost: %s",
+	    yes(t.samples + t.lost == produced), t.misordered, yes(t.lost == 0));
+	printf("  raw_reader_under_load: %llu delivered, %llu lost, %llu produced, %llu out of order\n", t.samples,
+	       t.lost, produced, t.misordered);
+	perf_buffer__free(pb);
+}
+
 /* Only one or two file descriptors to spare: what needs more must do
  * without, and nothing may be reordered. */
 static void few_spare_fds(void)
@@ -774,19 +830,27 @@ static void few_spare_fds(void)
 	}
 }
 
-/* A callback that spends 2 us per record: libbpf's per-record wake-ups
- * slow the producer down enough for the reader to keep up. */
+/* A slow callback (1 to 3 us per record) under one CPU at full rate for
+ * 2 s, several times: libbpf's per-record wake-ups slow the producer down
+ * enough for the reader to keep up, and a fast mode must give them back
+ * before its reader's backlog overflows the ring, every time. */
 static void slow_callback(void)
 {
-	struct tally t;
-	struct perf_buffer *pb = new_pb(PAGES, &t);
-	if (!pb)
-		return;
-	t.spin_ns = 2000;
-	unsigned long long produced = stream(pb, &t, 3 * WARM_MS);
-	say("slow callback: delivered + lost = produced: %s, lost %llu", yes(t.samples + t.lost == produced), t.lost);
-	printf("  slow_callback: %llu produced, %llu lost\n", produced, t.lost);
-	perf_buffer__free(pb);
+	static const unsigned cost_ns[] = {3000, 1000, 2000, 3000, 2000, 3000};
+	for (size_t k = 0; k < sizeof(cost_ns) / sizeof(cost_ns[0]); k++) {
+		struct tally t;
+		struct perf_buffer *pb = new_pb(PAGES, &t);
+		if (!pb)
+			return;
+		t.spin_ns = cost_ns[k];
+		unsigned long long produced = stream(pb, &t, 2000);
+		say("slow callback, %u us per record: delivered + lost = produced: %s, out of order %llu, "
+		    "nothing lost: %s",
+		    cost_ns[k] / 1000, yes(t.samples + t.lost == produced), t.misordered, yes(t.lost == 0));
+		printf("  slow_callback %u us: %llu produced, %llu lost, %llu batch switches\n", cost_ns[k] / 1000,
+		       produced, t.lost, batch_switches(pb));
+		perf_buffer__free(pb);
+	}
 }
 
 /* The same with a 1 us callback, in a process that may not lock more
@@ -975,6 +1039,7 @@ static const struct scenario scenarios[] = {
 	{"own_epoll_on_buffer_fds", own_epoll_on_buffer_fds, true},
 	{"epoll_fd_consume_buffer_idle", epoll_fd_consume_buffer_idle, true},
 	{"raw_reader_after_polling", raw_reader_after_polling, true},
+	{"raw_reader_under_load", raw_reader_under_load, true},
 	{"few_spare_fds", few_spare_fds, true},
 	{"slow_callback", slow_callback, true},
 	{"no_memlock", no_memlock, true},

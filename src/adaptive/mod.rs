@@ -25,13 +25,23 @@
 //! caller's to use: the first such call on a ring points its slot back at
 //! the caller's event for good, so the caller's ioctls, epoll and raw
 //! reads see what libbpf would show them. The spill ring's records are
-//! older than anything written afterwards; drains read it first.
+//! older than anything written afterwards: once no BPF program can still
+//! write there (an RCU grace period), that call hands them to the
+//! callbacks, since a caller reading its ring itself may never poll again.
+//!
+//! **Streaming.** Above [`policy::STREAM_ABOVE`] records/s a batched ring
+//! moves on to an event that wakes only at a quarter of the fast ring: the
+//! timer's ticks read it meanwhile, so the reader wakes 2,000 times a
+//! second however fast the stream, and the producer pays no irq_work per
+//! batch.
 //!
 //! **Back-pressure.** libbpf's per-record wake-ups slow the producer down;
 //! without them a slow reader would lose records libbpf keeps. A batched
-//! ring goes back to per-record wake-ups, and stays there a while, when a
-//! drain finds it half full, when draining takes half the reader's time,
-//! or when the kernel reports lost records in it (see [`policy`]).
+//! ring is drained in chunks, and goes back to per-record wake-ups in the
+//! middle of a drain when the reader's backlog grows past a sixteenth of
+//! the ring; also, and stays there a while, when a drain finds it half
+//! full, when draining takes half the reader's time, or when the kernel
+//! reports lost records in it (see [`policy`]).
 //!
 //! **Lost records stay exact.** The kernel reports a ring's lost records
 //! only with the next record it writes there, which a spill ring may never
@@ -98,10 +108,24 @@ pub enum TimerAction {
     Disarm,
 }
 
+/// What moving a ring's slot back to per-record wake-ups takes, copied
+/// out of the ring's lane so it can be done while the ring is drained.
+#[derive(Clone, Copy)]
+pub struct SlotMove {
+    pub map_fd: RawFd,
+    pub map_key: u32,
+    pub cpu: i32,
+    /// The caller's event (the per-record one of a ring without a spill ring).
+    pub caller_event: RawFd,
+}
+
 /// The events of one CPU's fast mode.
 struct FastEvents {
     /// Wakes every [`BATCH_EVENTS`] records; owns the spill ring if any.
     batched: OwnedFd,
+    /// Wakes when a quarter of the ring is full (fast streams, read on
+    /// the timer's ticks); `None` if it could not be opened.
+    streaming: Option<OwnedFd>,
     /// Wakes per record into the spill ring; `None` with no spill ring
     /// (the caller's event is the per-record one then).
     per_record: Option<OwnedFd>,
@@ -146,7 +170,12 @@ impl Adaptive {
         for (idx, lane) in lanes.iter_mut().enumerate() {
             let mut slot = Slot::default();
             match set_up_lane(lane, idx, map_fd, epoll_fd) {
-                Ok(events) => slot.events = Some(events),
+                Ok(events) => {
+                    if events.streaming.is_some() {
+                        slot.policy.allow_streaming();
+                    }
+                    slot.events = Some(events);
+                }
                 Err(e) => {
                     log::info(format_args!("cpu #{}: no fast mode, libbpf's wake-ups: {e}", lane.cpu()));
                     slot.policy.moved(Target::Caller);
@@ -178,16 +207,14 @@ impl Adaptive {
     /// Whether ring `idx` is batched now, and how many times it switched
     /// to batching.
     pub fn state(&self, idx: usize) -> (bool, u64) {
-        self.slots
-            .get(idx)
-            .map_or((false, 0), |s| (s.policy.target() == Target::Batched, s.policy.switches()))
+        self.slots.get(idx).map_or((false, 0), |s| (s.policy.target().batched(), s.policy.switches()))
     }
 
     /// The events that own the spill rings: pausing one pauses its ring
     /// for every event writing there.
     pub fn spill_owners(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         self.slots.iter().filter_map(|s| match &s.events {
-            Some(FastEvents { batched, per_record: Some(_) }) => Some(batched.as_fd()),
+            Some(FastEvents { batched, per_record: Some(_), .. }) => Some(batched.as_fd()),
             _ => None,
         })
     }
@@ -231,7 +258,7 @@ impl Adaptive {
                 let lost = rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost);
                 let records = rings.records_read();
                 if let Some(target) = self.slots[idx].policy.on_window(records, lost, elapsed, now) {
-                    let why = if target == Target::Batched {
+                    let why = if target.batched() {
                         "the rate is high"
                     } else {
                         "the rate fell, or records were lost"
@@ -251,12 +278,45 @@ impl Adaptive {
     /// fill the rest.
     #[inline(always)]
     pub fn before_drain<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
-        if self.slots[idx].policy.target() != Target::Batched {
+        if !self.slots[idx].policy.target().batched() {
             return;
         }
         let ring = lane.rings().current();
         if policy::over_filled(ring.pending_bytes(), ring.data_size() as u64) {
             self.pressure(idx, lane, map_fd);
+        }
+    }
+
+    /// Between chunks of a drain of ring `idx` (pending bytes when the
+    /// chunk began and now, in a ring of `size`): a batched ring whose
+    /// reader falls behind goes back to per-record wake-ups now, in the
+    /// middle of the drain, before the producer can fill the ring.
+    /// `caller_event` is the ring's per-record event when it has no spill
+    /// ring.
+    #[inline(always)]
+    pub fn between_chunks(&mut self, idx: usize, before: u64, now: u64, size: u64, to: SlotMove) {
+        if self.slots[idx].policy.target().batched() && policy::falling_behind(before, now, size) {
+            self.back_off(idx, to);
+        }
+    }
+
+    #[cold]
+    fn back_off(&mut self, idx: usize, to: SlotMove) {
+        let now = Moment::coarse();
+        if !self.owns_slots() {
+            self.relinquish(now);
+            return;
+        }
+        let slot = &mut self.slots[idx];
+        let Some(events) = &slot.events else { return };
+        let fd = events.per_record.as_ref().map_or(to.caller_event, AsRawFd::as_raw_fd);
+        if let Err(e) = sys::map_update_u32(to.map_fd, to.map_key, fd as u32) {
+            log::debug(format_args!("cpu #{}: cannot move the slot: {e}", to.cpu));
+            return;
+        }
+        if let Some(target) = slot.policy.on_pressure(now) {
+            slot.policy.moved(target);
+            log::debug(format_args!("cpu #{}: per-record wake-ups (the reader's backlog grows)", to.cpu));
         }
     }
 
@@ -337,6 +397,7 @@ impl Adaptive {
         let Some(events) = &slot.events else { return };
         let fd = match (target, &events.per_record) {
             (Target::Batched, _) => events.batched.as_raw_fd(),
+            (Target::Streaming, _) => events.streaming.as_ref().unwrap_or(&events.batched).as_raw_fd(),
             (Target::PerRecord, Some(per_record)) => per_record.as_raw_fd(),
             (Target::PerRecord, None) | (Target::Caller, _) => lane.event().as_raw_fd(),
         };
@@ -347,6 +408,7 @@ impl Adaptive {
         }
         let to = match target {
             Target::Batched => "batched wake-ups",
+            Target::Streaming => "wake-ups at a quarter of the ring, read on ticks",
             Target::PerRecord => "per-record wake-ups",
             Target::Caller => "the caller's event, for good",
         };
@@ -359,20 +421,36 @@ impl Adaptive {
         }
     }
 
-    /// Once the spill ring a slot left is quiet and read, hands what it
-    /// still owes to the reader as a lost record of our own, and releases
-    /// the ring and its events.
+    /// Whether ring `idx`'s slot left a spill ring that was written to
+    /// and is not released yet.
+    pub fn left_written_spill<L: Lane>(&self, idx: usize, lane: &L) -> bool {
+        self.slots[idx].left.is_some() && lane.rings().spill().is_some_and(|s| s.load_head() != 0)
+    }
+
+    /// Once the spill ring a slot left is quiet and read, releases it.
     fn release_if_done<L: Lane>(&mut self, idx: usize, lane: &mut L, now: Moment, epoll_fd: RawFd) {
-        let slot = &mut self.slots[idx];
-        let Some(since) = slot.left else { return };
+        let Some(since) = self.slots[idx].left else { return };
         let rings = lane.rings();
         if now.since(since) < QUIET_AFTER || rings.spill().is_none_or(|s| s.pending_bytes() > 0) {
             return;
         }
+        self.release(idx, lane, epoll_fd);
+    }
+
+    /// Releases the spill ring slot `idx` left, which no BPF program
+    /// writes any more and which was read to its head: what it still owes
+    /// goes to the reader as a lost record of our own, then the ring and
+    /// its events are freed.
+    pub fn release<L: Lane>(&mut self, idx: usize, lane: &mut L, epoll_fd: RawFd) {
+        let slot = &mut self.slots[idx];
+        if slot.left.is_none() {
+            return;
+        }
         slot.left = None;
+        let rings = lane.rings();
         let Some(events) = slot.events.take() else { return };
         let reported = rings.spill().map_or(0, |s| s.stats().lost);
-        let failed = [Some(&events.batched), events.per_record.as_ref()]
+        let failed = [Some(&events.batched), events.per_record.as_ref(), events.streaming.as_ref()]
             .into_iter()
             .flatten()
             .try_fold(0u64, |sum, fd| sys::read_lost(fd.as_fd()).map(|n| sum + n));
@@ -393,7 +471,7 @@ impl Adaptive {
     fn timer_after_moves(&mut self, now: Moment) -> TimerAction {
         let was = core::mem::replace(
             &mut self.batched,
-            self.slots.iter().filter(|s| s.policy.target() == Target::Batched).count(),
+            self.slots.iter().filter(|s| s.policy.target().batched()).count(),
         );
         if self.batched > 0 {
             self.grace_until = None;
@@ -423,7 +501,8 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
         let batched = open_event(BATCH_EVENTS, cpu, false)?;
         sys::perf_set_output(batched.as_fd(), lane.event())?;
         sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-        return Ok(FastEvents { batched, per_record: None });
+        let streaming = open_streaming(caller, cpu, false, lane.event());
+        return Ok(FastEvents { batched, per_record: None, streaming });
     }
     if !sys::format_lost_supported() {
         return Err(crate::error::Error::from_errno(libc::EOPNOTSUPP));
@@ -431,11 +510,13 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
     let batched = open_event(BATCH_EVENTS, cpu, true)?;
     let size = caller.saturating_mul(SPILL_FACTOR).min(SPILL_MAX);
     let page = cpu::page_size();
-    let ring = PerfRing::map(batched.as_fd(), page, size / page, true)?;
+    let mut ring = PerfRing::map(batched.as_fd(), page, size / page, true)?;
+    ring.set_drain_chunk(size as u64 / policy::CHUNK_SHARE);
     sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
     let per_record = open_event(1, cpu, true)?;
     sys::perf_set_output(per_record.as_fd(), batched.as_fd())?;
     sys::perf_ioctl(per_record.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+    let streaming = open_streaming(size, cpu, true, batched.as_fd());
     // The caller's ring's token: a wake-up of either drains both.
     sys::epoll_add(epoll_fd, batched.as_raw_fd(), idx as u64)?;
     if let Err(e) = sys::map_update_u32(map_fd, lane.map_key(), per_record.as_raw_fd() as u32) {
@@ -445,7 +526,24 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
     let rings = lane.rings_mut();
     rings.set_spill(ring);
     rings.set_spill_current(true);
-    Ok(FastEvents { batched, per_record: Some(per_record) })
+    Ok(FastEvents { batched, per_record: Some(per_record), streaming })
+}
+
+/// The streaming event of a CPU whose fast ring (`ring_size` bytes) is
+/// `output`'s: wakes at a quarter of the ring. `None` when it cannot be
+/// had (few fds to spare, say): the CPU then batches without streaming.
+fn open_streaming(ring_size: usize, cpu: i32, counted: bool, output: BorrowedFd<'_>) -> Option<OwnedFd> {
+    let attr = PerfEventAttr {
+        read_format: if counted { PERF_FORMAT_LOST } else { 0 },
+        ..PerfEventAttr::bpf_output_ext(0, (ring_size / 4).min(u32::MAX as usize) as u32, false)
+    };
+    let open = || {
+        let fd = sys::perf_event_open(AttrSource::Built(&attr), cpu)?;
+        sys::perf_set_output(fd.as_fd(), output)?;
+        sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+        Ok::<_, crate::error::Error>(fd)
+    };
+    open().inspect_err(|e| log::debug(format_args!("cpu #{cpu}: no streaming event: {e}"))).ok()
 }
 
 /// A BPF output event on `cpu` waking the reader every `wakeup_events`

@@ -15,6 +15,14 @@ pub const BATCH_ABOVE: u64 = 20_000;
 /// Records/s below which a batched ring goes back to per-record wake-ups
 /// (lower than [`BATCH_ABOVE`] so a rate near the line does not flap).
 pub const UNBATCH_BELOW: u64 = 5_000;
+/// Records/s above which a batched ring streams: woken only when a
+/// quarter of its ring is full, read on the timer's ticks meanwhile. At
+/// such rates a wake-up every [`super::BATCH_EVENTS`] records costs the
+/// producer an irq_work and the reader an epoll round thousands of times
+/// a second, where ticks cost 2,000.
+pub const STREAM_ABOVE: u64 = 200_000;
+/// Records/s below which a streaming ring goes back to batches.
+pub const STREAM_BELOW: u64 = 100_000;
 /// After the reader fell behind, the ring stays per-record at least this
 /// long, twice as long each time it falls behind again, up to [`HOLD_MAX`].
 pub const HOLD_MIN: Duration = Duration::from_millis(200);
@@ -31,15 +39,28 @@ pub enum Target {
     PerRecord,
     /// A batching event writing into the fast ring.
     Batched,
+    /// An event writing into the fast ring that wakes only at a quarter of
+    /// it: the timer's ticks read it meanwhile.
+    Streaming,
     /// The caller's own event, for good: someone reads the caller's ring
     /// or its event, or the slot is no longer this buffer's.
     Caller,
+}
+
+impl Target {
+    /// Whether the slot points at an event that does not wake per record
+    /// (the timer must tick, and the reader's backlog be watched).
+    pub fn batched(self) -> bool {
+        matches!(self, Target::Batched | Target::Streaming)
+    }
 }
 
 /// One CPU's policy state.
 #[derive(Clone, Debug, Default)]
 pub struct LanePolicy {
     target: Target,
+    /// The CPU has a streaming event.
+    can_stream: bool,
     /// Records read when the window started.
     mark: u64,
     /// Lost records reported in the fast ring when the window started.
@@ -63,10 +84,21 @@ impl LanePolicy {
         self.switches
     }
 
+    /// The CPU has a streaming event to move to.
+    pub fn allow_streaming(&mut self) {
+        self.can_stream = true;
+    }
+
     /// At the end of a window of `elapsed`: `records` read and `lost`
     /// reported in the fast ring so far (both running totals). Returns
     /// the move to make, if any.
-    pub fn on_window(&mut self, records: u64, lost: u64, elapsed: Duration, now: Moment) -> Option<Target> {
+    pub fn on_window(
+        &mut self,
+        records: u64,
+        lost: u64,
+        elapsed: Duration,
+        now: Moment,
+    ) -> Option<Target> {
         let micros = elapsed.as_micros().max(1) as u64;
         let rate = records.wrapping_sub(self.mark).saturating_mul(1_000_000) / micros;
         let lost_more = lost > self.lost_mark;
@@ -74,11 +106,13 @@ impl LanePolicy {
         match self.target {
             // The kernel refused writes while batched: the reader cannot
             // keep up with a producer that no longer pays per record.
-            Target::Batched if lost_more => self.on_pressure(now),
-            Target::Batched if rate < UNBATCH_BELOW => {
+            t if t.batched() && lost_more => self.on_pressure(now),
+            t if t.batched() && rate < UNBATCH_BELOW => {
                 self.hold = Duration::ZERO; // ended by the producer, not by the reader
                 Some(Target::PerRecord)
             }
+            Target::Batched if rate >= STREAM_ABOVE && self.can_stream => Some(Target::Streaming),
+            Target::Streaming if rate < STREAM_BELOW => Some(Target::Batched),
             Target::PerRecord if rate >= BATCH_ABOVE && now >= self.held_until => Some(Target::Batched),
             _ => None,
         }
@@ -88,7 +122,7 @@ impl LanePolicy {
     /// most of its time): back to per-record wake-ups, which slow the
     /// producer down as libbpf's do, and no batching for a while.
     pub fn on_pressure(&mut self, now: Moment) -> Option<Target> {
-        if self.target != Target::Batched {
+        if !self.target.batched() {
             return None;
         }
         self.hold = (self.hold * 2).clamp(HOLD_MIN, HOLD_MAX);
@@ -103,7 +137,7 @@ impl LanePolicy {
 
     /// The move to `target` was made.
     pub fn moved(&mut self, target: Target) {
-        self.switches += u64::from(target == Target::Batched && self.target != Target::Batched);
+        self.switches += u64::from(target.batched() && !self.target.batched());
         self.target = target;
     }
 }
@@ -112,6 +146,25 @@ impl LanePolicy {
 /// checked when a drain of a batched ring begins.
 pub fn over_filled(pending: u64, size: u64) -> bool {
     pending.saturating_mul(2) >= size
+}
+
+/// A batched ring is drained in chunks of this share of its size, so that
+/// a long drain frees space as it goes and looks at the backlog between
+/// chunks.
+pub const CHUNK_SHARE: u64 = 32;
+/// A backlog over this share of the ring that grew while a chunk was read
+/// means the reader is slower than the producer.
+pub const BACKLOG_SHARE: u64 = 16;
+
+/// Whether the reader of a batched ring of `size` bytes is falling behind,
+/// given the bytes pending when a chunk of its drain began (`before`) and
+/// when it ended (`now`): its backlog grew past a sixteenth of the ring
+/// while it read (a producer no longer slowed by per-record wake-ups
+/// outruns it, and would overflow the ring long before any window ends),
+/// or the ring is half full. A backlog that shrinks, however large (the
+/// reader was merely descheduled a while), is not falling behind.
+pub fn falling_behind(before: u64, now: u64, size: u64) -> bool {
+    over_filled(now, size) || (now > before && now.saturating_mul(BACKLOG_SHARE) > size)
 }
 
 /// The share of its time the reader spends draining, over spans of
@@ -177,6 +230,24 @@ mod tests {
     }
 
     #[test]
+    fn a_faster_stream_streams_and_back() {
+        let (mut p, mut n) = (LanePolicy::default(), 0);
+        p.allow_streaming();
+        assert_eq!(window(&mut p, &mut n, 250_000, 50), Some(Target::Batched));
+        assert_eq!(window(&mut p, &mut n, 250_000, 100), Some(Target::Streaming));
+        assert_eq!(p.switches(), 1, "one switch to batching");
+        assert_eq!(window(&mut p, &mut n, 150_000, 150), None, "between the lines");
+        assert_eq!(window(&mut p, &mut n, 90_000, 200), Some(Target::Batched));
+        assert_eq!(window(&mut p, &mut n, 250_000, 250), Some(Target::Streaming));
+        assert_eq!(p.on_pressure(at(260)), Some(Target::PerRecord), "falling behind while streaming");
+        p.moved(Target::PerRecord);
+        assert_eq!(window(&mut p, &mut n, 1_000, 300), None);
+        let mut q = LanePolicy::default();
+        window(&mut q, &mut n, 250_000, 50);
+        assert_eq!(window(&mut q, &mut n, 250_000, 100), None, "no streaming event: stays batched");
+    }
+
+    #[test]
     fn falling_behind_holds_per_record_wake_ups_longer_each_time() {
         let (mut p, mut n) = (LanePolicy::default(), 0);
         window(&mut p, &mut n, 1_000_000, 50);
@@ -237,6 +308,15 @@ mod tests {
         assert!(!over_filled(2047, 4096));
         assert!(over_filled(2048, 4096));
         assert!(over_filled(u64::MAX, 4096));
+    }
+
+    #[test]
+    fn a_growing_backlog_is_falling_behind_a_shrinking_one_is_not() {
+        let size = 1 << 20;
+        assert!(!falling_behind(0, size / 32, size), "growing, but small");
+        assert!(falling_behind(size / 32, size / 8, size), "growing past a sixteenth");
+        assert!(!falling_behind(size / 3, size / 4, size), "large, but shrinking");
+        assert!(falling_behind(size, size / 2, size), "half full");
     }
 
     #[test]

@@ -510,6 +510,10 @@ impl FakeKernel {
         Ok(())
     }
 
+    pub fn wait_for_writers(&mut self) {
+        *self.calls.entry("wait_for_writers").or_default() += 1;
+    }
+
     pub fn read_lost(&mut self, fd: RawFd) -> Result<u64> {
         let ev = self.event_id(fd)?;
         let e = &self.events[ev];

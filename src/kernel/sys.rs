@@ -395,6 +395,20 @@ pub fn read_lost(fd: BorrowedFd<'_>) -> Result<u64> {
     if n == 16 { Ok(values[1]) } else { Err(Error::from_errno(libc::EIO)) }
 }
 
+/// Waits until no BPF program that may have loaded a map slot before this
+/// call is still writing: programs run inside an RCU read-side section,
+/// and `membarrier(MEMBARRIER_CMD_GLOBAL)` waits for a grace period
+/// (`synchronize_rcu`, a few milliseconds). Where membarrier is refused
+/// (nohz_full, or filtered), sleeps `fallback` instead.
+pub fn wait_for_writers(fallback: std::time::Duration) {
+    faked!(k => k.wait_for_writers());
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    if unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) } != 0 {
+        std::thread::sleep(fallback);
+    }
+}
+
 /// Whether this kernel takes `PERF_FORMAT_LOST` (6.0 and later), probed
 /// once with a disabled BPF output event of this thread, closed at once.
 pub fn format_lost_supported() -> bool {

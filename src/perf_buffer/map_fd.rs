@@ -39,7 +39,7 @@ impl From<OwnedFd> for MapFd<'_> {
 
 impl MapFd<'_> {
     /// The fd (-1 for the C face's, which is not held).
-    pub(crate) fn as_raw_fd(&self) -> std::os::fd::RawFd {
+    pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
         match self {
             MapFd::Borrowed(fd) => fd.as_raw_fd(),

@@ -14,7 +14,7 @@ pub mod ticker;
 pub mod waker;
 
 use crate::adaptive::claim::Claim;
-use crate::adaptive::{self, Adaptive, TimerAction};
+use crate::adaptive::{self, Adaptive, SlotMove, TimerAction};
 use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::clock::Moment;
@@ -296,10 +296,38 @@ impl<H: Handler> Reader<H> {
     }
 
     fn stand_down(&mut self, idx: usize) {
-        if let Some(a) = &mut self.adaptive {
-            let action = a.stand_down(idx, &mut self.bufs[idx], self.map_fd);
-            self.timer_action(action);
+        let Some(a) = &mut self.adaptive else { return };
+        let action = a.stand_down(idx, &mut self.bufs[idx], self.map_fd);
+        let hand_over = a.left_written_spill(idx, &self.bufs[idx]);
+        self.timer_action(action);
+        if hand_over {
+            self.hand_over_spill(idx);
         }
+    }
+
+    /// The spill ring a stood-down ring left holds records older than any
+    /// its caller's ring gets from now on, and a caller that reads that
+    /// ring itself may never poll again: once no BPF program can still be
+    /// writing there, they go to the callbacks now, with what the spill
+    /// ring owes as a lost record, and the spill ring is released. (Left
+    /// to the next poll or consume if a callback stops the read.)
+    fn hand_over_spill(&mut self, idx: usize) {
+        sys::wait_for_writers(adaptive::QUIET_AFTER);
+        let Reader { bufs, handler, adaptive, epoll, .. } = self;
+        let buf = &mut bufs[idx];
+        let (cpu, mut stats) = (buf.cpu, buf.stats);
+        let ret =
+            buf.rings.drain_spill(&mut stats, |ring, head, stats| handler.drain(ring, head, cpu, stats));
+        if ret.is_continue()
+            && buf.rings.spill().is_some_and(|s| s.pending_bytes() == 0)
+            && let Some(a) = adaptive
+        {
+            a.release(idx, buf, epoll.as_raw_fd());
+            if let Some(lost) = buf.rings.take_owed() {
+                let _ = handler.deliver(cpu, LostRecord::new(lost).bytes(), &mut stats);
+            }
+        }
+        buf.stats = stats;
     }
 
     /// Drains ring `idx` (libbpf's `perf_buffer__process_records`). A
@@ -316,7 +344,7 @@ impl<H: Handler> Reader<H> {
         if let Some(a) = &mut self.adaptive {
             a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
         }
-        let Reader { bufs, handler, .. } = self;
+        let Reader { bufs, handler, adaptive, map_fd, .. } = self;
         let buf = &mut bufs[idx];
         // Count in a local the callbacks cannot see, so the counters stay in
         // registers across the indirect calls; store them once per drain.
@@ -326,7 +354,22 @@ impl<H: Handler> Reader<H> {
             None => ControlFlow::Continue(()),
         };
         if ret.is_continue() {
-            ret = buf.rings.drain(&mut stats, |ring, head, stats| handler.drain(ring, head, cpu, stats));
+            let to = SlotMove {
+                map_fd: *map_fd,
+                map_key: buf.map_key as u32,
+                cpu,
+                caller_event: buf.fd.as_raw_fd(),
+            };
+            let size = buf.rings.current().data_size() as u64;
+            ret = buf.rings.drain_watched(
+                &mut stats,
+                |ring, head, stats| handler.drain(ring, head, cpu, stats),
+                |before, now| {
+                    if let Some(a) = adaptive {
+                        a.between_chunks(idx, before, now, size, to);
+                    }
+                },
+            );
         }
         buf.stats = stats;
         self.reached_head |= ret.is_continue();
@@ -428,7 +471,9 @@ impl<H: Handler> Reader<H> {
                 drained += 1;
             }
         }
-        self.end_read(true, timed);
+        // A tick that ended this wait is where the next period starts
+        // already: no re-arming (a syscall) for it.
+        self.end_read(true, flush, timed);
         if let Some(token) = woken {
             clear_wake(token);
             return Some(Err(Error::from_errno(libc::ECANCELED)));
@@ -448,10 +493,11 @@ impl<H: Handler> Reader<H> {
     /// Ends a read of every ring: lets the fast mode take its decisions and
     /// start or stop its timer, and clears a tick that fired. `in_poll`:
     /// poll just read every batched ring, so while batched the next tick
-    /// may start a period later (re-armed at most every half tick), and a
-    /// tick it waited on is already read. `timed`: when the drains began,
-    /// if they were timed.
-    fn end_read(&mut self, in_poll: bool, timed: Option<Moment>) {
+    /// may start a period later (re-armed at most every half tick, and not
+    /// when a tick woke this poll: the next period starts at it already),
+    /// and a tick it waited on is already read (`ticked`). `timed`: when
+    /// the drains began, if they were timed.
+    fn end_read(&mut self, in_poll: bool, ticked: bool, timed: Option<Moment>) {
         if let Some(adaptive) = &mut self.adaptive {
             let spent = timed.map(Moment::elapsed);
             let action = adaptive.observe(
@@ -463,6 +509,7 @@ impl<H: Handler> Reader<H> {
             );
             if action == TimerAction::Keep
                 && in_poll
+                && !ticked
                 && let Some(t) = &mut self.timer
                 && t.ticking()
                 && t.since().elapsed() >= adaptive::TICK / 2
@@ -531,6 +578,8 @@ impl<H: Handler> Reader<H> {
             let action = adaptive.stand_down_all(&mut self.bufs, self.map_fd);
             self.timer_action(action);
             self.timer_action(TimerAction::Disarm);
+            // No BPF program still writes a spill ring when it is read.
+            sys::wait_for_writers(adaptive::QUIET_AFTER);
             // What the spill rings hold is older than anything in the
             // caller's rings: delivered first, through the callbacks.
             for idx in 0..self.bufs.len() {
@@ -649,7 +698,7 @@ impl<H: Handler> Reader<H> {
                 ControlFlow::Break(Stop::NoMemory) => return Err(BatchStop::Error(record_copy_failed())),
             }
         }
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         Ok(total.min(i32::MAX as u64) as usize)
     }
 
@@ -657,7 +706,7 @@ impl<H: Handler> Reader<H> {
     /// a read), which ends a read as consume does.
     pub fn publish(&mut self, idx: usize) -> Result<()> {
         self.cpu_buf(idx)?.publish();
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         Ok(())
     }
 
@@ -676,7 +725,7 @@ impl<H: Handler> Reader<H> {
             })?;
         }
         // A caller waiting on the epoll fd itself is here after a tick.
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         Ok(())
     }
 
@@ -687,7 +736,7 @@ impl<H: Handler> Reader<H> {
         self.reached_head = false;
         self.buf(idx)?;
         let ret = self.process_records(idx);
-        self.end_read(false, None);
+        self.end_read(false, false, None);
         ret
     }
 

@@ -130,6 +130,9 @@ struct Stopper {
     stop_at: usize,
     halt: Halt,
     slow: Duration,
+    /// A producer outrunning the reader: this many records emitted on CPU
+    /// 0 into the map for each record read.
+    feed: Option<(RawFd, u64)>,
 }
 
 impl Handler for Stopper {
@@ -140,6 +143,9 @@ impl Handler for Stopper {
             |me, _, rec| {
                 if !me.slow.is_zero() {
                     advance(me.slow);
+                }
+                if let Some((map, n)) = me.feed {
+                    fake::with(|k| k.emit_n(map, 0, n, 16, 0));
                 }
                 let flow = me.inner.deliver(cpu, rec, stats);
                 if me.inner.0.len() == me.stop_at { ControlFlow::Break(me.halt) } else { flow }
@@ -154,7 +160,7 @@ impl Handler for Stopper {
 }
 
 fn stopper(stop_at: usize, halt: Halt) -> Stopper {
-    Stopper { inner: Collect::default(), stop_at, halt, slow: Duration::ZERO }
+    Stopper { inner: Collect::default(), stop_at, halt, slow: Duration::ZERO, feed: None }
 }
 
 #[test]
@@ -219,6 +225,25 @@ fn a_fast_stream_batches_and_a_quiet_one_stops_batching() {
 }
 
 #[test]
+fn a_faster_stream_wakes_at_a_quarter_of_the_ring_and_is_read_on_ticks() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 300, 120);
+    let quarter = r.figures(0).unwrap().spill_size as u32 / 4;
+    assert_eq!(fx.slot(0).0, quarter, "300 k/s streams");
+    assert!(r.timer.as_ref().unwrap().ticking());
+    // What sits below a quarter is read on a tick.
+    fx.emit(0, 10, 7);
+    let before = r.handler.0.len();
+    assert_eq!(r.poll(5).unwrap(), 1);
+    assert_eq!(r.handler.0.len(), before + 10);
+    stream(&fx, &mut r, 0, 50, 120);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS, "50 k/s batches");
+    assert_eq!(r.figures(0).unwrap().batch_switches, 1);
+    assert_eq!(r.figures(0).unwrap().lost, 0);
+}
+
+#[test]
 fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
     let fx = kernel(1, |_| ());
     let mut r = fx.open(|o| o.adaptive = true);
@@ -253,6 +278,36 @@ fn a_reader_busy_draining_goes_back_per_record() {
 }
 
 #[test]
+fn a_backlog_growing_during_a_drain_goes_back_per_record_within_it() {
+    let fx = kernel(1, |_| ());
+    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    stream(&fx, &mut r, 0, 100, 60);
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    // The producer writes 5 records for each one the reader reads: within
+    // the first chunks of this one drain the backlog passes a sixteenth of
+    // the ring and grows, long before the ring is half full.
+    fx.emit(0, 600, 0);
+    r.handler.feed = Some((fx.map.as_raw_fd(), 5));
+    r.poll(0).unwrap();
+    assert_eq!(fx.slot(0).0, 1, "per-record before the drain ended");
+    r.handler.feed = None;
+    r.consume().unwrap();
+    assert_eq!(r.figures(0).unwrap().lost, 0);
+}
+
+#[test]
+fn a_large_backlog_that_shrinks_stays_batched() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    // The reader was away a while: a third of the ring waits, and the
+    // drain reads it faster than it comes (nothing comes meanwhile here).
+    fx.emit(0, (16 * 8 * 4096 / 3 / 32) as u64, 0);
+    r.consume().unwrap();
+    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+}
+
+#[test]
 fn lost_reports_while_batched_go_back_per_record() {
     let fx = kernel(1, |_| ());
     let mut r = fx.open(|o| o.adaptive = true);
@@ -268,7 +323,7 @@ fn lost_reports_while_batched_go_back_per_record() {
 }
 
 #[test]
-fn standing_down_keeps_order_delivers_leftovers_and_reconciles_lost() {
+fn standing_down_hands_the_spill_ring_over_at_once_in_order_with_its_lost() {
     let fx = kernel(1, |_| ());
     let mut r = fx.open(|o| o.adaptive = true);
     stream(&fx, &mut r, 0, 100, 60);
@@ -282,23 +337,30 @@ fn standing_down_keeps_order_delivers_leftovers_and_reconciles_lost() {
     let caller = r.event_fd(0).unwrap();
     assert_eq!(fx.slot(0).1, caller, "the caller's event again");
     assert!(!r.timer.as_ref().unwrap().ticking(), "stopped at once: nothing batched");
+    // A caller that reads its ring itself may never poll again: the spill
+    // ring's records and debt were delivered by the call, after waiting
+    // out BPF programs that could still write there.
+    assert_eq!(fx.calls("wait_for_writers"), 1);
+    assert_eq!(stamps(&r)[before..], [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009]);
+    assert_eq!(r.handler.1, vec![(0, 5)]);
+    assert_eq!(r.figures(0).unwrap().spill_size, 0, "released");
     fx.emit(0, 3, 2000); // into the caller's ring
     r.consume().unwrap();
-    assert_eq!(
-        stamps(&r)[before..],
-        [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 2000, 2001, 2002]
-    );
-    assert!(r.handler.1.is_empty());
-    assert!(r.figures(0).unwrap().spill_size > 0);
-    // Once quiet and read, the spill ring's debt is paid and it is released.
-    advance(adaptive::QUIET_AFTER);
-    r.consume().unwrap();
-    r.consume().unwrap();
-    assert_eq!(r.handler.1, vec![(0, 5)]);
-    assert_eq!(r.figures(0).unwrap().spill_size, 0);
+    assert_eq!(stamps(&r)[before + 10..], [2000, 2001, 2002]);
+    r.event_fd(0).unwrap();
+    assert_eq!(fx.calls("wait_for_writers"), 1, "once");
     // For good: a fast stream no longer moves the slot.
     stream(&fx, &mut r, 0, 100, 60);
     assert_eq!(fx.slot(0).1, caller);
+}
+
+#[test]
+fn standing_down_an_unwritten_spill_ring_waits_for_nothing() {
+    let fx = kernel(2, |_| ());
+    let mut r = fx.open(|o| o.adaptive = true);
+    stream(&fx, &mut r, 0, 100, 60);
+    r.event_fd(1).unwrap();
+    assert_eq!(fx.calls("wait_for_writers"), 0);
 }
 
 #[test]
@@ -341,9 +403,9 @@ fn without_a_timer_there_is_no_fast_mode() {
 
 #[test]
 fn a_cpu_whose_fast_events_fail_keeps_the_callers_event() {
-    // perf_event_open: the callers' events (2), then CPU 0's two fast
+    // perf_event_open: the callers' events (2), then CPU 0's three fast
     // events, then CPU 1's first: fail that one.
-    let fx = kernel(2, |k| k.fail("perf_event_open", 5, libc::EMFILE));
+    let fx = kernel(2, |k| k.fail("perf_event_open", 6, libc::EMFILE));
     let r = fx.open(|o| o.adaptive = true);
     assert_ne!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
     assert_eq!(fx.slot(1).1, r.bufs[1].fd.as_raw_fd());

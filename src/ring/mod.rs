@@ -81,6 +81,10 @@ pub struct PerfRing {
     data_size: usize,
     scratch: Vec<u64>,
     stats: Counters,
+    /// A drain stops (and publishes its tail) at the first record boundary
+    /// this many bytes past where it began, so its caller can look at the
+    /// ring between such chunks (see [`Self::set_drain_chunk`]).
+    chunk: u64,
 }
 
 // SAFETY: the ring is owned memory (a private mapping or a Vec) reachable only
@@ -125,7 +129,16 @@ impl PerfRing {
             data_size,
             scratch: Vec::new(),
             stats: Counters::default(),
+            chunk: u64::MAX,
         }
+    }
+
+    /// Makes each drain stop after about `bytes` (at the next record
+    /// boundary), publishing its tail there: the ring's reader then frees
+    /// space as it goes and can tell, between chunks, whether its backlog
+    /// grows (the fast mode's back-pressure).
+    pub fn set_drain_chunk(&mut self, bytes: u64) {
+        self.chunk = bytes.max(HEADER_SIZE as u64);
     }
 
     /// Start of the mapping (the `perf_event_mmap_page`).
@@ -267,15 +280,18 @@ impl PerfRing {
         // Counted in locals, stored once; bytes follow from the tail.
         let (start, mut records) = (tail, 0u64);
         let (data, data_size) = (self.data_ptr(), self.data_size);
-        while tail != head && stop.is_none() {
-            // Records up to the ring's end or the head, whichever is first,
+        // Where this drain ends: the head, or a chunk's end (a record that
+        // crosses it is read whole, and ends the drain).
+        let until = tail.wrapping_add(avail.min(self.chunk));
+        while until.wrapping_sub(tail) as i64 > 0 && stop.is_none() {
+            // Records up to the ring's end or `until`, whichever is first,
             // by pointer: few values live across the handler's calls, so
             // they all stay in registers.
             let offset = (tail & mask) as usize;
             // SAFETY: offset < data_size and the run ends inside the data area.
             let (first, end) = unsafe {
                 let first = data.add(offset);
-                (first, first.add((data_size - offset).min(head.wrapping_sub(tail) as usize)))
+                (first, first.add((data_size - offset).min(until.wrapping_sub(tail) as usize)))
             };
             let (mut at, mut count) = (first, 0u64);
             'run: while at < end {
@@ -715,6 +731,29 @@ mod tests {
     fn start_at(ring: &PerfRing, pos: u64) {
         ring.store_head(pos);
         ring.store_tail(pos);
+    }
+
+    #[test]
+    fn a_chunked_drain_ends_after_the_record_crossing_the_chunk_even_across_the_end() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        start_at(&ring, PAGE as u64 - 48);
+        let sizes: Vec<usize> =
+            (0..8).map(|i| push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(20, i))).collect();
+        assert_eq!(sizes, [32; 8]);
+        ring.set_drain_chunk(40);
+        let mut chunks = Vec::new();
+        while ring.pending_bytes() > 0 {
+            let mut n = 0;
+            let _ = ring.drain(|_| {
+                n += 1;
+                GO_ON
+            });
+            chunks.push(n);
+        }
+        // 40 bytes: a record, then the one crossing the 40th byte (the
+        // second wraps the ring's end, and is copied whole).
+        assert_eq!(chunks, [2, 2, 2, 2]);
+        assert_eq!(ring.stats().records, 8);
     }
 
     #[test]

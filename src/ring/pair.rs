@@ -121,31 +121,57 @@ impl CpuRings {
     /// before any the newer one got after it. Each ring counts the lost
     /// records reported in it (what `drain` added to `stats.lost`).
     #[inline(always)]
-    pub fn drain<B, F>(&mut self, stats: &mut DispatchStats, mut drain: F) -> ControlFlow<Stop<B>>
+    pub fn drain<B, F>(&mut self, stats: &mut DispatchStats, drain: F) -> ControlFlow<Stop<B>>
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
     {
-        let mut drain_one = |ring: &mut PerfRing, head: u64| {
-            // An empty ring costs two loads: no drain set up, no tail store.
-            if head == ring.load_tail() {
-                return ControlFlow::Continue(());
-            }
-            let before = stats.lost;
-            let ret = drain(ring, head, stats);
-            ring.count_lost(stats.lost - before);
-            ret
-        };
+        self.drain_watched(stats, drain, |_, _| ())
+    }
+
+    /// [`Self::drain`], calling `watch(before, now)` between the chunks of
+    /// a ring drained in chunks (see [`PerfRing::set_drain_chunk`]) with
+    /// the bytes pending when the chunk began and now.
+    #[inline(always)]
+    pub fn drain_watched<B, F, W>(
+        &mut self,
+        stats: &mut DispatchStats,
+        mut drain: F,
+        mut watch: W,
+    ) -> ControlFlow<Stop<B>>
+    where
+        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
+        W: FnMut(u64, u64),
+    {
         let (older, newer) = match &mut self.spill {
             None => {
                 let head = self.main.load_head();
-                return drain_one(&mut self.main, head);
+                return drain_ring(&mut self.main, head, stats, &mut drain, &mut watch);
             }
             Some(spill) if self.spill_current => (&mut self.main, spill),
             Some(spill) => (spill, &mut self.main),
         };
         let head = newer.load_head();
-        drain_one(older, older.load_head())?;
-        drain_one(newer, head)
+        drain_ring(older, older.load_head(), stats, &mut drain, &mut watch)?;
+        drain_ring(newer, head, stats, &mut drain, &mut watch)
+    }
+
+    /// Drains the spill ring alone, once the map slot has left it for
+    /// good: what it holds is older than anything the caller's ring gets.
+    pub fn drain_spill<B, F>(
+        &mut self,
+        stats: &mut DispatchStats,
+        mut drain: F,
+    ) -> ControlFlow<Stop<B>>
+    where
+        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
+    {
+        match &mut self.spill {
+            Some(spill) if !self.spill_current => {
+                let head = spill.load_head();
+                drain_ring(spill, head, stats, &mut drain, &mut |_, _| ())
+            }
+            _ => ControlFlow::Continue(()),
+        }
     }
 
     /// The rings' figures together, a lost report made here counting as a
@@ -159,6 +185,40 @@ impl CpuRings {
             add(&mut all, spill.stats());
         }
         all
+    }
+}
+
+/// Drains `ring` up to `head` with `drain`, chunk by chunk if the ring
+/// drains in chunks (`watch` between them), counting in the ring the lost
+/// records reported there (what `drain` added to `stats.lost`).
+#[inline(always)]
+fn drain_ring<B, F, W>(
+    ring: &mut PerfRing,
+    head: u64,
+    stats: &mut DispatchStats,
+    drain: &mut F,
+    watch: &mut W,
+) -> ControlFlow<Stop<B>>
+where
+    F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
+    W: FnMut(u64, u64),
+{
+    // An empty ring costs two loads: no drain set up, no tail store.
+    let tail = ring.load_tail();
+    if head == tail {
+        return ControlFlow::Continue(());
+    }
+    let mut before = head.wrapping_sub(tail);
+    loop {
+        let lost = stats.lost;
+        let ret = drain(ring, head, stats);
+        ring.count_lost(stats.lost - lost);
+        if ret.is_break() || ring.load_tail() == head {
+            return ret;
+        }
+        let now = ring.pending_bytes();
+        watch(before, now);
+        before = now;
     }
 }
 
