@@ -28,7 +28,10 @@ impl Child {
     /// this process goes away first).
     pub fn fork(argv: &[String]) -> Result<Child> {
         if find(&argv[0]).is_none() {
-            return Err(Failure::usage(format!("command not found: {} (give a path or a name in PATH)", argv[0])));
+            return Err(Failure::usage(format!(
+                "command not found: {} (give a path or a name in PATH)",
+                argv[0]
+            )));
         }
         let cargs: Vec<CString> = argv
             .iter()

@@ -59,7 +59,11 @@ impl Sink {
         let r = if self.raw {
             self.out.write_all(data)
         } else if self.format == Format::Json {
-            writeln!(self.out, "{}", json!({"type": "sample", "cpu": cpu, "size": data.len(), "data": hex(data)}))
+            writeln!(
+                self.out,
+                "{}",
+                json!({"type": "sample", "cpu": cpu, "size": data.len(), "data": hex(data)})
+            )
         } else {
             let spaced: Vec<String> = data.iter().map(|b| format!("{b:02x}")).collect();
             writeln!(self.out, "cpu {cpu}: {} bytes: {}", data.len(), spaced.join(" "))
@@ -89,9 +93,12 @@ impl Sink {
 fn open_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
     let fd = match name.strip_prefix("id:") {
         Some(id) => {
-            let id: u32 = id.parse().map_err(|_| Failure::usage(format!("bad map id `{name}`: write id:N")))?;
+            let id: u32 =
+                id.parse().map_err(|_| Failure::usage(format!("bad map id `{name}`: write id:N")))?;
             bpf::map_by_id(id).map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOENT) => Failure::usage(format!("no map with id {id} (bpftool map list shows ids)")),
+                Some(libc::ENOENT) => {
+                    Failure::usage(format!("no map with id {id} (bpftool map list shows ids)"))
+                }
                 _ => Failure::run(format!("cannot open map id {id}: {e}")),
             })?
         }
@@ -102,12 +109,16 @@ fn open_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
             Some(libc::EINVAL | libc::EPERM) if !std::path::Path::new(name).exists() => {
                 Failure::usage(format!("nothing pinned at {name}: give a pinned map's path or id:N"))
             }
-            Some(libc::EINVAL) => Failure::usage(format!("{name} is not a pinned BPF object (is it in a bpffs?)")),
+            Some(libc::EINVAL) => {
+                Failure::usage(format!("{name} is not a pinned BPF object (is it in a bpffs?)"))
+            }
             _ => Failure::run(format!("cannot open {name}: {e}")),
         })?,
     };
     let info = bpf::map_info(fd.as_raw_fd()).map_err(|e| match e.raw_os_error() {
-        Some(libc::EINVAL) => Failure::usage(format!("{name} is not a BPF map (a program or link?): give a map")),
+        Some(libc::EINVAL) => {
+            Failure::usage(format!("{name} is not a BPF map (a program or link?): give a map"))
+        }
         _ => Failure::run(format!("cannot read {name}'s info: {e}")),
     })?;
     if info.type_ != bpf::MAP_TYPE_PERF_EVENT_ARRAY {
@@ -129,7 +140,9 @@ fn slot_holders(fd: std::os::fd::RawFd, info: &bpf::MapInfo) -> Result<Vec<(i32,
         match bpf::slot_taken(fd, key) {
             Ok(Some(t)) => taken |= t,
             Ok(None) => return Ok(bpf::other_readers(info.id)),
-            Err(e) => return Err(Failure::run(format!("cannot look up slot {key} of map id {}: {e}", info.id))),
+            Err(e) => {
+                return Err(Failure::run(format!("cannot look up slot {key} of map id {}: {e}", info.id)));
+            }
         }
     }
     Ok(if taken { vec![(0, "another reader".into())] } else { Vec::new() })
@@ -161,7 +174,8 @@ pub fn run(args: DumpArgs) -> Result<()> {
     );
     let out: Box<dyn Write + Send> = match &args.raw {
         Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| Failure::run(format!("cannot create {}: {e}", path.display())))?,
+            std::fs::File::create(path)
+                .map_err(|e| Failure::run(format!("cannot create {}: {e}", path.display())))?,
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout())),
     };
@@ -197,6 +211,9 @@ pub fn run(args: DumpArgs) -> Result<()> {
             .map_err(|e| Failure::lib("cannot order the records", &e))?;
     }
     catch_stop_signals();
+    let cpus: Vec<String> =
+        (0..pb.rings()).filter_map(|i| pb.ring_cpu(i).ok()).map(|c| c.to_string()).collect();
+    eprintln!("perfbuf dump: reading map id {} on CPUs {} (Ctrl-C to stop)", info.id, cpus.join(","));
     let started = Instant::now();
     let mut status = Status::new();
     let why = loop {

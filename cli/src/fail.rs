@@ -57,9 +57,7 @@ pub fn need_root(what: &str) -> Result<()> {
 /// Page counts are a power of two; said before anything is opened.
 pub fn check_pages(pages: usize) -> Result<()> {
     if pages == 0 || !pages.is_power_of_two() {
-        return Err(Failure::usage(format!(
-            "--pages {pages} is not a power of two: use 8, 16, 64..."
-        )));
+        return Err(Failure::usage(format!("--pages {pages} is not a power of two: use 8, 16, 64...")));
     }
     Ok(())
 }

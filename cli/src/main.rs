@@ -197,7 +197,18 @@ enum Command {
 fn dispatch(cli: Cli) -> fail::Result<()> {
     match cli.command {
         Command::Trace { events, filter, pid, cgroup, cpu, duration, count, json, pages, command } => {
-            trace::run(trace::TraceArgs { events, filter, pid, cgroup, cpus: cpu, duration, count, json, pages, command })
+            trace::run(trace::TraceArgs {
+                events,
+                filter,
+                pid,
+                cgroup,
+                cpus: cpu,
+                duration,
+                count,
+                json,
+                pages,
+                command,
+            })
         }
         Command::Dump {
             map,

@@ -97,9 +97,11 @@ pub fn lost_line(json: bool, event: Option<&str>, cpu: u32, lost: u64) -> String
 }
 
 pub fn other_line(json: bool, event: Option<&str>, cpu: u32, record: &[u8]) -> String {
-    let kind = if record.len() >= 4 { u32::from_ne_bytes(record[..4].try_into().expect("4 bytes")) } else { 0 };
+    let kind =
+        if record.len() >= 4 { u32::from_ne_bytes(record[..4].try_into().expect("4 bytes")) } else { 0 };
     if json {
-        json!({"type": "other", "event": event, "cpu": cpu, "record_type": kind, "size": record.len()}).to_string()
+        json!({"type": "other", "event": event, "cpu": cpu, "record_type": kind, "size": record.len()})
+            .to_string()
     } else {
         format!("OTHER record type {kind} ({} bytes) on cpu{cpu}", record.len())
     }

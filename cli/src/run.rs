@@ -132,7 +132,9 @@ mod tests {
         assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_duration("300ms").unwrap(), Duration::from_millis(300));
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
-        assert!(parse_duration("x").is_err() && parse_duration("-1").is_err() && parse_duration("3d").is_err());
+        assert!(
+            parse_duration("x").is_err() && parse_duration("-1").is_err() && parse_duration("3d").is_err()
+        );
         assert_eq!(parse_cpus("0,2-3,2").unwrap(), vec![0, 2, 3]);
         assert!(parse_cpus("3-1").is_err() && parse_cpus("a").is_err());
     }

@@ -78,7 +78,9 @@ pub fn parse(text: &str) -> Result<Spec, String> {
             .rsplit_once(':')
             .ok_or_else(|| format!("uprobe `{head}`: write u:/path/to/binary:symbol"))?;
         if !binary.starts_with('/') {
-            return Err(format!("uprobe `{head}`: the binary needs an absolute path (u:/usr/bin/bash:readline)"));
+            return Err(format!(
+                "uprobe `{head}`: the binary needs an absolute path (u:/usr/bin/bash:readline)"
+            ));
         }
         return probe(Some(binary.to_string()), site, &args, head);
     }
@@ -127,13 +129,19 @@ fn parse_number(s: &str) -> Option<u64> {
 }
 
 fn parse_arg(text: &str, ret: bool) -> Result<ProbeArg, String> {
-    let (name, rest) =
-        text.split_once('=').ok_or_else(|| format!("probe argument `{text}`: write NAME=FETCH[:TYPE], e.g. ret=$retval:u64"))?;
+    let (name, rest) = text
+        .split_once('=')
+        .ok_or_else(|| format!("probe argument `{text}`: write NAME=FETCH[:TYPE], e.g. ret=$retval:u64"))?;
     if !ident(name) {
         return Err(format!("probe argument `{text}`: bad name `{name}`"));
     }
     let (fetch, type_) = match rest.rsplit_once(':') {
-        Some((fetch, ty)) => (fetch, parse_type(ty).ok_or_else(|| format!("probe argument `{text}`: unknown type `{ty}` (u8..u64, s8..s64, x8..x64, string)"))?),
+        Some((fetch, ty)) => (
+            fetch,
+            parse_type(ty).ok_or_else(|| {
+                format!("probe argument `{text}`: unknown type `{ty}` (u8..u64, s8..s64, x8..x64, string)")
+            })?,
+        ),
         None => (rest, ArgType::Unsigned(64)),
     };
     check_fetch(fetch, ret).map_err(|why| format!("probe argument `{text}`: {why}"))?;
@@ -159,7 +167,8 @@ fn check_fetch(fetch: &str, ret: bool) -> Result<(), String> {
         let open = inner.find('(').ok_or("write +OFF(FETCH)")?;
         let (off, rest) = inner.split_at(open);
         parse_number(off).ok_or_else(|| format!("bad offset `{off}`"))?;
-        let nested = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or("unbalanced parentheses")?;
+        let nested =
+            rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or("unbalanced parentheses")?;
         return check_fetch(nested, ret);
     }
     if fetch == "$retval" {
@@ -167,9 +176,15 @@ fn check_fetch(fetch: &str, ret: bool) -> Result<(), String> {
     }
     let ok = fetch.strip_prefix("$arg").is_some_and(|n| n.parse::<u8>().is_ok())
         || fetch.strip_prefix("$stack").is_some_and(|n| n.parse::<u16>().is_ok())
-        || fetch.strip_prefix('%').is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+        || fetch
+            .strip_prefix('%')
+            .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric()))
         || fetch.strip_prefix('@').is_some_and(|a| parse_number(a).is_some());
-    if ok { Ok(()) } else { Err(format!("unknown fetch `{fetch}` ($argN, $retval, $stackN, %REG, @ADDR, +OFF(FETCH))")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("unknown fetch `{fetch}` ($argN, $retval, $stackN, %REG, @ADDR, +OFF(FETCH))"))
+    }
 }
 
 #[cfg(test)]
@@ -194,7 +209,10 @@ mod tests {
         };
         assert_eq!(p.binary.as_deref(), Some("/bin/bash"));
         assert_eq!((p.symbol.as_str(), p.ret, p.offset), ("readline", true, 0));
-        assert_eq!(p.args, vec![ProbeArg { name: "ret".into(), fetch: "+0($retval)".into(), type_: ArgType::String }]);
+        assert_eq!(
+            p.args,
+            vec![ProbeArg { name: "ret".into(), fetch: "+0($retval)".into(), type_: ArgType::String }]
+        );
         let Spec::Probe(p) = parse("u:/x/y:f+0x10 a=$arg1:s32 b=%di c=-8(+16(%sp)):x64").unwrap() else {
             panic!("not a probe")
         };

@@ -58,9 +58,21 @@ impl Sink {
                 }
                 self.samples += 1;
                 let name = self.names.get(&s.event()).map_or("?", String::as_str);
-                let head = Head { event: name, time_ns: s.time(), cpu: s.cpu(), pid: s.pid(), tid: s.tid(), ip: s.ip() };
-                let fields = s.format().into_iter().flat_map(|f| f.event_values(s.raw())).map(|(n, v)| (n, v.ok()));
-                let line = if self.json { output::sample_json(&head, fields) } else { output::sample_text(&head, fields) };
+                let head = Head {
+                    event: name,
+                    time_ns: s.time(),
+                    cpu: s.cpu(),
+                    pid: s.pid(),
+                    tid: s.tid(),
+                    ip: s.ip(),
+                };
+                let fields =
+                    s.format().into_iter().flat_map(|f| f.event_values(s.raw())).map(|(n, v)| (n, v.ok()));
+                let line = if self.json {
+                    output::sample_json(&head, fields)
+                } else {
+                    output::sample_text(&head, fields)
+                };
                 self.emit(line);
             }
             EventRecord::Lost { event, cpu, lost } => {
@@ -103,9 +115,12 @@ fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
             match &p.binary {
                 Some(bin) => {
                     if !Path::new(bin).is_file() {
-                        return Err(Failure::usage(format!("{spec}: no such binary {bin} (give the full path of an ELF file)")));
+                        return Err(Failure::usage(format!(
+                            "{spec}: no such binary {bin} (give the full path of an ELF file)"
+                        )));
                     }
-                    let ev = if p.ret { Event::uretprobe(bin, &p.symbol) } else { Event::uprobe(bin, &p.symbol) };
+                    let ev =
+                        if p.ret { Event::uretprobe(bin, &p.symbol) } else { Event::uprobe(bin, &p.symbol) };
                     Ok(if p.offset != 0 { ev.offset(p.offset) } else { ev })
                 }
                 None => {
@@ -144,7 +159,8 @@ fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
 
 pub fn run(args: TraceArgs) -> Result<()> {
     check_pages(args.pages)?;
-    let specs = args.events.iter().map(|e| spec::parse(e).map_err(Failure::usage)).collect::<Result<Vec<_>>>()?;
+    let specs =
+        args.events.iter().map(|e| spec::parse(e).map_err(Failure::usage)).collect::<Result<Vec<_>>>()?;
     if args.filter.is_some() && !specs.iter().any(|s| matches!(s, Spec::Tracepoint { .. })) {
         return Err(Failure::usage("--filter applies to tracepoints: give at least one SUBSYSTEM:EVENT"));
     }
@@ -192,6 +208,11 @@ pub fn run(args: TraceArgs) -> Result<()> {
     if let Some(c) = &mut child {
         c.start();
     }
+    eprintln!(
+        "perfbuf trace: tracing {} on CPUs {} (Ctrl-C to stop)",
+        specs.iter().map(Spec::to_string).collect::<Vec<_>>().join(", "),
+        set.cpus().iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    );
     let started = Instant::now();
     let mut status = Status::new();
     let why = loop {
