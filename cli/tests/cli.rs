@@ -391,3 +391,80 @@ fn usage_errors_exit_2_with_one_line() {
     let help = text(&run(&["trace", "--help"]).stdout);
     assert!(help.contains("Examples:") && help.contains("%return") && help.contains("\"type\":\"sample\""));
 }
+
+#[test]
+fn dump_orders_by_timestamp_and_writes_raw_files() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_orders_by_timestamp_and_writes_raw_files") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("order");
+    let path = fs.pin(producer.map_fd(), "events");
+    let cpus = online_cpus();
+    let per_cpu = 200u32;
+    let total = (per_cpu as usize * cpus.len()).to_string();
+    // --order: the first 8 bytes (the producer's CLOCK_MONOTONIC stamp)
+    // never go backwards across CPUs; --fast reads the same records.
+    // The first case's reader wakes only after a second, when every ring
+    // holds records of several bursts: unordered, ring 0's later burst
+    // would come before ring 1's earlier one.
+    for extra in [
+        &["--order", "--wakeup-records", "100000", "--max-delay", "1s"][..],
+        &["--order", "--fast"],
+        &["--wakeup-records", "16", "--max-delay", "5ms"],
+    ] {
+        let mut child = Command::new(BIN)
+            .args(["dump", &path, "--json", "--count", &total])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = stderr_lines(&mut child);
+        wait_for(&rx, "reading map id", &mut Vec::new());
+        // Interleave the CPUs so that each ring holds a spread of times.
+        for _ in 0..per_cpu / 20 {
+            for &cpu in &cpus {
+                producer.emit_stamped(cpu, 16, 20).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{extra:?}");
+        let stamps: Vec<u64> = text(&out.stdout)
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                let d = r["data"].as_str().unwrap();
+                let b: Vec<u8> =
+                    (0..16).step_by(2).map(|i| u8::from_str_radix(&d[i..i + 2], 16).unwrap()).collect();
+                u64::from_ne_bytes(b.try_into().unwrap())
+            })
+            .collect();
+        assert_eq!(stamps.len(), per_cpu as usize * cpus.len(), "{extra:?}");
+        if extra.contains(&"--order") {
+            assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{extra:?}: not in time order");
+        }
+    }
+    // --raw: each record's bytes, back to back.
+    let file = tempdir("raw").join("out.bin");
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--count", "4", "--raw", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    wait_for(&rx, "reading map id", &mut Vec::new());
+    producer.emit(0, 24, 9, 4).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let raw = std::fs::read(&file).unwrap();
+    let rec = raw.len() / 4;
+    assert_eq!(raw.len(), rec * 4);
+    for chunk in raw.chunks(rec) {
+        assert_eq!(&chunk[..24], &producer.expected(24, 9)[..]);
+    }
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
