@@ -94,8 +94,11 @@ enum Command {
     /// Trace tracepoints and probes, time-ordered across CPUs
     #[command(after_help = TRACE_AFTER)]
     Trace {
-        /// Events: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return] [ARGS], k:SYMBOL[%return] (see below)
-        #[arg(required = true, value_name = "EVENT")]
+        #[arg(
+            required = true,
+            value_name = "EVENT",
+            help = "Events: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return] [ARGS], k:SYMBOL[%return] (see below)"
+        )]
         events: Vec<String>,
         /// A tracefs filter for the tracepoints, e.g. 'pid > 100 && comm != "sh"'
         #[arg(long)]
