@@ -468,3 +468,57 @@ fn dump_orders_by_timestamp_and_writes_raw_files() {
     }
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
+
+/// A program calling `perfbuf_mark(i)` for i in 1..=n (n its argument),
+/// built with the C compiler into `dir`.
+fn marked_program(dir: &Path) -> PathBuf {
+    let src = dir.join("mark.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n\
+         __attribute__((noinline)) int perfbuf_mark(int i) { __asm__ volatile(\"\" ::: \"memory\"); return i * 2; }\n\
+         int main(int argc, char **argv) { int n = atoi(argv[1]), s = 0;\n\
+         for (int i = 1; i <= n; i++) s += perfbuf_mark(i); return s == n * (n + 1) ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("mark");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(cc).args(["-O1", "-o"]).arg(&bin).arg(&src).status().unwrap();
+    assert!(st.success(), "cannot compile the uprobe test program");
+    bin
+}
+
+#[test]
+fn trace_uprobe_and_uretprobe_of_a_command() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_uprobe_and_uretprobe_of_a_command") {
+        return;
+    }
+    let dir = tempdir("uprobe");
+    let bin = marked_program(&dir);
+    let name = bin.to_str().unwrap();
+    let n = 7;
+    let entry = format!("u:{name}:perfbuf_mark");
+    let ret = format!("u:{name}:perfbuf_mark%return");
+    let out = run(&["trace", "--json", &entry, &ret, "--", name, &n.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("exited with status 0"), "{}", text(&out.stderr));
+    let records: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<&str> = records.iter().map(|r| r["event"].as_str().unwrap()).collect();
+    // Entry and return alternate, n times, in time order, all from the command.
+    let want: Vec<&str> = (0..n).flat_map(|_| [entry.as_str(), ret.as_str()]).collect();
+    assert_eq!(events, want);
+    let pids: BTreeSet<u64> = records.iter().map(|r| r["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 1);
+    // Probe arguments: parsed, then refused by this build with a clear line.
+    let out = run(&["trace", &format!("{ret} r=$retval:s32"), "--", name, "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not supported") && err.lines().count() == 1, "{err}");
+    // A symbol the binary lacks.
+    let out = run(&["trace", &format!("u:{name}:no_such_symbol")]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no_such_symbol not found"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
