@@ -22,8 +22,10 @@ impl Failure {
     /// A library error while doing `what`, with the library's hint, or
     /// the root hint for permission errors.
     pub fn lib(what: &str, e: &perfbuf::Error) -> Failure {
-        let hint = e.hint().map(|h| format!(" ({h})")).unwrap_or_default();
-        let mut f = Failure::run(format!("{what}: {e}{hint}"));
+        let text = e.to_string();
+        // Some of the library's messages carry their hint already.
+        let hint = e.hint().filter(|h| !text.contains(h)).map(|h| format!(" ({h})")).unwrap_or_default();
+        let mut f = Failure::run(format!("{what}: {text}{hint}"));
         if e.errno() == libc::EINVAL {
             // The library's EINVAL for a bad page count is the user's.
             f.usage = e.to_string().contains("page");

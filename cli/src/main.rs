@@ -110,8 +110,8 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         cgroup: Option<PathBuf>,
         /// Only these CPUs: 0,2-3
-        #[arg(long, value_name = "LIST", value_parser = run::parse_cpus)]
-        cpu: Option<Vec<u32>>,
+        #[arg(long, value_name = "LIST", value_parser = run::parse_cpu_list)]
+        cpu: Option<run::CpuList>,
         /// Stop after this long: 10, 10s, 500ms, 2m
         #[arg(long, value_parser = run::parse_duration)]
         duration: Option<Duration>,
@@ -161,8 +161,8 @@ enum Command {
         #[arg(long, default_value_t = 64, value_name = "N")]
         pages: usize,
         /// Only these CPUs: 0,2-3
-        #[arg(long, value_name = "LIST", value_parser = run::parse_cpus)]
-        cpu: Option<Vec<u32>>,
+        #[arg(long, value_name = "LIST", value_parser = run::parse_cpu_list)]
+        cpu: Option<run::CpuList>,
         /// Take the map's slots even if another process reads it
         #[arg(long)]
         force: bool,
@@ -205,7 +205,7 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
                 filter,
                 pid,
                 cgroup,
-                cpus: cpu,
+                cpus: cpu.map(|c| c.0),
                 duration,
                 count,
                 json,
@@ -238,7 +238,7 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
             wakeup_bytes,
             max_delay,
             pages,
-            cpus: cpu,
+            cpus: cpu.map(|c| c.0),
             force,
             count,
             duration,

@@ -52,6 +52,15 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A CPU list argument (one value for clap, however many CPUs).
+#[derive(Clone, Debug)]
+pub struct CpuList(pub Vec<u32>);
+
+/// `0,2-3`, for clap.
+pub fn parse_cpu_list(s: &str) -> std::result::Result<CpuList, String> {
+    parse_cpus(s).map(CpuList)
+}
+
 /// `0,2-3`.
 pub fn parse_cpus(s: &str) -> std::result::Result<Vec<u32>, String> {
     let mut cpus = Vec::new();

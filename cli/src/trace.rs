@@ -151,6 +151,13 @@ fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
             p.binary.as_deref().unwrap_or_default()
         ));
     }
+    if matches!(spec, Spec::Tracepoint { .. }) && text.contains("PERF_EVENT_IOC_SET_FILTER") {
+        return Failure::usage(format!(
+            "--filter rejected by the kernel for {spec}: check its syntax and the field names in \
+             /sys/kernel/tracing/events/{}/format",
+            spec.to_string().replace(':', "/")
+        ));
+    }
     if matches!(spec, Spec::Tracepoint { .. }) && e.hint().is_some_and(|h| h.contains("subsystem:event")) {
         return Failure::usage(format!("unknown event {spec}: {}", e.hint().unwrap_or_default()));
     }
@@ -165,6 +172,14 @@ pub fn run(args: TraceArgs) -> Result<()> {
         return Err(Failure::usage("--filter applies to tracepoints: give at least one SUBSYSTEM:EVENT"));
     }
     let events = specs.iter().map(|s| event_for(s, args.filter.as_deref())).collect::<Result<Vec<_>>>()?;
+    if let Some(cg) = &args.cgroup
+        && !cg.join("cgroup.procs").is_file()
+    {
+        return Err(Failure::usage(format!(
+            "--cgroup {}: not a cgroup v2 directory (`mount -t cgroup2` shows where they are)",
+            cg.display()
+        )));
+    }
     need_root("tracing")?;
     let mut child = if args.command.is_empty() { None } else { Some(Child::fork(&args.command)?) };
 
@@ -180,7 +195,13 @@ pub fn run(args: TraceArgs) -> Result<()> {
     if let Some(cg) = &args.cgroup {
         builder = builder.cgroup(cg);
     }
-    let mut set = builder.build().map_err(|e| Failure::lib("cannot open the event set", &e))?;
+    let mut set = builder.build().map_err(|e| match (&args.cpus, e.errno()) {
+        (Some(_), libc::ENODEV) => Failure::usage(format!(
+            "--cpu: none of these CPUs is online; online: {}",
+            std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default().trim()
+        )),
+        _ => Failure::lib("cannot open the event set", &e),
+    })?;
     let mut names = HashMap::new();
     for (spec, ev) in specs.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| add_failure(spec, &e))?;

@@ -522,3 +522,67 @@ fn trace_uprobe_and_uretprobe_of_a_command() {
     assert!(err.contains("no_such_symbol not found"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The cgroup v2 mount (`/sys/fs/cgroup` or a hybrid's `unified`).
+fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| f[1].into())
+}
+
+#[test]
+fn trace_cgroup_and_cpu_select_what_is_traced() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_cgroup_and_cpu_select_what_is_traced") {
+        return;
+    }
+    // --cpu: every record from that CPU.
+    let out =
+        run(&["trace", "--json", "--cpu", "0", "--count", "5", "--duration", "20s", "sched:sched_switch"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let cpus: Vec<u64> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["cpu"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cpus, vec![0; 5]);
+    // --cgroup: the marked execs of a shell inside the cgroup, none of
+    // the one outside.
+    let root = cgroup2_root();
+    assert!(root.is_some() || !producer::ci(), "no cgroup2 mount (CI=true)");
+    let Some(root) = root else { return eprintln!("cgroup part skipped: no cgroup2 mount") };
+    let cg = root.join(format!("perfbuf-cli-{}", std::process::id()));
+    let _ = std::fs::create_dir(&cg);
+    let dir = tempdir("cgroup");
+    let mark = marked_binary(&dir);
+    let pids = dir.join("pids");
+    let mut child = Command::new(BIN)
+        .args(["trace", "sched:sched_process_exec", "--cgroup"])
+        .arg(&cg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "tracing", &mut seen);
+    let n = 6;
+    assert!(Command::new(&mark).status().unwrap().success()); // outside
+    let inside = format!("echo $$ > {}/cgroup.procs && {}", cg.display(), exec_script(&mark, &pids, n));
+    assert!(Command::new("sh").args(["-c", &inside]).status().unwrap().success());
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let name = mark.to_str().unwrap();
+    let traced: BTreeSet<u32> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(name))
+        .map(|l| l.split_whitespace().nth(2).unwrap().split('/').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(traced, read_pids(&pids));
+    assert_eq!(text(&out.stdout).lines().filter(|l| l.contains(name)).count(), n);
+    let _ = std::fs::remove_dir(&cg);
+    let _ = std::fs::remove_dir_all(&dir);
+}
