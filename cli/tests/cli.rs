@@ -586,3 +586,48 @@ fn trace_cgroup_and_cpu_select_what_is_traced() {
     let _ = std::fs::remove_dir(&cg);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn dump_reports_lost_records_in_the_stream_and_summary() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_reports_lost_records_in_the_stream_and_summary") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("lost");
+    let path = fs.pin(producer.map_fd(), "events");
+    // One page per CPU and a reader that sleeps for a second: a burst of
+    // 2000 records of 48 bytes cannot fit.
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--json", "--cpu", "0", "--pages", "1", "--wakeup-records", "100000"])
+        .args(["--max-delay", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "reading map id", &mut seen);
+    let sent = 2000u64;
+    producer.emit(0, 40, 1, sent as u32).unwrap();
+    // One more after the rings had room again carries the lost report.
+    std::thread::sleep(Duration::from_millis(1500));
+    producer.emit(0, 40, 1, 1).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let (mut samples, mut lost) = (0u64, 0u64);
+    for line in text(&out.stdout).lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        match r["type"].as_str().unwrap() {
+            "sample" => samples += 1,
+            "lost" => lost += r["lost"].as_u64().unwrap(),
+            t => panic!("unexpected {t}"),
+        }
+    }
+    assert!(lost > 0, "nothing lost: {samples} samples");
+    assert_eq!(samples + lost, sent + 1);
+    wait_for(&rx, "cpu 0:", &mut seen);
+    assert!(seen.last().unwrap().ends_with(&format!(" {lost} lost")), "{seen:?}");
+}
