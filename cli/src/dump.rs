@@ -153,6 +153,12 @@ pub fn run(args: DumpArgs) -> Result<()> {
     if args.wakeup_records.is_some() && args.wakeup_bytes.is_some() {
         return Err(Failure::usage("give --wakeup-records or --wakeup-bytes, not both"));
     }
+    if !args.map.starts_with("id:") && !std::path::Path::new(&args.map).exists() {
+        return Err(Failure::usage(format!(
+            "nothing pinned at {}: give a path in a mounted bpffs (e.g. /sys/fs/bpf/NAME) or id:N",
+            args.map
+        )));
+    }
     need_root("dump")?;
     let (fd, info) = open_map(&args.map)?;
     let readers = slot_holders(fd.as_raw_fd(), &info)?;
