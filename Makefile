@@ -4,6 +4,7 @@
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
 INCDIR    ?= $(PREFIX)/include
+BINDIR    ?= $(PREFIX)/bin
 CARGO     ?= cargo
 CC        ?= cc
 CXX       ?= c++
@@ -20,11 +21,11 @@ HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c c-tests/te
 HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
-PHONY_EXTRA := events-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
+PHONY_EXTRA := cli cli-test events-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
-all: lib
+all: lib cli
 
 # The C library is the capi/ crate over the Rust core; cargo names its
 # outputs libperfbuf_capi.* (so that its rlib and the core's do not
@@ -32,6 +33,15 @@ all: lib
 lib:
 	$(CARGO) build --release -p perfbuf-capi
 	$(call c_names,$(REL))
+
+# The command, perfbuf (cli/: trace, dump), over the Rust API.
+cli:
+	$(CARGO) build --release -p perfbuf-cli
+
+# Its tests on the real kernel (root): trace, dump, --force, SIGINT.
+# `make cargo-test` runs them too (cli/ is a workspace member).
+cli-test: producer-lib tracefs
+	$(CARGO) test --release -p perfbuf-cli
 
 c_names = cp -f $(1)/libperfbuf_capi.so $(1)/libperfbuf.so && cp -f $(1)/libperfbuf_capi.a $(1)/libperfbuf.a && \
 	ln -sf libperfbuf.so $(1)/libperfbuf.so.$(SOMAJOR)
@@ -377,10 +387,13 @@ test:
 # ---- install -----------------------------------------------------------------
 
 # The library alone: the shared library (stripped, with its SONAME links),
-# the static library (without debug info), the header and perfbuf.pc.
+# the static library (without debug info), the header, perfbuf.pc, and the
+# command perfbuf (stripped) in $(BINDIR).
 # Needs only Rust and a C toolchain (no libbpf).
-install: lib
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+install: lib cli
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
+	install -m 755 $(REL)/perfbuf $(DESTDIR)$(BINDIR)/perfbuf
+	strip --strip-unneeded $(DESTDIR)$(BINDIR)/perfbuf
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(VERSION)
 	strip --strip-unneeded $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(VERSION)
 	ln -sf libperfbuf.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libperfbuf.so.$(SOMAJOR)
@@ -405,10 +418,11 @@ install: lib
 
 # make install into a scratch prefix, then build and run a program with
 # pkg-config against it (versioned .so, SONAME links, header, perfbuf.pc).
-install-test: lib | $(BUILD)
+install-test: lib cli | $(BUILD)
 	rm -rf $(BUILD)/inst
 	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/inst >/dev/null
 	test -L $(BUILD)/inst/lib/libperfbuf.so && test -L $(BUILD)/inst/lib/libperfbuf.so.$(SOMAJOR)
+	$(BUILD)/inst/bin/perfbuf --version
 	! readelf -S $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | grep -q debug_info
 	! readelf -S $(BUILD)/inst/lib/libperfbuf.a 2>/dev/null | grep -q debug_info
 	@echo "install: stripped, $$(du -k $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | cut -f1) kB .so, $$(du -k $(BUILD)/inst/lib/libperfbuf.a | cut -f1) kB .a"
@@ -419,7 +433,7 @@ install-test: lib | $(BUILD)
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libperfbuf.so* $(DESTDIR)$(LIBDIR)/libperfbuf.a \
-		$(DESTDIR)$(INCDIR)/perfbuf.h $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc
+		$(DESTDIR)$(INCDIR)/perfbuf.h $(DESTDIR)$(LIBDIR)/pkgconfig/perfbuf.pc $(DESTDIR)$(BINDIR)/perfbuf
 
 clean:
 	$(CARGO) clean

@@ -54,8 +54,12 @@ impl Producer {
     /// Loads the producer library and creates its map and programs
     /// (needs root with BPF).
     pub fn open() -> Result<Producer, String> {
-        let path = std::env::var("PERFBUF_PRODUCER_LIB")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/build/libperfbuf_producer.so").into());
+        // The repository's build/, from the root crate or a member crate (cli/).
+        let path = std::env::var("PERFBUF_PRODUCER_LIB").unwrap_or_else(|_| {
+            let here = concat!(env!("CARGO_MANIFEST_DIR"), "/build/libperfbuf_producer.so");
+            let parent = concat!(env!("CARGO_MANIFEST_DIR"), "/../build/libperfbuf_producer.so");
+            if std::path::Path::new(here).exists() { here } else { parent }.into()
+        });
         let c = CString::new(path.clone()).expect("no NUL");
         // SAFETY: a C string; the library stays loaded for the process.
         let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW) };

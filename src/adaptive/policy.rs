@@ -92,13 +92,7 @@ impl LanePolicy {
     /// At the end of a window of `elapsed`: `records` read and `lost`
     /// reported in the fast ring so far (both running totals). Returns
     /// the move to make, if any.
-    pub fn on_window(
-        &mut self,
-        records: u64,
-        lost: u64,
-        elapsed: Duration,
-        now: Moment,
-    ) -> Option<Target> {
+    pub fn on_window(&mut self, records: u64, lost: u64, elapsed: Duration, now: Moment) -> Option<Target> {
         let micros = elapsed.as_micros().max(1) as u64;
         let rate = records.wrapping_sub(self.mark).saturating_mul(1_000_000) / micros;
         let lost_more = lost > self.lost_mark;

@@ -1,0 +1,267 @@
+//! `perfbuf dump`: any BPF_MAP_TYPE_PERF_EVENT_ARRAY, read as
+//! `bpftool map event_pipe` reads it, through a PerfBuffer.
+
+use crate::bpf;
+use crate::fail::{Failure, Result, check_pages, need_root};
+use crate::output::hex;
+use crate::run::{Status, catch_stop_signals, poll_result, stop_requested};
+use crate::trace::backlog;
+use perfbuf::{OrderKey, PerfBuffer, Wakeup};
+use serde_json::json;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How records are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// `cpu N: SIZE bytes: xx xx ...`, one line per record.
+    Hex,
+    /// `{"type":"sample","cpu":N,"size":N,"data":"HEX"}` and
+    /// `{"type":"lost","cpu":N,"lost":N}`, one object per line.
+    Json,
+}
+
+/// What `dump` was asked.
+pub struct DumpArgs {
+    pub map: String,
+    pub format: Format,
+    pub raw: Option<PathBuf>,
+    pub order: bool,
+    pub fast: bool,
+    pub wakeup_records: Option<u32>,
+    pub wakeup_bytes: Option<u32>,
+    pub max_delay: Option<Duration>,
+    pub pages: usize,
+    pub cpus: Option<Vec<u32>>,
+    pub force: bool,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+}
+
+struct Sink {
+    out: Box<dyn Write + Send>,
+    format: Format,
+    raw: bool,
+    samples: u64,
+    limit: Option<u64>,
+    failed: Option<std::io::Error>,
+}
+
+impl Sink {
+    fn sample(&mut self, cpu: u32, data: &[u8]) {
+        if self.limit.is_some_and(|n| self.samples >= n) || self.failed.is_some() {
+            return;
+        }
+        self.samples += 1;
+        let r = if self.raw {
+            self.out.write_all(data)
+        } else if self.format == Format::Json {
+            writeln!(
+                self.out,
+                "{}",
+                json!({"type": "sample", "cpu": cpu, "size": data.len(), "data": hex(data)})
+            )
+        } else {
+            let spaced: Vec<String> = data.iter().map(|b| format!("{b:02x}")).collect();
+            writeln!(self.out, "cpu {cpu}: {} bytes: {}", data.len(), spaced.join(" "))
+        };
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+    }
+
+    fn lost(&mut self, cpu: u32, lost: u64) {
+        if self.raw || self.failed.is_some() {
+            return;
+        }
+        let r = if self.format == Format::Json {
+            writeln!(self.out, "{}", json!({"type": "lost", "cpu": cpu, "lost": lost}))
+        } else {
+            writeln!(self.out, "cpu {cpu}: LOST {lost} records")
+        };
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+    }
+}
+
+/// The map named by `id:N` or a pinned path, checked to be a perf event
+/// array.
+fn open_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
+    let fd = match name.strip_prefix("id:") {
+        Some(id) => {
+            let id: u32 =
+                id.parse().map_err(|_| Failure::usage(format!("bad map id `{name}`: write id:N")))?;
+            bpf::map_by_id(id).map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOENT) => {
+                    Failure::usage(format!("no map with id {id} (bpftool map list shows ids)"))
+                }
+                _ => Failure::run(format!("cannot open map id {id}: {e}")),
+            })?
+        }
+        None => bpf::map_by_path(name).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => Failure::usage(format!(
+                "nothing pinned at {name}: give a path in a mounted bpffs (e.g. /sys/fs/bpf/NAME) or id:N"
+            )),
+            Some(libc::EINVAL | libc::EPERM) if !std::path::Path::new(name).exists() => {
+                Failure::usage(format!("nothing pinned at {name}: give a pinned map's path or id:N"))
+            }
+            Some(libc::EINVAL) => {
+                Failure::usage(format!("{name} is not a pinned BPF object (is it in a bpffs?)"))
+            }
+            _ => Failure::run(format!("cannot open {name}: {e}")),
+        })?,
+    };
+    let info = bpf::map_info(fd.as_raw_fd()).map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL) => {
+            Failure::usage(format!("{name} is not a BPF map (a program or link?): give a map"))
+        }
+        _ => Failure::run(format!("cannot read {name}'s info: {e}")),
+    })?;
+    if info.type_ != bpf::MAP_TYPE_PERF_EVENT_ARRAY {
+        return Err(Failure::usage(format!(
+            "{name} (map id {}, \"{}\") is a map of type {}, not a BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4): dump \
+             reads perf event arrays only",
+            info.id, info.name, info.type_
+        )));
+    }
+    Ok((fd, info))
+}
+
+/// Who may hold the map's slots: the map's own answer when the kernel
+/// gives one (a lookup of each slot), otherwise the processes holding the
+/// map and perf events open (kernels answer ENOTSUPP for this map type).
+fn slot_holders(fd: std::os::fd::RawFd, info: &bpf::MapInfo) -> Result<Vec<(i32, String)>> {
+    let mut taken = false;
+    for key in 0..info.max_entries {
+        match bpf::slot_taken(fd, key) {
+            Ok(Some(t)) => taken |= t,
+            Ok(None) => return Ok(bpf::other_readers(info.id)),
+            Err(e) => {
+                return Err(Failure::run(format!("cannot look up slot {key} of map id {}: {e}", info.id)));
+            }
+        }
+    }
+    Ok(if taken { vec![(0, "another reader".into())] } else { Vec::new() })
+}
+
+pub fn run(args: DumpArgs) -> Result<()> {
+    check_pages(args.pages)?;
+    if args.wakeup_records.is_some() && args.wakeup_bytes.is_some() {
+        return Err(Failure::usage("give --wakeup-records or --wakeup-bytes, not both"));
+    }
+    if !args.map.starts_with("id:") && !std::path::Path::new(&args.map).exists() {
+        return Err(Failure::usage(format!(
+            "nothing pinned at {}: give a path in a mounted bpffs (e.g. /sys/fs/bpf/NAME) or id:N",
+            args.map
+        )));
+    }
+    need_root("dump")?;
+    let (fd, info) = open_map(&args.map)?;
+    let readers = slot_holders(fd.as_raw_fd(), &info)?;
+    let who = readers.iter().map(|(pid, comm)| format!("{comm} (pid {pid})")).collect::<Vec<_>>().join(", ");
+    if !readers.is_empty() && !args.force {
+        return Err(Failure::run(format!(
+            "map id {} (\"{}\") may be read now by {who}: dump would take its slots; pass --force to take them \
+             anyway",
+            info.id, info.name
+        )));
+    }
+    eprintln!(
+        "perfbuf dump: taking the slots of map id {} (\"{}\", {} entries): {} stops receiving this map's \
+         records until it opens its perf buffer again",
+        info.id,
+        info.name,
+        info.max_entries,
+        if who.is_empty() { "whoever reads it now".to_string() } else { who }
+    );
+    let out: Box<dyn Write + Send> = match &args.raw {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| Failure::run(format!("cannot create {}: {e}", path.display())))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+    };
+    let sink = Arc::new(Mutex::new(Sink {
+        out,
+        format: args.format,
+        raw: args.raw.is_some(),
+        samples: 0,
+        limit: args.count,
+        failed: None,
+    }));
+    let (on_sample, on_lost) = (sink.clone(), sink.clone());
+    let mut b = PerfBuffer::builder(fd)
+        .pages(args.pages)
+        .adaptive(args.fast)
+        .on_sample(move |cpu, data| on_sample.lock().expect("sink").sample(cpu, data))
+        .on_lost(move |cpu, n| on_lost.lock().expect("sink").lost(cpu, n));
+    if let Some(n) = args.wakeup_records {
+        b = b.wakeup(Wakeup::Records(n));
+    }
+    if let Some(n) = args.wakeup_bytes {
+        b = b.wakeup(Wakeup::Bytes(n));
+    }
+    if let Some(d) = args.max_delay {
+        b = b.max_delay(d);
+    }
+    if let Some(cpus) = &args.cpus {
+        b = b.cpus(cpus);
+    }
+    let mut pb = b.build().map_err(|e| Failure::lib("cannot open the perf buffer", &e))?;
+    if args.order {
+        pb.set_order(OrderKey::RawPrefix, Duration::from_millis(20))
+            .map_err(|e| Failure::lib("cannot order the records", &e))?;
+    }
+    catch_stop_signals();
+    let cpus: Vec<String> =
+        (0..pb.rings()).filter_map(|i| pb.ring_cpu(i).ok()).map(|c| c.to_string()).collect();
+    eprintln!("perfbuf dump: reading map id {} on CPUs {} (Ctrl-C to stop)", info.id, cpus.join(","));
+    let started = Instant::now();
+    let mut status = Status::new();
+    let why = loop {
+        poll_result(pb.poll(Some(Duration::from_millis(100))))?;
+        let (samples, failed) = {
+            let mut s = sink.lock().expect("sink");
+            let _ = s.out.flush();
+            (s.samples, s.failed.take())
+        };
+        if let Some(e) = failed {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                break "output closed";
+            }
+            return Err(Failure::run(format!("cannot write the output: {e}")));
+        }
+        let lost: u64 = (0..pb.rings()).filter_map(|i| pb.stats(i).ok()).map(|s| s.lost).sum();
+        status.tick(samples, lost, || backlog(&pb));
+        if stop_requested() {
+            break "stopped by signal";
+        }
+        if args.count.is_some_and(|n| samples >= n) {
+            break "count reached";
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "duration reached";
+        }
+    };
+    pb.consume().map_err(|e| Failure::lib("draining the rings", &e))?;
+    if args.order {
+        pb.flush_ordered().map_err(|e| Failure::lib("draining the rings", &e))?;
+    }
+    status.clear();
+    let written = {
+        let mut s = sink.lock().expect("sink");
+        let _ = s.out.flush();
+        s.samples
+    };
+    eprintln!("perfbuf dump: {why} after {:.1}s: {written} records written", started.elapsed().as_secs_f64());
+    for i in 0..pb.rings() {
+        if let Ok(s) = pb.stats(i) {
+            eprintln!("  cpu {}: {} records, {} bytes, {} lost", s.cpu, s.records, s.bytes, s.lost);
+        }
+    }
+    Ok(())
+}

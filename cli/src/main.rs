@@ -1,0 +1,259 @@
+//! `perfbuf`, the command over the perfbuf library: trace tracepoints and
+//! probes, dump BPF perf event arrays.
+
+mod bpf;
+mod child;
+mod dump;
+mod fail;
+mod output;
+mod run;
+mod spec;
+mod trace;
+
+use clap::{Parser, Subcommand};
+use fail::Failure;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const ABOUT: &str = "Trace kernel tracepoints and uprobes, or dump what BPF programs send to a perf event array, \
+through the perfbuf library. Needs root.";
+
+const AFTER: &str = "\
+Examples:
+  perfbuf trace sched:sched_process_exec                 every exec on the machine, until Ctrl-C
+  perfbuf trace sched:sched_process_exec -- make         the execs of a command and its children
+  perfbuf trace --json --count 10 sched:sched_switch     ten context switches as JSON lines
+  perfbuf trace 'u:/bin/bash:readline%return'            each return from bash's readline
+  perfbuf dump /sys/fs/bpf/events                        a pinned perf event array, as hex
+  perfbuf dump id:42 --json --order                      map id 42 as JSON, ordered by timestamp
+
+Exit status: 0 when done (also after Ctrl-C or SIGTERM, which drain the rings and print the summary),
+1 for a run-time failure, 2 for a usage error. A status line (records/s, lost, per-CPU backlog) is
+shown on stderr when it is a terminal; the summary always goes to stderr.";
+
+#[derive(Parser)]
+#[command(name = "perfbuf", version, about = ABOUT, after_help = AFTER)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const TRACE_AFTER: &str = "\
+EVENT syntax:
+  SUBSYSTEM:EVENT           a tracepoint (ls /sys/kernel/tracing/events/SUBSYSTEM); t: may prefix it
+  u:PATH:SYMBOL             a uprobe on SYMBOL of the ELF file PATH (absolute); +OFFSET after SYMBOL
+  u:PATH:SYMBOL%return      a uretprobe
+  k:SYMBOL[%return]         a kprobe / kretprobe (needs CONFIG_KPROBES)
+A probe may be followed, in the same argument, by arguments as perf probe writes them:
+  'u:/bin/bash:readline%return line=+0($retval):string'
+  ARG = NAME=FETCH[:TYPE]; FETCH = $argN | $retval | $stackN | %REG | @ADDR | +OFF(FETCH) | -OFF(FETCH);
+  TYPE = u8..u64 | s8..s64 | x8..x64 | string (default u64).
+  (This build parses them but its library cannot fetch them yet: a probe with arguments is refused.)
+
+Output, one line per record, in time order across CPUs:
+  SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= for probes)
+  LOST N records on cpuN (EVENT)                       the kernel dropped N records: its ring was full
+With --json, one object per line (the schema only ever gains fields):
+  {\"type\":\"sample\",\"event\":\"sched:sched_process_exec\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"ip\":N,
+   \"fields\":{\"filename\":\"/usr/bin/true\",\"pid\":N,\"old_pid\":N}}
+  {\"type\":\"lost\",\"event\":NAME|null,\"cpu\":N,\"lost\":N}
+  {\"type\":\"other\",\"event\":NAME|null,\"cpu\":N,\"record_type\":N,\"size\":N}
+time_ns is CLOCK_MONOTONIC. A summary (records, lost per CPU) goes to stderr at exit.
+
+Examples:
+  perfbuf trace sched:sched_process_exec
+  perfbuf trace sched:sched_process_exec sched:sched_process_exit -- sh -c 'ls; date'
+  perfbuf trace --filter 'prev_pid == 0' --cpu 0 --duration 2s sched:sched_switch
+  perfbuf trace --pid 1234 'u:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc'
+  perfbuf trace --cgroup /sys/fs/cgroup/system.slice --json syscalls:sys_enter_openat";
+
+const DUMP_AFTER: &str = "\
+perfbuf dump reads a BPF_MAP_TYPE_PERF_EVENT_ARRAY as `bpftool map event_pipe` does: it opens a perf
+event and ring on each CPU and stores them in the map's slots, so the BPF program's output comes to it.
+Whoever read the map before stops receiving records (until it opens its perf buffer again): dump says so
+before it starts, and refuses when another process holds the map and perf events open, unless --force.
+
+Output: `cpu N: SIZE bytes: xx xx ...` per record, `cpu N: LOST N records` when the kernel dropped some;
+--json: {\"type\":\"sample\",\"cpu\":N,\"size\":N,\"data\":\"HEX\"} and {\"type\":\"lost\",\"cpu\":N,\"lost\":N};
+--raw FILE: each record's bytes as the program sent them (padded to 8 bytes by the kernel), back to back.
+At exit, per CPU: records, bytes and lost, on stderr.
+
+Examples:
+  perfbuf dump /sys/fs/bpf/my_events
+  perfbuf dump id:42 --count 100 --json
+  perfbuf dump id:42 --order                    records of all CPUs ordered by their first 8 bytes (a u64 time)
+  perfbuf dump id:42 --fast --raw out.bin       the fast mode (batched wake-ups when busy), raw to a file
+  perfbuf dump id:42 --wakeup-records 64 --max-delay 5ms";
+
+const RECORD_AFTER: &str = "\
+Not available in this build: the perf.data writer is not part of this build's library. Use
+`perfbuf trace --json` to capture events, or perf record.";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Trace tracepoints and probes, time-ordered across CPUs
+    #[command(after_help = TRACE_AFTER)]
+    Trace {
+        #[arg(
+            required = true,
+            value_name = "EVENT",
+            help = "Events: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return] [ARGS], k:SYMBOL[%return] (see below)"
+        )]
+        events: Vec<String>,
+        /// A tracefs filter for the tracepoints, e.g. 'pid > 100 && comm != "sh"'
+        #[arg(long)]
+        filter: Option<String>,
+        /// Only this process (or thread)
+        #[arg(long, conflicts_with = "command")]
+        pid: Option<i32>,
+        /// Only the tasks of this cgroup (v2 directory) and its descendants
+        #[arg(long, value_name = "DIR")]
+        cgroup: Option<PathBuf>,
+        /// Only these CPUs: 0,2-3
+        #[arg(long, value_name = "LIST", value_parser = run::parse_cpu_list)]
+        cpu: Option<run::CpuList>,
+        /// Stop after this long: 10, 10s, 500ms, 2m
+        #[arg(long, value_parser = run::parse_duration)]
+        duration: Option<Duration>,
+        /// Stop after this many records
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// JSON lines (schema below)
+        #[arg(long)]
+        json: bool,
+        /// Ring pages per CPU, a power of two
+        #[arg(long, default_value_t = 64, value_name = "N")]
+        pages: usize,
+        /// Start this command and trace it and its children; stop when it exits
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Dump a BPF perf event array (pinned path or id:N) on all CPUs
+    #[command(after_help = DUMP_AFTER)]
+    Dump {
+        /// The map: a pinned path (/sys/fs/bpf/NAME) or id:N
+        map: String,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = dump::Format::Hex, conflicts_with = "json")]
+        format: dump::Format,
+        /// Same as --format json
+        #[arg(long)]
+        json: bool,
+        /// Write the records' raw bytes to FILE instead
+        #[arg(long, value_name = "FILE")]
+        raw: Option<PathBuf>,
+        /// Order records across CPUs by a u64 timestamp in their first 8 bytes
+        #[arg(long)]
+        order: bool,
+        /// The fast mode: batched wake-ups while a CPU is busy (delivery within 1 ms)
+        #[arg(long)]
+        fast: bool,
+        /// Wake up every N records instead of every record
+        #[arg(long, value_name = "N")]
+        wakeup_records: Option<u32>,
+        /// Wake up when N bytes are waiting instead of every record
+        #[arg(long, value_name = "N")]
+        wakeup_bytes: Option<u32>,
+        /// With batched wake-ups, no record waits longer than this (default 10ms)
+        #[arg(long, value_parser = run::parse_duration, value_name = "TIME")]
+        max_delay: Option<Duration>,
+        /// Ring pages per CPU, a power of two
+        #[arg(long, default_value_t = 64, value_name = "N")]
+        pages: usize,
+        /// Only these CPUs: 0,2-3
+        #[arg(long, value_name = "LIST", value_parser = run::parse_cpu_list)]
+        cpu: Option<run::CpuList>,
+        /// Take the map's slots even if another process reads it
+        #[arg(long)]
+        force: bool,
+        /// Stop after this many records
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Stop after this long: 10, 10s, 500ms, 2m
+        #[arg(long, value_parser = run::parse_duration)]
+        duration: Option<Duration>,
+    },
+    /// Record to perf.data (not available in this build)
+    #[command(after_help = RECORD_AFTER)]
+    Record {
+        /// Events to record
+        #[arg(short = 'e', long = "event", value_name = "EVENT")]
+        events: Vec<String>,
+        /// Sampling frequency
+        #[arg(short = 'F', long = "freq", value_name = "HZ")]
+        freq: Option<u64>,
+        /// Call graphs
+        #[arg(short = 'g')]
+        callgraph: bool,
+        /// Side-band process records (fork, exec, exit)
+        #[arg(long)]
+        task: bool,
+        /// Output file
+        #[arg(short = 'o', long, default_value = "perf.data")]
+        output: PathBuf,
+        /// The command to record
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+}
+
+fn dispatch(cli: Cli) -> fail::Result<()> {
+    match cli.command {
+        Command::Trace { events, filter, pid, cgroup, cpu, duration, count, json, pages, command } => {
+            trace::run(trace::TraceArgs {
+                events,
+                filter,
+                pid,
+                cgroup,
+                cpus: cpu.map(|c| c.0),
+                duration,
+                count,
+                json,
+                pages,
+                command,
+            })
+        }
+        Command::Dump {
+            map,
+            format,
+            json,
+            raw,
+            order,
+            fast,
+            wakeup_records,
+            wakeup_bytes,
+            max_delay,
+            pages,
+            cpu,
+            force,
+            count,
+            duration,
+        } => dump::run(dump::DumpArgs {
+            map,
+            format: if json { dump::Format::Json } else { format },
+            raw,
+            order,
+            fast,
+            wakeup_records,
+            wakeup_bytes,
+            max_delay,
+            pages,
+            cpus: cpu.map(|c| c.0),
+            force,
+            count,
+            duration,
+        }),
+        Command::Record { .. } => Err(Failure::run(
+            "record is not available in this build: its library has no perf.data writer yet (use `perfbuf trace \
+             --json`, or perf record)",
+        )),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(f) = dispatch(cli) {
+        eprintln!("perfbuf: {f}");
+        std::process::exit(f.code());
+    }
+}

@@ -1,0 +1,257 @@
+//! `perfbuf dump` on the real kernel (root): a pinned perf event array
+//! fed by the BPF test producer (`make producer-lib`): every record,
+//! order, raw files, lost records, --force, a map of another type, SIGINT.
+//! Without root these fail under CI=true and are skipped otherwise.
+
+mod common;
+
+use common::producer::{self, Producer};
+use common::*;
+use serde_json::Value;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[test]
+fn dump_prints_every_record_and_drains_on_sigint() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_prints_every_record_and_drains_on_sigint") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("dump");
+    let path = fs.pin(producer.map_fd(), "events");
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "taking the slots", &mut seen);
+    wait_for(&rx, "reading map id", &mut seen);
+    let (per_cpu, size, seed) = (1500u32, 40u32, 7u8);
+    let cpus = online_cpus();
+    for &cpu in &cpus {
+        producer.emit(cpu, size, seed, per_cpu).unwrap();
+    }
+    // Straight after the burst: what is still in the rings must come out.
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    wait_for(&rx, "stopped by signal", &mut seen);
+    let expected = producer::Producer::expected(&producer, size, seed);
+    let mut counts = vec![0u32; cpus.len()];
+    for line in text(&out.stdout).lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["type"], "sample", "{r}");
+        let data = r["data"].as_str().unwrap();
+        let bytes: Vec<u8> =
+            (0..data.len()).step_by(2).map(|i| u8::from_str_radix(&data[i..i + 2], 16).unwrap()).collect();
+        assert_eq!(r["size"].as_u64().unwrap() as usize, bytes.len());
+        assert_eq!(&bytes[..size as usize], &expected[..], "{r}");
+        counts[r["cpu"].as_u64().unwrap() as usize] += 1;
+    }
+    assert_eq!(counts, vec![per_cpu; cpus.len()]);
+    for cpu in &cpus {
+        wait_for(&rx, &format!("cpu {cpu}: {per_cpu} records"), &mut seen);
+        assert!(seen.last().unwrap().ends_with(" 0 lost"), "{seen:?}");
+    }
+}
+
+#[test]
+fn dump_hex_output_and_count() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_hex_output_and_count") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("hex");
+    let path = fs.pin(producer.map_fd(), "events");
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--count", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    wait_for(&rx, "reading map id", &mut Vec::new());
+    producer.emit(0, 16, 3, 5).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let want: Vec<String> = producer.expected(16, 3).iter().map(|b| format!("{b:02x}")).collect();
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    for l in &lines {
+        assert!(l.starts_with("cpu 0: ") && l.contains(&want.join(" ")), "{l}");
+    }
+}
+
+#[test]
+fn dump_refuses_a_read_map_without_force() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_refuses_a_read_map_without_force") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("force");
+    let path = fs.pin(producer.map_fd(), "events");
+    // Without a reader: dump starts.
+    let out = run(&["dump", &path, "--duration", "200ms"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // With this process reading the map: refused, then --force takes it.
+    let pb = perfbuf::PerfBuffer::builder(producer.map()).on_sample(|_, _| {}).build().unwrap();
+    let out = run(&["dump", &path, "--duration", "200ms"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--force") && err.contains(&format!("pid {}", std::process::id())), "{err}");
+    let out = run(&["dump", &path, "--duration", "200ms", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("taking the slots"));
+    drop(pb);
+}
+
+#[test]
+fn dump_refuses_a_map_of_another_type() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_refuses_a_map_of_another_type") {
+        return;
+    }
+    // BPF_MAP_CREATE: an array of 4 u32 -> u64.
+    let mut attr = [0u64; 8];
+    attr[0] = 2 | (4 << 32); // map_type ARRAY, key_size 4
+    attr[1] = 8 | (4 << 32); // value_size 8, max_entries 4
+    let fd = bpf(0, &mut attr);
+    assert!(fd >= 0, "BPF_MAP_CREATE: {}", std::io::Error::last_os_error());
+    // SAFETY: the kernel just returned this fd.
+    let map = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let fs = Bpffs::mount("array");
+    let path = fs.pin(map.as_raw_fd(), "array");
+    let out = run(&["dump", &path]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a BPF_MAP_TYPE_PERF_EVENT_ARRAY") && err.lines().count() == 1, "{err}");
+}
+
+#[test]
+fn dump_orders_by_timestamp_and_writes_raw_files() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_orders_by_timestamp_and_writes_raw_files") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("order");
+    let path = fs.pin(producer.map_fd(), "events");
+    let cpus = online_cpus();
+    let per_cpu = 200u32;
+    let total = (per_cpu as usize * cpus.len()).to_string();
+    // --order: the first 8 bytes (the producer's CLOCK_MONOTONIC stamp)
+    // never go backwards across CPUs; --fast reads the same records.
+    // The first case's reader wakes only after a second, when every ring
+    // holds records of several bursts: unordered, ring 0's later burst
+    // would come before ring 1's earlier one.
+    for extra in [
+        &["--order", "--wakeup-records", "100000", "--max-delay", "1s"][..],
+        &["--order", "--fast"],
+        &["--wakeup-records", "16", "--max-delay", "5ms"],
+    ] {
+        let mut child = Command::new(BIN)
+            .args(["dump", &path, "--json", "--count", &total])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = stderr_lines(&mut child);
+        wait_for(&rx, "reading map id", &mut Vec::new());
+        // Interleave the CPUs so that each ring holds a spread of times.
+        for _ in 0..per_cpu / 20 {
+            for &cpu in &cpus {
+                producer.emit_stamped(cpu, 16, 20).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{extra:?}");
+        let stamps: Vec<u64> = text(&out.stdout)
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                let d = r["data"].as_str().unwrap();
+                let b: Vec<u8> =
+                    (0..16).step_by(2).map(|i| u8::from_str_radix(&d[i..i + 2], 16).unwrap()).collect();
+                u64::from_ne_bytes(b.try_into().unwrap())
+            })
+            .collect();
+        assert_eq!(stamps.len(), per_cpu as usize * cpus.len(), "{extra:?}");
+        if extra.contains(&"--order") {
+            assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{extra:?}: not in time order");
+        }
+    }
+    // --raw: each record's bytes, back to back.
+    let file = tempdir("raw").join("out.bin");
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--count", "4", "--raw", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    wait_for(&rx, "reading map id", &mut Vec::new());
+    producer.emit(0, 24, 9, 4).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let raw = std::fs::read(&file).unwrap();
+    let rec = raw.len() / 4;
+    assert_eq!(raw.len(), rec * 4);
+    for chunk in raw.chunks(rec) {
+        assert_eq!(&chunk[..24], &producer.expected(24, 9)[..]);
+    }
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+}
+
+#[test]
+fn dump_reports_lost_records_in_the_stream_and_summary() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_reports_lost_records_in_the_stream_and_summary") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("lost");
+    let path = fs.pin(producer.map_fd(), "events");
+    // One page per CPU and a reader that sleeps for a second: a burst of
+    // 2000 records of 48 bytes cannot fit.
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--json", "--cpu", "0", "--pages", "1", "--wakeup-records", "100000"])
+        .args(["--max-delay", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "reading map id", &mut seen);
+    let sent = 2000u64;
+    producer.emit(0, 40, 1, sent as u32).unwrap();
+    // One more after the rings had room again carries the lost report.
+    std::thread::sleep(Duration::from_millis(1500));
+    producer.emit(0, 40, 1, 1).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let (mut samples, mut lost) = (0u64, 0u64);
+    for line in text(&out.stdout).lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        match r["type"].as_str().unwrap() {
+            "sample" => samples += 1,
+            "lost" => lost += r["lost"].as_u64().unwrap(),
+            t => panic!("unexpected {t}"),
+        }
+    }
+    assert!(lost > 0, "nothing lost: {samples} samples");
+    assert_eq!(samples + lost, sent + 1);
+    wait_for(&rx, "cpu 0:", &mut seen);
+    assert!(seen.last().unwrap().ends_with(&format!(" {lost} lost")), "{seen:?}");
+}
