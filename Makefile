@@ -366,7 +366,7 @@ interop-lint:
 
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
-	$(CARGO) package --allow-dirty --quiet
+	$(CARGO) package -p perfbuf --allow-dirty --quiet
 	@echo "package: perfbuf-$(VERSION).crate builds from its own files"
 
 lint:
