@@ -301,17 +301,34 @@ impl PerfDataWriter {
     /// Writes every record the rings of `reader` hold now, one write per
     /// run, then ends the round. Returns the records written.
     pub fn drain(&mut self, reader: &mut PerfBuffer<'_>) -> Result<usize> {
+        self.write_runs(|sink| {
+            reader.consume_batch(
+                |batch| if sink(batch) { ControlFlow::Continue(()) } else { ControlFlow::Break(()) },
+            )
+        })
+    }
+
+    /// [`Self::drain`] over any reader: `consume` hands every run it reads
+    /// to the sink (which returns `false` to stop, after a write failed),
+    /// then the round ends. For the C face, whose readers are not a
+    /// [`PerfBuffer`].
+    #[doc(hidden)]
+    pub fn write_runs(
+        &mut self,
+        consume: impl FnOnce(&mut dyn FnMut(&Batch<'_>) -> bool) -> crate::Result<usize>,
+    ) -> Result<usize> {
         let mut failed = None;
-        let n = reader.consume_batch(|batch| match self.write_batch(batch) {
-            Ok(()) => ControlFlow::Continue(()),
+        let n = consume(&mut |batch| match self.write_batch(batch) {
+            Ok(()) => true,
             Err(e) => {
                 failed = Some(e);
-                ControlFlow::Break(())
+                false
             }
-        })?;
+        });
         if let Some(e) = failed {
             return Err(e);
         }
+        let n = n?;
         self.end_round()?;
         Ok(n)
     }
