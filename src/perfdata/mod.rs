@@ -59,7 +59,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 /// The attr bits of the side-band event [`PerfDataWriter::for_set`] adds:
 /// `mmap`, `comm`, `task`, `mmap2`, `comm_exec` (the kernel then writes
 /// MMAP2, COMM, FORK and EXIT records of the watched tasks).
-const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24;
+const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24 | 1 << 34;
 
 /// An event as the file describes it: its attr as opened, its name, and
 /// the kernel ids its records carry.
