@@ -59,7 +59,9 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 /// The attr bits of the side-band event [`PerfDataWriter::for_set`] adds:
 /// `mmap`, `comm`, `task`, `mmap2`, `comm_exec` (the kernel then writes
 /// MMAP2, COMM, FORK and EXIT records of the watched tasks).
-const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24 | 1 << 34;
+const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24;
+/// `build_id` (Linux 5.12): MMAP2 records carry the file's build id.
+const BUILD_ID_FLAG: u64 = 1 << 34;
 
 /// An event as the file describes it: its attr as opened, its name, and
 /// the kernel ids its records carry.
@@ -140,13 +142,18 @@ impl PerfDataWriter {
     /// watches (all, its pids, or its cgroups' tasks) and the kernel's map.
     /// Add the set's events first: events added later are not in the file.
     pub fn for_set(path: impl AsRef<Path>, set: &mut EventSet) -> Result<PerfDataWriter> {
-        let side_band = Event::raw(PerfEventAttr {
-            type_: kernel::PERF_TYPE_SOFTWARE,
-            config: kernel::PERF_COUNT_SW_DUMMY,
-            flags: SIDE_BAND_FLAGS,
-            ..PerfEventAttr::default()
-        });
-        let dummy = set.add(&side_band)?;
+        let side_band = |flags| {
+            Event::raw(PerfEventAttr {
+                type_: kernel::PERF_TYPE_SOFTWARE,
+                config: kernel::PERF_COUNT_SW_DUMMY,
+                flags,
+                ..PerfEventAttr::default()
+            })
+        };
+        let dummy = match set.add(&side_band(SIDE_BAND_FLAGS | BUILD_ID_FLAG)) {
+            Err(e) if e.errno() == libc::EINVAL => set.add(&side_band(SIDE_BAND_FLAGS))?, // before 5.12
+            other => other?,
+        };
         set.enable(dummy)?;
         let mut events = Vec::new();
         for id in set.events() {
