@@ -20,7 +20,7 @@ HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c c-tests/te
 HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
-PHONY_EXTRA := events-test perfdata-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
+PHONY_EXTRA := events-test perfdata-test bench-record python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -188,6 +188,12 @@ bench: $(BUILD)/perfbench lib bench-peers
 		--rows $(BENCH_ROWS) --peers-dir $(BUILD)
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
 	python3 bench/plot.py $(BUILD)/bench.json docs/bench.png
+
+# The recording row (not part of make bench's table yet): a syscall
+# tracepoint read only, into perf.data on tmpfs, and by perf record.
+bench-record: tracefs
+	$(CARGO) build --release --example record_bench
+	$(REL)/examples/record_bench 3
 
 # ---- examples ----------------------------------------------------------------
 
