@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+mod buildid;
 mod error;
 mod features;
 mod ids;

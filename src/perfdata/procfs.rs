@@ -13,6 +13,9 @@ const RECORD_COMM: u32 = 3;
 const RECORD_MMAP2: u32 = 10;
 const MISC_KERNEL: u16 = 1;
 const MISC_USER: u16 = 2;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record has a build id
+/// where the device and inode numbers would be.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 
 /// Which processes to describe.
 #[derive(Clone, Debug)]
@@ -37,8 +40,9 @@ pub(crate) fn synthesize(tasks: &Tasks, trailer: &Trailer<'_>) -> Vec<u8> {
         Tasks::Pids(p) => p.iter().filter_map(|&tid| tgid_of(tid)).collect(),
     };
     let mut seen = std::collections::BTreeSet::new();
+    let mut ids = BuildIds::default();
     for pid in pids.into_iter().filter(|&p| seen.insert(p)) {
-        process(&mut out, pid, trailer);
+        process(&mut out, pid, trailer, &mut ids);
     }
     out
 }
@@ -58,7 +62,26 @@ fn numeric_entries(dir: &Path) -> Vec<i32> {
 
 /// A COMM per thread, then the process's executable mappings. A process
 /// that exits meanwhile gives what was read.
-fn process(out: &mut Vec<u8>, pid: i32, trailer: &Trailer<'_>) {
+/// Build ids by (device, inode): libc is mapped by every process.
+#[derive(Default)]
+struct BuildIds(std::collections::HashMap<(u32, u32, u64), Option<Vec<u8>>>);
+
+impl BuildIds {
+    fn of(&mut self, pid: i32, m: &Mapping<'_>) -> Option<&[u8]> {
+        if !m.name.starts_with('/') || m.inode == 0 {
+            return None;
+        }
+        // Through the process's root: its files, whatever its mount namespace.
+        let path = format!("/proc/{pid}/root{}", m.name);
+        let id = self
+            .0
+            .entry((m.major, m.minor, m.inode))
+            .or_insert_with(|| super::buildid::build_id(Path::new(&path)));
+        id.as_deref()
+    }
+}
+
+fn process(out: &mut Vec<u8>, pid: i32, trailer: &Trailer<'_>, ids: &mut BuildIds) {
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return };
     for tid in numeric_entries(Path::new(&format!("/proc/{pid}/task"))) {
         let Ok(comm) = std::fs::read(format!("/proc/{pid}/task/{tid}/comm")) else { continue };
@@ -75,8 +98,10 @@ fn process(out: &mut Vec<u8>, pid: i32, trailer: &Trailer<'_>) {
     }
     for line in maps.lines() {
         if let Some(m) = Mapping::parse(line).filter(|m| m.exec) {
-            let ids = SampleId { pid: pid as u32, tid: pid as u32, ..Default::default() };
-            record(out, RECORD_MMAP2, MISC_USER, trailer, ids, |r| m.put(r, pid));
+            let who = SampleId { pid: pid as u32, tid: pid as u32, ..Default::default() };
+            let id = ids.of(pid, &m);
+            let misc = if id.is_some() { MISC_USER | MISC_MMAP_BUILD_ID } else { MISC_USER };
+            record(out, RECORD_MMAP2, misc, trailer, who, |r| m.put(r, pid, id));
         }
     }
 }
@@ -139,16 +164,25 @@ impl<'a> Mapping<'a> {
         })
     }
 
-    fn put(&self, r: &mut Vec<u8>, pid: i32) {
+    /// The MMAP2 body; with a build id, it replaces the device and inode
+    /// numbers (a size byte, 3 reserved, 20 bytes).
+    fn put(&self, r: &mut Vec<u8>, pid: i32, build_id: Option<&[u8]>) {
         put_u32(r, pid as u32);
         put_u32(r, pid as u32);
         put_u64(r, self.start);
         put_u64(r, self.end - self.start);
         put_u64(r, self.pgoff);
-        put_u32(r, self.major);
-        put_u32(r, self.minor);
-        put_u64(r, self.inode);
-        put_u64(r, 0); // ino_generation
+        if let Some(id) = build_id {
+            let mut field = [0u8; 24];
+            field[0] = id.len() as u8;
+            field[4..4 + id.len()].copy_from_slice(id);
+            r.extend_from_slice(&field);
+        } else {
+            put_u32(r, self.major);
+            put_u32(r, self.minor);
+            put_u64(r, self.inode);
+            put_u64(r, 0); // ino_generation
+        }
         put_u32(r, self.prot);
         put_u32(r, if self.shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE } as u32);
         put_name8(r, self.name.as_bytes());
