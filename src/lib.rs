@@ -34,7 +34,8 @@
 //! reader (`order`), both over the ring (`ring/`), over the kernel
 //! (`kernel/`: uapi, system calls, clocks, and a fake kernel for tests).
 //! The decoder ([`decode`]) stands alone; event sets ([`events`]) open
-//! their own events and share the reader. Only `capi/` knows errno, C
+//! their own events and share the reader; [`perfdata`] writes what a
+//! reader's rings hold to a perf.data file for `perf report` and `perf script`. Only `capi/` knows errno, C
 //! structs and C function pointers.
 
 #![deny(unsafe_op_in_unsafe_fn)]
