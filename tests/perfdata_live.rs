@@ -467,31 +467,55 @@ fn a_killed_writer_leaves_every_complete_round_readable() {
 }
 
 #[test]
-fn a_full_disk_is_an_error_naming_the_file() {
+fn a_full_disk_is_an_error_naming_the_file_and_room_lets_it_go_on() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !ready() {
         return;
     }
     let dir = scratch("tmpfs");
     std::fs::create_dir_all(&dir).unwrap();
-    let st =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=128k", "perfbuf-test"]).arg(&dir).status();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=4m", "perfbuf-test"]).arg(&dir).status();
     assert!(st.is_ok_and(|s| s.success()), "mount a small tmpfs");
     let path = dir.join("full.data");
-    let result = (|| -> Result<(), perfbuf::perfdata::Error> {
+    let filler = dir.join("filler");
+    let outcome = std::panic::catch_unwind(|| {
         let (mut set, _) = profiling_set(None);
-        let mut out = PerfDataWriter::for_set(&path, &mut set)?;
-        let mut reader = set.reader(|_| {})?;
-        set.enable_all()?;
+        let mut out = PerfDataWriter::for_set(&path, &mut set).unwrap();
+        let mut reader = set.reader(|_| {}).unwrap();
+        // All but 64 KiB taken.
+        let free = statvfs_free(&dir);
+        std::fs::write(&filler, vec![1u8; (free - (64 << 10)) as usize]).unwrap();
+        set.enable_all().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            out.poll(&mut reader, Duration::from_millis(10))?;
-        }
-        out.finish().map(|_| ())
-    })();
+        let err = loop {
+            assert!(Instant::now() < deadline, "64 KiB should fill up");
+            if let Err(e) = out.poll(&mut reader, Duration::from_millis(10)) {
+                break e;
+            }
+        };
+        assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        // Room again: the writer goes on from its last whole record.
+        std::fs::remove_file(&filler).unwrap();
+        out.drain(&mut reader).unwrap();
+        set.disable_all().unwrap();
+        out.drain(&mut reader).unwrap();
+        out.finish().unwrap();
+        let committed = committed_samples(&path);
+        assert_eq!(perf_script(&path).len(), committed, "perf script reads the file after the error");
+    });
     let _ = Command::new("umount").arg(&dir).status();
-    let err = result.expect_err("128 KiB fill up");
-    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
-    let text = err.to_string();
-    assert!(text.contains(&path.display().to_string()), "{text}");
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn statvfs_free(dir: &Path) -> u64 {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: an all-zero statvfs is valid; the call fills it.
+    let mut st: libc::statvfs = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid C string and a writable statvfs.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    st.f_bavail * st.f_frsize
 }

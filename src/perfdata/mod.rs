@@ -47,7 +47,7 @@ use crate::reader::batch::Batch;
 use crate::ring::Header;
 use layout::{FileHeader, Section};
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -230,8 +230,15 @@ impl PerfDataWriter {
         self.put(&head, "the header and attrs")
     }
 
+    /// Appends `bytes` at the end of what was written. A failed write
+    /// (a full disk) may have written part of them: the file position goes
+    /// back, so that a later write, once there is room, continues whole
+    /// records where the good ones end.
     fn put(&mut self, bytes: &[u8], what: &'static str) -> Result<()> {
-        self.file.write_all(bytes).map_err(|source| Error::Write { path: self.path.clone(), what, source })
+        self.file.write_all(bytes).map_err(|source| {
+            let _ = self.file.seek(SeekFrom::Start(self.data_start + self.written));
+            Error::Write { path: self.path.clone(), what, source }
+        })
     }
 
     /// Synthesized records, attributed to event `at`'s first id.
