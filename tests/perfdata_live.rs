@@ -9,7 +9,6 @@ use perfbuf::uapi::PERF_SAMPLE_CALLCHAIN;
 use perfbuf::{PerfBuffer, PerfEventAttr};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -27,7 +26,7 @@ fn ci() -> bool {
 
 /// Whether the machine can run these tests (root, tracefs, perf).
 fn ready() -> bool {
-    let root = unsafe_free_is_root();
+    let root = is_root();
     let tracefs = Path::new("/sys/kernel/tracing/events/sched").exists();
     let perf = Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success());
     if root && tracefs && perf {
@@ -41,7 +40,7 @@ fn ready() -> bool {
     false
 }
 
-fn unsafe_free_is_root() -> bool {
+fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -116,7 +115,6 @@ fn record(
     }
     let stats = out.finish().unwrap();
     assert_eq!(stats.samples, seen.len() as u64);
-    let _ = reader.as_raw_fd();
     (seen, execs)
 }
 
