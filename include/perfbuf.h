@@ -248,6 +248,13 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 struct perfbuf_events;
 
 /*
+ A perf.data file being written (opaque). Made by
+ `perfbuf_perfdata_new_events` or `perfbuf_perfdata_new_bpf_output`,
+ finished and freed by `perfbuf_perfdata_close`.
+ */
+struct perfbuf_perfdata;
+
+/*
  Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
  */
 struct perfbuf_opts {
@@ -1648,6 +1655,63 @@ int perfbuf_events_field(const struct perfbuf_events *set, int ev, const void *r
  for `len` bytes.
  */
 int perfbuf_events_field_name(const struct perfbuf_events *set, int ev, size_t idx, char *buf, size_t len);
+
+/*
+ Creates (or truncates) `path` as a perf.data file of `set`'s events:
+ adds to the set, enabled, a dummy event asking the kernel for COMM,
+ FORK, EXIT and MMAP2 records, and writes COMM and MMAP2 records from
+ /proc for the tasks the set watches, as `perf record` does. Add the
+ set's events first (later ones are not in the file). Returns NULL with
+ errno on failure (the message, with the path, goes to the log).
+
+ # Safety
+ `path` is NULL or NUL-terminated; `set` is NULL or a live set.
+ */
+struct perfbuf_perfdata *perfbuf_perfdata_new_events(const char *path, struct perfbuf_events *set);
+
+/*
+ Creates (or truncates) `path` as a perf.data file of a BPF output perf
+ buffer's samples (`perf_buffer__new`'s event: `PERF_COUNT_SW_BPF_OUTPUT`
+ sampling raw data). `perf script -F -ip,-sym,-dso,-symoff` shows them.
+
+ # Safety
+ `path` is NULL or NUL-terminated.
+ */
+struct perfbuf_perfdata *perfbuf_perfdata_new_bpf_output(const char *path);
+
+/*
+ Writes every record `pb`'s rings hold now (one write per run of
+ records), then ends the round (a `FINISHED_ROUND` record, and the
+ header's data size updated: a writer killed later leaves a file perf
+ reads up to here). Returns the records written, or -errno (ENOSPC: the
+ disk is full; the message with the path goes to the log).
+
+ # Safety
+ `w` is NULL or a live writer, `pb` NULL or a live buffer, neither used
+ by another call concurrently.
+ */
+int perfbuf_perfdata_drain(struct perfbuf_perfdata *w, struct perf_buffer *pb);
+
+/*
+ Waits up to `timeout_ms` (-1: forever) for the kernel to signal a ring
+ of `pb`, then `perfbuf_perfdata_drain`s. Returns the records written (0:
+ the timeout passed, or a signal came), or -errno.
+
+ # Safety
+ As for [`perfbuf_perfdata_drain`].
+ */
+int perfbuf_perfdata_poll(struct perfbuf_perfdata *w, struct perf_buffer *pb, int timeout_ms);
+
+/*
+ Finishes the file (the last round; the header features: event names,
+ machine, command line, sample times, clock, tracepoint formats; the
+ header rewritten) and frees the writer, whatever the outcome. Returns
+ 0 or -errno. NULL is a no-op returning 0.
+
+ # Safety
+ `w` is NULL or a live writer; it is dangling afterwards.
+ */
+int perfbuf_perfdata_close(struct perfbuf_perfdata *w);
 
 #ifdef __cplusplus
 }  // extern "C"

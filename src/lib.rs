@@ -34,7 +34,8 @@
 //! reader (`order`), both over the ring (`ring/`), over the kernel
 //! (`kernel/`: uapi, system calls, clocks, and a fake kernel for tests).
 //! The decoder ([`decode`]) stands alone; event sets ([`events`]) open
-//! their own events and share the reader. Only `capi/` knows errno, C
+//! their own events and share the reader; [`perfdata`] writes what a
+//! reader's rings hold to a perf.data file for `perf report` and `perf script`. Only `capi/` knows errno, C
 //! structs and C function pointers.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -61,6 +62,7 @@ macro_rules! c_face_modules {
 mod adaptive;
 pub mod decode;
 pub mod events;
+pub mod perfdata;
 c_face_modules!(error, fallible, kernel, log, order, perf_buffer, reader, ring);
 
 pub use crate::log::{LogFn, LogLevel, set_log};
@@ -83,9 +85,9 @@ pub mod uapi {
         ATTR_FLAG_WRITE_BACKWARD, PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_BPF_OUTPUT,
         PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_DUMMY, PERF_COUNT_SW_TASK_CLOCK, PERF_FORMAT_GROUP,
         PERF_FORMAT_ID, PERF_FORMAT_LOST, PERF_FORMAT_TOTAL_TIME_ENABLED, PERF_FORMAT_TOTAL_TIME_RUNNING,
-        PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP,
-        PERF_SAMPLE_RAW, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE,
-        PERF_TYPE_TRACEPOINT,
+        PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER,
+        PERF_SAMPLE_IP, PERF_SAMPLE_RAW, PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_HARDWARE,
+        PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT,
     };
 }
 

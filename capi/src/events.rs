@@ -240,7 +240,7 @@ struct SetHandle {
 /// # Safety
 /// `set` is NULL or a pointer from `perfbuf_events_new`, not yet freed,
 /// and no other call uses it concurrently.
-unsafe fn set_mut<'a>(set: *mut perfbuf_events) -> Result<&'a mut EventSet> {
+pub(crate) unsafe fn set_mut<'a>(set: *mut perfbuf_events) -> Result<&'a mut EventSet> {
     // SAFETY: per this function's contract.
     unsafe { set_handle(set) }.map(|h| &mut h.set)
 }

@@ -57,6 +57,7 @@ pub(crate) mod handle;
 pub(crate) mod libbpf;
 pub(crate) mod names;
 pub(crate) mod opts;
+pub(crate) mod perfdata;
 pub(crate) mod records;
 
 use crate::error::{Error, Result, set_errno};

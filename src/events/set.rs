@@ -121,6 +121,10 @@ struct Instance {
 /// A set's event, opened.
 struct Opened {
     kind: EventKind,
+    /// The attr as the kernel got it (CPU and target aside).
+    attr: PerfEventAttr,
+    /// What it is, for people (`"sched:sched_switch"`, `"software"`).
+    name: String,
     fallback: Option<Error>,
     type_: u32,
     config: u64,
@@ -438,6 +442,8 @@ impl EventSet {
             id,
             Opened {
                 kind,
+                attr,
+                name: resolved.name,
                 fallback,
                 type_: attr.type_,
                 config: attr.config,
@@ -679,6 +685,31 @@ impl EventSet {
             enabled: e.enabled,
             bpf_attached: e.bpf_attached,
         })
+    }
+
+    /// `id`'s `perf_event_attr` as the kernel opened it (the same for every
+    /// CPU and target; a hardware event that fell back: the software one).
+    /// With [`Self::instance_ids`], what a perf.data attr section holds.
+    pub fn attr(&self, id: EventId) -> Result<PerfEventAttr> {
+        Ok(self.opened(id)?.attr)
+    }
+
+    /// The kernel ids of `id`'s instances (`PERF_EVENT_IOC_ID`; CPU by
+    /// CPU, each CPU's targets in order): the `PERF_SAMPLE_IDENTIFIER` its
+    /// records carry.
+    pub fn instance_ids(&self, id: EventId) -> Result<Vec<u64>> {
+        Ok(self.opened(id)?.instances.iter().map(|i| i.id).collect())
+    }
+
+    /// `id`'s name: a tracepoint's `subsystem:name`, a probe's place, or
+    /// its kind (`"software"`, `"hardware"`, `"raw"`).
+    pub fn name(&self, id: EventId) -> Result<&str> {
+        Ok(&self.opened(id)?.name)
+    }
+
+    /// The targets the set watches (`Target::System` when none was given).
+    pub fn targets(&self) -> Vec<Target> {
+        self.targets.iter().map(|t| t.target.clone()).collect()
     }
 
     /// The event's counts, summed over its CPUs and targets (a group

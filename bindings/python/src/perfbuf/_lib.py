@@ -260,6 +260,11 @@ OPTIONAL_SIGNATURES = {
     "perfbuf_events_decode_attr": (c_int, [c_void_p, c_int, ctypes.POINTER(DecodeAttr)]),
     "perfbuf_events_field": (c_int, [c_void_p, c_int, c_void_p, c_size_t, _char_p, ctypes.POINTER(Field)]),
     "perfbuf_events_field_name": (c_int, [c_void_p, c_int, c_size_t, ctypes.c_char_p, c_size_t]),
+    "perfbuf_perfdata_new_events": (c_void_p, [ctypes.c_char_p, c_void_p]),
+    "perfbuf_perfdata_new_bpf_output": (c_void_p, [ctypes.c_char_p]),
+    "perfbuf_perfdata_poll": (c_int, [c_void_p, c_void_p, c_int]),
+    "perfbuf_perfdata_drain": (c_int, [c_void_p, c_void_p]),
+    "perfbuf_perfdata_close": (c_int, [c_void_p]),
 }
 
 

@@ -1,0 +1,59 @@
+"""perf.data out through the Python face: an event set's tracepoint
+samples written by PerfDataWriter are listed by ``perf script`` (with their
+fields) and its events by ``perf evlist``; a write error names the file.
+Needs root, tracefs and perf; under CI=true nothing is skipped."""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import need_root
+from perfbuf import EventSet, PerfDataWriter
+
+
+@pytest.fixture(autouse=True)
+def _root_tracefs_perf() -> None:
+    if os.geteuid() != 0:
+        need_root("perf.data recording needs root")
+    if not Path("/sys/kernel/tracing/events/sched").is_dir():
+        need_root("no tracefs at /sys/kernel/tracing (make tracefs)")
+    if shutil.which("perf") is None:
+        need_root("perf is not installed (apt-get install linux-perf)")
+
+
+def test_perf_script_lists_the_recorded_execs(tmp_path: Path) -> None:
+    path = tmp_path / "py.data"
+    with EventSet() as events:
+        events.add_tracepoint("sched:sched_process_exec")
+        events.add_software("cpu-clock", freq=99)
+        with PerfDataWriter(path, events) as out, events.reader() as reader:
+            events.enable()
+            children = [subprocess.Popen(["/bin/true"]) for _ in range(3)]
+            pids = [c.pid for c in children]
+            for c in children:
+                c.wait()
+            events.disable()
+            written = out.drain(reader)
+            assert written >= 3
+    script = subprocess.run(["perf", "script", "-F", "pid,event,trace", "-i", str(path)],
+                            capture_output=True, text=True, check=True).stdout
+    for pid in pids:
+        assert any(line.split()[0] == str(pid) and "filename=/bin/true" in line
+                   for line in script.splitlines()), script
+    evlist = subprocess.run(["perf", "evlist", "-i", str(path)], capture_output=True, text=True, check=True).stdout
+    names = [line for line in evlist.splitlines() if line and not line.startswith("#")]
+    assert names == ["sched:sched_process_exec", "cpu-clock", "dummy"], evlist
+
+
+def test_a_write_error_names_the_file(tmp_path: Path) -> None:
+    with EventSet() as events:
+        events.add_tracepoint("sched:sched_process_exec")
+        with pytest.raises(OSError) as info:
+            PerfDataWriter(tmp_path / "no" / "such" / "dir.data", events)
+    assert info.value.errno == errno.ENOENT
+    assert str(tmp_path / "no" / "such" / "dir.data") in str(info.value)

@@ -1,0 +1,194 @@
+//! The perf.data writer's C face: a file for an event set's events (with
+//! its side-band event and the processes already running) or for a BPF
+//! output perf buffer, fed by a reader's rings run by run, finished by
+//! `perfbuf_perfdata_close`. Short shims over `perfbuf::perfdata`.
+
+#![allow(non_camel_case_types, reason = "C names")]
+
+use crate::abi::perf_buffer;
+use crate::error::{Error, Result};
+use crate::events::{perfbuf_events, set_mut};
+use crate::handle::{null_with, reader_mut};
+use crate::reader::BatchStop;
+use crate::{kernel, log, ret_errno};
+use core::ffi::{CStr, c_char, c_int};
+use perfbuf::perfdata::{self, PerfDataWriter};
+use std::ffi::OsStr;
+use std::ops::ControlFlow;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A perf.data file being written (opaque). Made by
+/// `perfbuf_perfdata_new_events` or `perfbuf_perfdata_new_bpf_output`,
+/// finished and freed by `perfbuf_perfdata_close`.
+pub struct perfbuf_perfdata {
+    _private: [u8; 0],
+}
+
+/// "PERFDAT1": a live writer's first word.
+const MAGIC: u64 = 0x5045_5246_4441_5431;
+
+#[repr(C)]
+struct WriterHandle {
+    magic: AtomicU64,
+    writer: PerfDataWriter,
+}
+
+/// A writer error as the C face reports it: logged (with the file's
+/// path, which `perfbuf_last_error` cannot hold), its errno kept.
+fn c_error(e: perfdata::Error) -> Error {
+    log::warn(format_args!("{e}"));
+    match e {
+        perfdata::Error::Read(e) => e,
+        other => Error::from_errno(other.errno()),
+    }
+}
+
+/// # Safety
+/// `w` is NULL or a live writer used by no other call concurrently.
+unsafe fn writer_mut<'a>(w: *mut perfbuf_perfdata) -> Result<&'a mut PerfDataWriter> {
+    if w.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: a live writer starts with the magic word (contract).
+    if unsafe { &*w.cast::<AtomicU64>() }.load(Ordering::Relaxed) != MAGIC {
+        return Err(log::invalid("not a perfbuf_perfdata writer (freed?)"));
+    }
+    // SAFETY: checked to be a WriterHandle, exclusively ours (contract).
+    Ok(unsafe { &mut (*w.cast::<WriterHandle>()).writer })
+}
+
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+unsafe fn path_of<'a>(path: *const c_char) -> Result<&'a OsStr> {
+    // SAFETY: per this function's contract.
+    let p = unsafe { path.as_ref().map(|p| CStr::from_ptr(p)) }.ok_or_else(|| log::invalid("a NULL path"))?;
+    Ok(OsStr::from_bytes(p.to_bytes()))
+}
+
+fn boxed(writer: core::result::Result<PerfDataWriter, perfdata::Error>) -> *mut perfbuf_perfdata {
+    let handle = writer
+        .map_err(c_error)
+        .and_then(|writer| crate::fallible::boxed(WriterHandle { magic: AtomicU64::new(MAGIC), writer }));
+    match handle {
+        Ok(h) => Box::into_raw(h).cast(),
+        Err(e) => null_with(&e),
+    }
+}
+
+/// Creates (or truncates) `path` as a perf.data file of `set`'s events:
+/// adds to the set, enabled, a dummy event asking the kernel for COMM,
+/// FORK, EXIT and MMAP2 records, and writes COMM and MMAP2 records from
+/// /proc for the tasks the set watches, as `perf record` does. Add the
+/// set's events first (later ones are not in the file). Returns NULL with
+/// errno on failure (the message, with the path, goes to the log).
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated; `set` is NULL or a live set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_perfdata_new_events(
+    path: *const c_char,
+    set: *mut perfbuf_events,
+) -> *mut perfbuf_perfdata {
+    // SAFETY: per this function's contract.
+    match unsafe { path_of(path).and_then(|p| Ok((p, set_mut(set)?))) } {
+        Ok((path, set)) => boxed(PerfDataWriter::for_set(path, set)),
+        Err(e) => null_with(&e),
+    }
+}
+
+/// Creates (or truncates) `path` as a perf.data file of a BPF output perf
+/// buffer's samples (`perf_buffer__new`'s event: `PERF_COUNT_SW_BPF_OUTPUT`
+/// sampling raw data). `perf script -F -ip,-sym,-dso,-symoff` shows them.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_perfdata_new_bpf_output(path: *const c_char) -> *mut perfbuf_perfdata {
+    // SAFETY: per this function's contract.
+    match unsafe { path_of(path) } {
+        Ok(path) => boxed(PerfDataWriter::for_bpf_output(path, kernel::PerfEventAttr::bpf_output(1))),
+        Err(e) => null_with(&e),
+    }
+}
+
+/// Writes every record `pb`'s rings hold now (one write per run of
+/// records), then ends the round (a `FINISHED_ROUND` record, and the
+/// header's data size updated: a writer killed later leaves a file perf
+/// reads up to here). Returns the records written, or -errno (ENOSPC: the
+/// disk is full; the message with the path goes to the log).
+///
+/// # Safety
+/// `w` is NULL or a live writer, `pb` NULL or a live buffer, neither used
+/// by another call concurrently.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_perfdata_drain(w: *mut perfbuf_perfdata, pb: *mut perf_buffer) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let (writer, reader) = unsafe { (writer_mut(w)?, reader_mut(pb)?) };
+        let n = writer
+            .write_runs(|sink| {
+                match reader.consume_batch(|b| {
+                    if sink(b) { ControlFlow::Continue(()) } else { ControlFlow::Break(0) }
+                }) {
+                    Ok(n) => Ok(n),
+                    Err(BatchStop::Sink(_)) => Ok(0),
+                    Err(BatchStop::Error(e)) => Err(e),
+                }
+            })
+            .map_err(c_error)?;
+        Ok(n.min(c_int::MAX as usize) as c_int)
+    })())
+}
+
+/// Waits up to `timeout_ms` (-1: forever) for the kernel to signal a ring
+/// of `pb`, then `perfbuf_perfdata_drain`s. Returns the records written (0:
+/// the timeout passed, or a signal came), or -errno.
+///
+/// # Safety
+/// As for [`perfbuf_perfdata_drain`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_perfdata_poll(
+    w: *mut perfbuf_perfdata,
+    pb: *mut perf_buffer,
+    timeout_ms: c_int,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let fd = match unsafe { reader_mut(pb) } {
+        Ok(r) => r.epoll_fd(),
+        Err(e) => return ret_errno(Err(e)),
+    };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the call's duration.
+    match unsafe { libc::poll(&mut pfd, 1, timeout_ms) } {
+        0 => 0,
+        n if n < 0 => match Error::last_os() {
+            e if e.errno() == libc::EINTR => 0,
+            e => ret_errno(Err(e)),
+        },
+        // SAFETY: per this function's contract.
+        _ => unsafe { perfbuf_perfdata_drain(w, pb) },
+    }
+}
+
+/// Finishes the file (the last round; the header features: event names,
+/// machine, command line, sample times, clock, tracepoint formats; the
+/// header rewritten) and frees the writer, whatever the outcome. Returns
+/// 0 or -errno. NULL is a no-op returning 0.
+///
+/// # Safety
+/// `w` is NULL or a live writer; it is dangling afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_perfdata_close(w: *mut perfbuf_perfdata) -> c_int {
+    if w.is_null() {
+        return 0;
+    }
+    // SAFETY: per this function's contract.
+    if let Err(e) = unsafe { writer_mut(w) } {
+        return ret_errno(Err(e));
+    }
+    // SAFETY: checked to be a live WriterHandle from Box::into_raw.
+    let handle = unsafe { Box::from_raw(w.cast::<WriterHandle>()) };
+    handle.magic.store(0, Ordering::Relaxed);
+    ret_errno(handle.writer.finish().map(|_| 0).map_err(c_error))
+}

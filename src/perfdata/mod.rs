@@ -1,0 +1,451 @@
+//! perf.data out: what a reader reads, written to a file that `perf
+//! report`, `perf script` and the tools built on perf.data read.
+//!
+//! The records in a perf ring already have perf.data's on-disk form; the
+//! writer adds the file around them: the header, the attr section (each
+//! event's attr as opened and its kernel ids), the data section (the
+//! rings' runs of records written whole, one `write` per run, and a
+//! `FINISHED_ROUND` after each pass over the rings, as `perf record`
+//! does), and at a clean close the header features perf needs. `data.size`
+//! in the header is rewritten after every round, so a writer killed
+//! mid-way leaves a file perf reads up to its last complete round.
+//!
+//! ```no_run
+//! use perfbuf::events::{Event, EventSet};
+//! use perfbuf::perfdata::PerfDataWriter;
+//! use std::time::Duration;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut set = EventSet::builder().pages(64).build()?;
+//! set.add(&Event::cpu_clock().frequency(999).sample(perfbuf::uapi::PERF_SAMPLE_CALLCHAIN))?;
+//! // Side-band events (COMM, MMAP2...) and processes already running.
+//! let mut out = PerfDataWriter::for_set("perf.data", &mut set)?;
+//! let mut reader = set.reader(|_| {})?;
+//! set.enable_all()?;
+//! for _ in 0..100 {
+//!     out.poll(&mut reader, Duration::from_millis(100))?;
+//! }
+//! set.disable_all()?;
+//! out.drain(&mut reader)?;
+//! out.finish()?;
+//! # Ok(()) }
+//! ```
+
+mod buildid;
+mod error;
+mod features;
+mod ids;
+mod layout;
+mod procfs;
+mod tracing;
+
+pub use error::Error;
+
+use crate::events::{Event, EventSet, Target};
+use crate::kernel::{self, PerfEventAttr};
+use crate::perf_buffer::PerfBuffer;
+use crate::reader::batch::Batch;
+use crate::ring::Header;
+use layout::{FileHeader, Section};
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::ops::ControlFlow;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The writer's result.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// The attr bits of the side-band event [`PerfDataWriter::for_set`] adds:
+/// `mmap`, `comm`, `task`, `mmap2`, `comm_exec` (the kernel then writes
+/// MMAP2, COMM, FORK and EXIT records of the watched tasks).
+const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24;
+/// `build_id` (Linux 5.12): MMAP2 records carry the file's build id.
+const BUILD_ID_FLAG: u64 = 1 << 34;
+
+/// An event as the file describes it: its attr as opened, its name, and
+/// the kernel ids its records carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileEvent {
+    /// The attr as the kernel opened it.
+    pub attr: PerfEventAttr,
+    /// Its name (`"cpu-clock"`, `"sched:sched_switch"`): `perf` shows it,
+    /// and finds a tracepoint's format by it.
+    pub name: String,
+    /// The ids of its kernel events (`PERF_EVENT_IOC_ID`); empty for a
+    /// file of one event without ids (a BPF output perf buffer).
+    pub ids: Vec<u64>,
+}
+
+/// What a writer wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Samples (`PERF_RECORD_SAMPLE`) from the rings.
+    pub samples: u64,
+    /// Every record from the rings (samples, side-band, LOST...).
+    pub records: u64,
+    /// Records synthesized from /proc.
+    pub synthesized: u64,
+    /// Rounds (`FINISHED_ROUND` records).
+    pub rounds: u64,
+    /// Bytes of the data section.
+    pub data_bytes: u64,
+}
+
+/// A perf.data file being written. See the [module](self) documentation.
+pub struct PerfDataWriter {
+    file: File,
+    path: PathBuf,
+    events: Vec<FileEvent>,
+    data_start: u64,
+    /// Data bytes written; `committed` of them are in the header.
+    written: u64,
+    committed: u64,
+    time_at: Option<usize>,
+    times: Option<(u64, u64)>,
+    stats: WriteStats,
+    finished: bool,
+}
+
+impl PerfDataWriter {
+    /// Creates (or truncates) `path` and writes the header and the attr
+    /// section for `events`; records follow with the `write_*` methods.
+    pub fn create(path: impl AsRef<Path>, events: Vec<FileEvent>) -> Result<PerfDataWriter> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| Error::Write {
+            path: path.clone(),
+            what: "the file",
+            source,
+        })?;
+        let attrs: Vec<&PerfEventAttr> = events.iter().map(|e| &e.attr).collect();
+        let time_at = ids::sample_time_offset(&attrs);
+        let mut w = PerfDataWriter {
+            file,
+            path,
+            events,
+            data_start: 0,
+            written: 0,
+            committed: 0,
+            time_at,
+            times: None,
+            stats: WriteStats::default(),
+            finished: false,
+        };
+        w.write_head()?;
+        Ok(w)
+    }
+
+    /// A file for `set`'s events. Adds to the set (and enables) a software
+    /// dummy event asking the kernel for side-band records (COMM, FORK,
+    /// EXIT, MMAP2 of the watched tasks), then, like `perf record`,
+    /// synthesizes COMM and MMAP2 records from /proc for the tasks the set
+    /// watches (all, its pids, or its cgroups' tasks) and the kernel's map.
+    /// Add the set's events first: events added later are not in the file.
+    pub fn for_set(path: impl AsRef<Path>, set: &mut EventSet) -> Result<PerfDataWriter> {
+        let side_band = |flags| {
+            Event::raw(PerfEventAttr {
+                type_: kernel::PERF_TYPE_SOFTWARE,
+                config: kernel::PERF_COUNT_SW_DUMMY,
+                flags,
+                ..PerfEventAttr::default()
+            })
+        };
+        let dummy = match set.add(&side_band(SIDE_BAND_FLAGS | BUILD_ID_FLAG)) {
+            Err(e) if e.errno() == libc::EINVAL => set.add(&side_band(SIDE_BAND_FLAGS))?, // before 5.12
+            other => other?,
+        };
+        set.enable(dummy)?;
+        let mut events = Vec::new();
+        for id in set.events() {
+            let attr = set.attr(id)?;
+            let name = match (ids::perf_name(attr.type_, attr.config), set.name(id)?) {
+                (_, tp) if attr.type_ == kernel::PERF_TYPE_TRACEPOINT => tp.to_owned(),
+                (Some(known), _) => known.to_owned(),
+                (None, other) => other.to_owned(),
+            };
+            events.push(FileEvent { attr, name, ids: set.instance_ids(id)? });
+        }
+        let mut w = PerfDataWriter::create(path, events)?;
+        let mut pids = Vec::new();
+        let mut all = false;
+        for target in set.targets() {
+            match target {
+                Target::System => all = true,
+                Target::Pid(p) => pids.push(p),
+                Target::Cgroup(dir) => pids.extend(cgroup_pids(&dir)),
+            }
+        }
+        let dummy_at = w.events.len() - 1;
+        w.synthesize(if all { procfs::Tasks::All } else { procfs::Tasks::Pids(pids) }, dummy_at)?;
+        Ok(w)
+    }
+
+    /// A file for the samples of a BPF output perf buffer: one event,
+    /// `PERF_COUNT_SW_BPF_OUTPUT` with `attr` (libbpf's: raw samples only;
+    /// [`PerfEventAttr::bpf_output`]), which `perf script` shows as
+    /// bpf-output events with their raw bytes.
+    pub fn for_bpf_output(path: impl AsRef<Path>, attr: PerfEventAttr) -> Result<PerfDataWriter> {
+        let name = "bpf-output".to_owned();
+        PerfDataWriter::create(path, vec![FileEvent { attr, name, ids: Vec::new() }])
+    }
+
+    /// The file's events.
+    pub fn events(&self) -> &[FileEvent] {
+        &self.events
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What was written so far.
+    pub fn stats(&self) -> WriteStats {
+        self.stats
+    }
+
+    /// Header, ids, attr table; the data section starts after them.
+    fn write_head(&mut self) -> Result<()> {
+        let mut ids_at = layout::HEADER_SIZE;
+        let mut ids = Vec::new();
+        let mut table = Vec::new();
+        let attrs_at = layout::HEADER_SIZE + 8 * self.events.iter().map(|e| e.ids.len() as u64).sum::<u64>();
+        for e in &self.events {
+            e.ids.iter().for_each(|&id| layout::put_u64(&mut ids, id));
+            table.extend_from_slice(&layout::attr_bytes(&e.attr));
+            let section = Section { offset: ids_at, size: 8 * e.ids.len() as u64 };
+            section.put(&mut table);
+            ids_at += section.size;
+        }
+        self.data_start = attrs_at + table.len() as u64;
+        let header = FileHeader {
+            attrs: Section { offset: attrs_at, size: table.len() as u64 },
+            data: Section { offset: self.data_start, size: 0 },
+            features: [0; 4],
+        };
+        let mut head = header.bytes();
+        head.extend_from_slice(&ids);
+        head.extend_from_slice(&table);
+        self.put(&head, "the header and attrs")
+    }
+
+    /// Appends `bytes` at the end of what was written. A failed write
+    /// (a full disk) may have written part of them: the file position goes
+    /// back, so that a later write, once there is room, continues whole
+    /// records where the good ones end.
+    fn put(&mut self, bytes: &[u8], what: &'static str) -> Result<()> {
+        self.file.write_all(bytes).map_err(|source| {
+            let _ = self.file.seek(SeekFrom::Start(self.data_start + self.written));
+            Error::Write { path: self.path.clone(), what, source }
+        })
+    }
+
+    /// Synthesized records, attributed to event `at`'s first id.
+    fn synthesize(&mut self, tasks: procfs::Tasks, at: usize) -> Result<()> {
+        let e = &self.events[at];
+        let trailer = procfs::Trailer { attr: &e.attr, id: e.ids.first().copied().unwrap_or(0) };
+        let records = procfs::synthesize(&tasks, &trailer);
+        self.stats.synthesized += count_records(&records);
+        self.put(&records, "records synthesized from /proc")?;
+        self.written += records.len() as u64;
+        self.end_round()
+    }
+
+    /// COMM and MMAP2 records from /proc for every process (or these
+    /// pids), and the kernel's map; for callers building their own file.
+    pub fn synthesize_processes(&mut self, pids: Option<&[i32]>) -> Result<()> {
+        let tasks = pids.map_or(procfs::Tasks::All, |p| procfs::Tasks::Pids(p.to_vec()));
+        let at = self.events.iter().position(|e| e.attr.has(kernel::ATTR_FLAG_SAMPLE_ID_ALL)).unwrap_or(0);
+        self.synthesize(tasks, at)
+    }
+
+    /// Appends whole records (each with its `perf_event_header`, as a
+    /// ring holds them) to the data section, in one write.
+    pub fn write_records(&mut self, bytes: &[u8]) -> Result<()> {
+        self.account(bytes);
+        self.put(bytes, "records")?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Appends a reader's run of records (see [`PerfBuffer::consume_batch`]).
+    pub fn write_batch(&mut self, batch: &Batch<'_>) -> Result<()> {
+        self.write_records(batch.bytes)
+    }
+
+    /// Counts records and follows the samples' first and last times.
+    fn account(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(h) = rest.get(..8).map(Header::of) {
+            let rec = &rest[..h.size().clamp(8, rest.len())];
+            self.stats.records += 1;
+            if h.type_() == kernel::PERF_RECORD_SAMPLE {
+                self.stats.samples += 1;
+                if let Some(t) = self.time_at.and_then(|at| rec.get(at..at + 8)) {
+                    let t = u64::from_le_bytes(t.try_into().unwrap_or_default());
+                    self.times = Some(self.times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+                }
+            }
+            rest = &rest[rec.len()..];
+        }
+    }
+
+    /// Ends a round: a `FINISHED_ROUND` record, then the header's
+    /// `data.size` covers everything written, so a reader of a file whose
+    /// writer dies later still gets it. Call after each pass over every
+    /// ring ([`Self::drain`] does).
+    pub fn end_round(&mut self) -> Result<()> {
+        let mut round = Vec::with_capacity(8);
+        layout::put_record_header(&mut round, layout::RECORD_FINISHED_ROUND, 0, 8);
+        self.put(&round, "a FINISHED_ROUND record")?;
+        self.written += 8;
+        self.stats.rounds += 1;
+        self.commit()
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.file.write_all_at(&self.written.to_le_bytes(), layout::DATA_SIZE_AT).map_err(|source| {
+            Error::Write { path: self.path.clone(), what: "the header's data size", source }
+        })?;
+        self.committed = self.written;
+        self.stats.data_bytes = self.written;
+        Ok(())
+    }
+
+    /// Writes every record the rings of `reader` hold now, one write per
+    /// run, then ends the round. Returns the records written.
+    pub fn drain(&mut self, reader: &mut PerfBuffer<'_>) -> Result<usize> {
+        self.write_runs(|sink| {
+            reader.consume_batch(
+                |batch| if sink(batch) { ControlFlow::Continue(()) } else { ControlFlow::Break(()) },
+            )
+        })
+    }
+
+    /// [`Self::drain`] over any reader: `consume` hands every run it reads
+    /// to the sink (which returns `false` to stop, after a write failed),
+    /// then the round ends. For the C face, whose readers are not a
+    /// [`PerfBuffer`].
+    #[doc(hidden)]
+    pub fn write_runs(
+        &mut self,
+        consume: impl FnOnce(&mut dyn FnMut(&Batch<'_>) -> bool) -> crate::Result<usize>,
+    ) -> Result<usize> {
+        let mut failed = None;
+        let n = consume(&mut |batch| match self.write_batch(batch) {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let n = n?;
+        self.end_round()?;
+        Ok(n)
+    }
+
+    /// Waits up to `timeout` for the kernel to signal a ring of `reader`,
+    /// then [`Self::drain`]s. Returns the records written (0: timeout).
+    pub fn poll(&mut self, reader: &mut PerfBuffer<'_>, timeout: Duration) -> Result<usize> {
+        let mut pfd = libc::pollfd { fd: reader.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, for the call's duration.
+        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if ready < 0 {
+            let e = crate::Error::last_os();
+            return if e.errno() == libc::EINTR { Ok(0) } else { Err(e.into()) };
+        }
+        if ready == 0 {
+            return Ok(0);
+        }
+        self.drain(reader)
+    }
+
+    /// Ends the file: the last round, the header features (event names,
+    /// hostname, OS release, architecture, CPUs, command line, sample
+    /// times, clock; the tracepoints' formats), and the header rewritten
+    /// with them. Dropping an unfinished writer finishes it, ignoring
+    /// errors.
+    pub fn finish(mut self) -> Result<WriteStats> {
+        self.finish_file()?;
+        Ok(self.stats)
+    }
+
+    fn finish_file(&mut self) -> Result<()> {
+        self.finished = true;
+        if self.committed != self.written {
+            self.end_round()?;
+        }
+        let clockid =
+            self.events.iter().find(|e| e.attr.has(kernel::ATTR_FLAG_USE_CLOCKID)).map(|e| e.attr.clockid);
+        let facts = features::Facts { events: &self.events, sample_times: self.times, clockid };
+        let feats = features::features(&facts);
+        let mut header = FileHeader {
+            attrs: Section::default(),
+            data: Section { offset: self.data_start, size: self.written },
+            features: [0; 4],
+        };
+        let table_at = self.data_start + self.written;
+        let mut at = table_at + 16 * feats.len() as u64;
+        let mut table = Vec::new();
+        let mut payloads = Vec::new();
+        for (f, bytes) in &feats {
+            header.set(*f);
+            Section { offset: at, size: bytes.len() as u64 }.put(&mut table);
+            payloads.extend_from_slice(bytes);
+            at += bytes.len() as u64;
+        }
+        table.extend_from_slice(&payloads);
+        self.file.write_all_at(&table, table_at).map_err(|source| Error::Write {
+            path: self.path.clone(),
+            what: "the header features",
+            source,
+        })?;
+        let attrs_size = layout::FILE_ATTR_SIZE * self.events.len() as u64;
+        header.attrs = Section { offset: self.data_start - attrs_size, size: attrs_size };
+        self.file.write_all_at(&header.bytes(), 0).map_err(|source| Error::Write {
+            path: self.path.clone(),
+            what: "the file header",
+            source,
+        })?;
+        self.file.flush().map_err(|source| Error::Write {
+            path: self.path.clone(),
+            what: "the file",
+            source,
+        })?;
+        Ok(())
+    }
+}
+
+impl Drop for PerfDataWriter {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = self.finish_file();
+        }
+    }
+}
+
+fn count_records(bytes: &[u8]) -> u64 {
+    Batch { cpu: 0, bytes, samples: 0, others: 0 }.records().count() as u64
+}
+
+/// The processes of a cgroup (v2) and its descendants.
+fn cgroup_pids(dir: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                pids.extend(cgroup_pids(&e.path()));
+            }
+        }
+    }
+    pids
+}
