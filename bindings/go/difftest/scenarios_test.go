@@ -69,6 +69,8 @@ func TestRecordsAndOrderPerCPU(t *testing.T) {
 			}
 		}
 		o.PerCPU = perCPU(take(t, got, 2*len(sizes)))
+		// No record beyond those: an observation window, not a speed
+		// assertion (an extra record would be in the ring already).
 		_, q := quiet(got, 100*time.Millisecond)
 		o.Extra = !q
 		o.End = errClass(closeAndEnd(t, rd, got))
@@ -170,6 +172,7 @@ func TestPauseOnTheBPFSide(t *testing.T) {
 		}
 		o.ResumedRet = emit(t, p, 0, 16, 2, 1)
 		o.After = take(t, got, 1)
+		// Nothing more: an observation window, not a speed assertion.
 		_, q := quiet(got, 200*time.Millisecond)
 		o.Extra = !q
 		closeAndEnd(t, rd, got)
@@ -202,6 +205,9 @@ func TestCloseBehaviour(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := reading(rd)
+		// Time for Read to block (cilium's Reader shows no sign of it); not
+		// a synchronisation the result depends on: a Read that starts after
+		// Close returns ErrClosed as well.
 		time.Sleep(20 * time.Millisecond)
 		var o closeObs
 		o.Blocked = errClass(closeAndEnd(t, rd, got))
@@ -238,6 +244,8 @@ func TestWatermark(t *testing.T) {
 		got := reading(rd)
 		var o watermarkObs
 		emit(t, p, 0, 16, 1, 3)
+		// Held below the watermark: an observation window, not a speed
+		// assertion (a record handed over early would arrive at once).
 		_, o.Held = quiet(got, 300*time.Millisecond)
 		emit(t, p, 0, 3000, 2, 1)
 		o.Records = take(t, got, 4)
