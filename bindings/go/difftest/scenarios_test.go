@@ -112,27 +112,40 @@ func TestLostSamples(t *testing.T) {
 		var o lostObs
 		o.FillRet = emit(t, p, 0, 72, 1, 300)
 		got := reading(rd)
-		collect := func() {
-			for {
-				r, q := quiet(got, 300*time.Millisecond)
-				if q {
-					return
-				}
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				if r.rec.Lost > 0 {
-					o.Lost += r.rec.Lost
-					o.Sequence = append(o.Sequence, fmt.Sprintf("lost %d", r.rec.Lost))
-				} else {
-					o.Delivered++
-					o.Sequence = append(o.Sequence, fmt.Sprintf("sample %d", len(r.rec.Raw)))
-				}
+		note := func(r result) {
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.rec.Lost > 0 {
+				o.Lost += r.rec.Lost
+				o.Sequence = append(o.Sequence, fmt.Sprintf("lost %d", r.rec.Lost))
+			} else {
+				o.Delivered++
+				o.Sequence = append(o.Sequence, fmt.Sprintf("sample %d", len(r.rec.Raw)))
 			}
 		}
-		collect()
+		// The full ring must be read before the last write (else it is
+		// lost too, LastRet -28), and neither package shows when that is
+		// done: this waits for a quiet moment. The counts are checked on
+		// what arrives after the last write, waited for below.
+		for {
+			r, q := quiet(got, 300*time.Millisecond)
+			if q {
+				break
+			}
+			note(r)
+		}
 		o.LastRet = emit(t, p, 0, 72, 2, 1)
-		collect()
+		// Every write comes back, delivered or counted lost: wait for all
+		// 301 (10 s only catches a hang). A last write that was lost too
+		// reports nothing: the check below says so.
+		for o.LastRet == 0 && uint64(o.Delivered)+o.Lost < 301 {
+			r, q := quiet(got, 10*time.Second)
+			if q {
+				t.Fatalf("delivered %d + lost %d after 10s, want 301", o.Delivered, o.Lost)
+			}
+			note(r)
+		}
 		closeAndEnd(t, rd, got)
 		return o
 	}, func(v interface{}) error {
