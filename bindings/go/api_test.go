@@ -81,9 +81,7 @@ func stall(t *testing.T, p *producer.Producer, opts ReaderOptions) (delivered, l
 		}
 	}
 	for _, n := range []int{1000, 1} {
-		if _, err := p.Emit(0, 16, 1, n); err != nil {
-			t.Fatal(err)
-		}
+		emitEach(t, p, 0, 16, 1, n)
 		drain()
 	}
 	return delivered, lost

@@ -54,10 +54,16 @@ func newReader(t *testing.T, p *producer.Producer, size int, opts ReaderOptions)
 	return rd
 }
 
+// emit writes repeat records, one BPF_PROG_TEST_RUN each: a run with
+// repeat > 1 fails with EINTR when a signal reaches the thread midway (the
+// Go runtime's own), after writes nobody can count; a single run is never
+// interrupted.
 func emit(t *testing.T, p *producer.Producer, cpu, n int, seed byte, repeat int) {
 	t.Helper()
-	if ret, err := p.Emit(cpu, n, seed, repeat); err != nil || ret != 0 {
-		t.Fatalf("emit on cpu %d: %d %v", cpu, ret, err)
+	for i := 0; i < repeat; i++ {
+		if ret, err := p.Emit(cpu, n, seed, 1); err != nil || ret != 0 {
+			t.Fatalf("emit on cpu %d: %d %v", cpu, ret, err)
+		}
 	}
 }
 
