@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,13 +78,23 @@ func allCPUs() []int {
 	return cpus
 }
 
-// drain reads until nothing arrives for quiet. Usable from any goroutine:
-// it reports with t.Error.
-func drain(t *testing.T, r *EventReader, quiet time.Duration) []EventSample {
+// drainNow returns every sample the rings hold now: Consume, then Read
+// until a past deadline, with no wait. That is all the samples of what the
+// test did before: tracepoints, uprobes and the sampling events write in
+// the context of the thread that hit them, before the call that made them
+// returns (a Disable'd event stops on every CPU before Disable returns).
+// So a count taken from it is exact, and an event that must not fire
+// (disabled, filtered, not yet enabled) would already be there. Usable from
+// any goroutine: it reports with t.Error.
+func drainNow(t *testing.T, r *EventReader) []EventSample {
 	t.Helper()
 	var out []EventSample
+	if err := r.Consume(); err != nil {
+		t.Error(err)
+		return out
+	}
+	r.SetDeadline(time.Now())
 	for {
-		r.SetDeadline(time.Now().Add(quiet))
 		s, err := r.Read()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			r.SetDeadline(time.Time{})
@@ -203,7 +214,7 @@ func TestEventTracepointExecOrdered(t *testing.T) {
 	pids := execTrue(t, n)
 	t1 := monotonicNS()
 	var got []EventSample
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second) // only catches a hang
 	for mine := 0; mine < n && time.Now().Before(deadline); {
 		r.SetDeadline(deadline)
 		smp, err := r.Read()
@@ -219,7 +230,7 @@ func TestEventTracepointExecOrdered(t *testing.T) {
 	if err := r.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, drain(t, r, 50*time.Millisecond)...)
+	got = append(got, drainNow(t, r)...)
 	cpus := map[int]bool{}
 	var seen []uint32
 	for i, g := range got {
@@ -283,7 +294,7 @@ func TestEventFilterDisableEnable(t *testing.T) {
 	pids := execTrue(t, 2)
 	sh := exec.Command("/bin/sh", "-c", ":")
 	sh.Run()
-	got := drain(t, r, 50*time.Millisecond)
+	got := drainNow(t, r)
 	var mine []uint32
 	for _, g := range got {
 		if f, _ := g.Field("filename"); f.String() != "/bin/true" || g.PID == uint32(sh.Process.Pid) {
@@ -298,13 +309,13 @@ func TestEventFilterDisableEnable(t *testing.T) {
 	}
 	s.Disable(ev)
 	execTrue(t, 2)
-	if got := drain(t, r, 50*time.Millisecond); len(got) != 0 {
+	if got := drainNow(t, r); len(got) != 0 {
 		t.Fatalf("disabled: %d samples", len(got))
 	}
 	s.Enable(ev)
 	pids = execTrue(t, 1)
 	mine = nil
-	for _, g := range drain(t, r, 50*time.Millisecond) {
+	for _, g := range drainNow(t, r) {
 		if contains(pids, g.PID) {
 			mine = append(mine, g.PID)
 		}
@@ -380,8 +391,7 @@ func TestEventUprobes(t *testing.T) {
 		defer r.Close()
 		s.Enable(AllEvents)
 		probe.Call(n)
-		r.Consume()
-		got = drain(t, r, 20*time.Millisecond)
+		got = drainNow(t, r)
 		ups, rets := 0, 0
 		for _, g := range got {
 			if g.PID != uint32(os.Getpid()) || g.TID != uint32(tid) {
@@ -472,7 +482,7 @@ func TestEventPIDTarget(t *testing.T) {
 	if err := child.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	got := drain(t, r, 50*time.Millisecond)
+	got := drainNow(t, r)
 	for _, g := range got {
 		if g.PID != uint32(child.Process.Pid) || g.Event != ev {
 			t.Fatalf("a sample of %d", g.PID)
@@ -513,8 +523,7 @@ func TestEventKprobeWithoutThePMU(t *testing.T) {
 		for i := 0; i < 50; i++ {
 			syscall.Getppid()
 		}
-		r.Consume()
-		if got := drain(t, r, 20*time.Millisecond); len(got) != 50 {
+		if got := drainNow(t, r); len(got) != 50 {
 			t.Errorf("kprobe: %d samples for 50 calls", len(got))
 		}
 	})
@@ -644,8 +653,7 @@ func TestEventProfilerFallbackAndDeferredEnable(t *testing.T) {
 	cpus, _ := s.CPUs()
 	// Deferred enable: opened disabled, nothing is sampled before.
 	spinAll(cpus, 300*time.Millisecond)
-	r.Consume()
-	if got := drain(t, r, 10*time.Millisecond); len(got) != 0 {
+	if got := drainNow(t, r); len(got) != 0 {
 		t.Fatalf("%d samples before Enable", len(got))
 	}
 	c, err := s.Read(ev, AllCPUs)
@@ -661,20 +669,40 @@ func TestEventProfilerFallbackAndDeferredEnable(t *testing.T) {
 	if info, _ := s.Info(ev); !info.BPFAttached || info.Enabled {
 		t.Fatalf("info %+v", info)
 	}
+	// Sample until the program has run 20 times on every CPU (0.2 s at
+	// 99 Hz; the 20 s deadline only catches an event that never fires).
+	const want = 20
 	start := time.Now()
 	s.Enable(ev)
-	spinAll(cpus, time.Second)
+	for deadline := start.Add(20 * time.Second); ; {
+		spinAll(cpus, 100*time.Millisecond)
+		least := uint64(math.MaxUint64)
+		for _, cpu := range cpus {
+			if n := prog.count(t, cpu); n < least {
+				least = n
+			}
+		}
+		if least >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program ran %d times at least on a CPU in 20s, want %d on each", least, want)
+		}
+	}
 	s.Disable(ev)
 	elapsed := time.Since(start).Seconds()
-	r.Consume()
 	perCPU := map[int]uint64{}
-	for _, g := range drain(t, r, 20*time.Millisecond) {
+	for _, g := range drainNow(t, r) {
 		perCPU[g.CPU]++
 	}
 	for _, cpu := range cpus {
 		runs := prog.count(t, cpu)
 		t.Logf("cpu %d: the program ran %d times, %d samples in the ring", cpu, runs, perCPU[cpu])
-		if float64(runs) < 99*0.5 || float64(runs) > 99*elapsed*1.5 {
+		// Frequency is honoured: no more than 99 Hz allows over the time
+		// enabled (with slack). A slow machine only makes elapsed longer,
+		// so this bound measures no speed; it fails when the event samples
+		// by period (say every CPU-clock tick) instead of at 99 Hz.
+		if runs < want || float64(runs) > 99*elapsed*1.5+10 {
 			t.Errorf("cpu %d: %d samples in %.2fs at 99 Hz", cpu, runs, elapsed)
 		}
 		if perCPU[cpu] != runs {
@@ -714,7 +742,7 @@ func TestEventLost(t *testing.T) {
 		probe.Call(1) // the kernel reports the loss with its next write
 		r.Consume()
 		var samples, lost uint64
-		for _, g := range drain(t, r, 20*time.Millisecond) {
+		for _, g := range drainNow(t, r) {
 			if g.LostSamples > 0 {
 				lost += g.LostSamples
 			} else {
@@ -786,15 +814,13 @@ func TestEventAddRemoveWhileReading(t *testing.T) {
 			return
 		}
 		probe.Call(10)
-		r.Consume()
-		if got := drain(t, r, 20*time.Millisecond); len(got) != 10 {
+		if got := drainNow(t, r); len(got) != 10 {
 			t.Errorf("added later: %d samples", len(got))
 		}
 		probe.Call(7) // in the rings when the event goes
 		s.Remove(up)
 		probe.Call(10)
-		r.Consume()
-		if got := drain(t, r, 20*time.Millisecond); len(got) != 0 || r.Unattributed() != 7 {
+		if got := drainNow(t, r); len(got) != 0 || r.Unattributed() != 7 {
 			t.Errorf("after removal: %d samples, %d unattributed", len(got), r.Unattributed())
 		}
 	})
@@ -823,7 +849,7 @@ func TestEventLifetimes(t *testing.T) {
 	}
 	later := execTrue(t, 2)
 	var mine []EventSample
-	for _, g := range drain(t, r, 50*time.Millisecond) {
+	for _, g := range drainNow(t, r) {
 		if contains(first, g.PID) || contains(later, g.PID) {
 			mine = append(mine, g)
 		}
@@ -839,15 +865,15 @@ func TestEventLifetimes(t *testing.T) {
 		_, err := r.Read()
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitInPoll(t, &r.rings)
 	r.Close()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrClosed) {
 			t.Fatalf("Read: %v", err)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("Read still blocked after Close")
+	case <-time.After(10 * time.Second): // only a hang takes this long
+		t.Fatal("Read still blocked 10s after Close")
 	}
 	if _, err := mine[0].Field("filename"); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("after both: %v", err)
@@ -992,8 +1018,7 @@ func TestEventSampleFields(t *testing.T) {
 		defer r.Close()
 		s.Enable(AllEvents)
 		probe.Call(5)
-		r.Consume()
-		got := drain(t, r, 20*time.Millisecond)
+		got := drainNow(t, r)
 		if len(got) != 5 {
 			t.Errorf("%d samples", len(got))
 			return

@@ -30,6 +30,20 @@ func openProducer(t *testing.T) *producer.Producer {
 	return p
 }
 
+// waitInRead returns once a ReadInto holds the reader (it holds mu across
+// its waits), so that what follows acts on a blocked Read; a generous
+// deadline only catches a Read that never started.
+func waitInRead(t *testing.T, rd *Reader) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); rd.mu.TryLock(); {
+		rd.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no Read blocked within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func newReader(t *testing.T, p *producer.Producer, size int, opts ReaderOptions) *Reader {
 	t.Helper()
 	rd, err := NewReaderWithOptions(fdMap(p.MapFD()), size, opts)
@@ -40,10 +54,16 @@ func newReader(t *testing.T, p *producer.Producer, size int, opts ReaderOptions)
 	return rd
 }
 
+// emit writes repeat records, one BPF_PROG_TEST_RUN each: a run with
+// repeat > 1 fails with EINTR when a signal reaches the thread midway (the
+// Go runtime's own), after writes nobody can count; a single run is never
+// interrupted.
 func emit(t *testing.T, p *producer.Producer, cpu, n int, seed byte, repeat int) {
 	t.Helper()
-	if ret, err := p.Emit(cpu, n, seed, repeat); err != nil || ret != 0 {
-		t.Fatalf("emit on cpu %d: %d %v", cpu, ret, err)
+	for i := 0; i < repeat; i++ {
+		if ret, err := p.Emit(cpu, n, seed, 1); err != nil || ret != 0 {
+			t.Fatalf("emit on cpu %d: %d %v", cpu, ret, err)
+		}
 	}
 }
 
@@ -143,6 +163,8 @@ func TestWatermarkHoldsUntilFlush(t *testing.T) {
 	rd := newReader(t, p, 4*os.Getpagesize(), ReaderOptions{Watermark: 4096})
 	got := reading(rd)
 	emit(t, p, 0, 16, 3, 4)
+	// Nothing must arrive: an observation window, not a speed assertion (a
+	// record handed over early would be here long before it ends).
 	select {
 	case r := <-got:
 		t.Fatalf("below the watermark, Read returned %+v", r)
@@ -159,6 +181,7 @@ func TestWatermarkHoldsUntilFlush(t *testing.T) {
 	if r := <-got; !errors.Is(r.err, ErrFlushed) {
 		t.Fatalf("after the records: %+v", r)
 	}
+	// Nothing more must arrive: an observation window, not a speed assertion.
 	select {
 	case r := <-got:
 		t.Fatalf("a second result for one Flush: %+v", r)
@@ -281,7 +304,7 @@ func TestCloseSemantics(t *testing.T) {
 	p := openProducer(t)
 	rd := newReader(t, p, os.Getpagesize(), ReaderOptions{})
 	got := reading(rd)
-	time.Sleep(20 * time.Millisecond)
+	waitInRead(t, rd)
 	if err := rd.Close(); err != nil {
 		t.Fatal(err)
 	}
