@@ -321,6 +321,9 @@ pub fn to_c(rec: &Record<'_>, sz: usize) -> perfbuf_sample {
             (o.throttle_time, o.throttle_id, o.throttle_stream_id) = (t.time, t.id, t.stream_id);
         }
         Body::LostSamples(l) => o.lost = l.lost,
+        // Side-band records: the trailer above; their own fields come
+        // with `perfbuf_decode_sideband`.
+        _ => {}
     }
     o
 }

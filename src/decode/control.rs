@@ -1,6 +1,8 @@
 //! Records about the ring itself: lost records, throttling.
 
-use super::SampleId;
+use super::cursor::Cursor;
+use super::{Body, DecodeAttr, DecodeError, Field, SampleId};
+use super::{PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE};
 
 /// `PERF_RECORD_LOST`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,4 +35,39 @@ pub struct LostSamples {
     pub lost: u64,
     /// The trailer.
     pub sample_id: SampleId,
+}
+
+/// Decodes a record about the ring (`None`: not one of those types).
+pub(super) fn decode_control<'a>(
+    type_: u32,
+    rec: &'a [u8],
+    a: &DecodeAttr,
+) -> Option<Result<Body<'a>, DecodeError>> {
+    let mut c = Cursor::new(rec);
+    let c = &mut c;
+    Some(match type_ {
+        PERF_RECORD_LOST => lost(c, a).map(Body::Lost),
+        PERF_RECORD_THROTTLE => throttle(c, a).map(Body::Throttle),
+        PERF_RECORD_UNTHROTTLE => throttle(c, a).map(Body::Unthrottle),
+        PERF_RECORD_LOST_SAMPLES => lost_samples(c, a).map(Body::LostSamples),
+        _ => return None,
+    })
+}
+
+fn lost(c: &mut Cursor<'_>, a: &DecodeAttr) -> Result<Lost, DecodeError> {
+    let id = c.u64(Field::LostId)?;
+    let lost = c.u64(Field::Lost)?;
+    Ok(Lost { id, lost, sample_id: c.sample_id_end(a)? })
+}
+
+fn throttle(c: &mut Cursor<'_>, a: &DecodeAttr) -> Result<Throttle, DecodeError> {
+    let time = c.u64(Field::ThrottleTime)?;
+    let id = c.u64(Field::ThrottleId)?;
+    let stream_id = c.u64(Field::ThrottleStreamId)?;
+    Ok(Throttle { time, id, stream_id, sample_id: c.sample_id_end(a)? })
+}
+
+fn lost_samples(c: &mut Cursor<'_>, a: &DecodeAttr) -> Result<LostSamples, DecodeError> {
+    let lost = c.u64(Field::Lost)?;
+    Ok(LostSamples { lost, sample_id: c.sample_id_end(a)? })
 }

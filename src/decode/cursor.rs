@@ -79,6 +79,24 @@ impl<'a> Cursor<'a> {
         Ok(U64s { bytes: self.take(len, field)? })
     }
 
+    /// Where the next field starts.
+    pub(super) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// A NUL-terminated name padded up to the `sample_id` trailer (which
+    /// ends the record): the bytes before its NUL.
+    pub(super) fn name(&mut self, a: &DecodeAttr) -> Result<&'a [u8], DecodeError> {
+        let trailer =
+            if a.sample_id_all { 8 * (a.sample_type & SAMPLE_ID_BITS).count_ones() as usize } else { 0 };
+        let truncated = DecodeError::Truncated { field: Field::Name, offset: self.pos };
+        let end = self.rec.len().checked_sub(trailer).filter(|&e| e >= self.pos).ok_or(truncated)?;
+        let area = self.rec.get(self.pos..end).ok_or(truncated)?;
+        let nul = area.iter().position(|&b| b == 0).ok_or(truncated)?;
+        self.pos = end;
+        Ok(&area[..nul])
+    }
+
     /// The `sample_id` trailer (if the attr has `sample_id_all`), which must
     /// end the record.
     pub(super) fn sample_id_end(&mut self, a: &DecodeAttr) -> Result<SampleId, DecodeError> {

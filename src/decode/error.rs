@@ -97,6 +97,41 @@ pub enum Field {
     ThrottleId,
     /// THROTTLE / UNTHROTTLE: `stream_id`.
     ThrottleStreamId,
+    /// Side-band records: the task's pid and tid.
+    TaskPid,
+    /// FORK / EXIT: the parent's pid and tid.
+    TaskParent,
+    /// FORK / EXIT: `time`.
+    TaskTime,
+    /// MMAP / MMAP2: `addr`.
+    MmapAddr,
+    /// MMAP / MMAP2: `len`.
+    MmapLen,
+    /// MMAP / MMAP2: `pgoff`.
+    MmapPgoff,
+    /// MMAP2: device and inode, or the build id.
+    MmapFileId,
+    /// MMAP2: `prot` and `flags`.
+    MmapProt,
+    /// A NUL-terminated name: COMM's `comm`, MMAP's `filename`, KSYMBOL's
+    /// `name`, CGROUP's `path`.
+    Name,
+    /// SWITCH_CPU_WIDE: the next or previous task.
+    SwitchTask,
+    /// NAMESPACES: `nr_namespaces`.
+    NamespacesNr,
+    /// NAMESPACES: the `(dev, inode)` pairs.
+    Namespaces,
+    /// KSYMBOL: `addr`.
+    KsymbolAddr,
+    /// KSYMBOL: `len`, `ksym_type`, `flags`.
+    KsymbolLen,
+    /// BPF_EVENT: `type`, `flags`, `id`.
+    BpfEventId,
+    /// BPF_EVENT: `tag`.
+    BpfEventTag,
+    /// CGROUP: `id`.
+    CgroupId,
 }
 
 /// Why a record could not be decoded.

@@ -36,14 +36,22 @@ mod control;
 mod cursor;
 mod error;
 mod sample;
+mod sideband;
 
 pub use control::{Lost, LostSamples, Throttle};
-use cursor::Cursor;
 pub use error::{DecodeError, Field};
 use sample::decode_sample;
 pub use sample::{
     BranchEntry, BranchStack, Read, ReadGroup, ReadValue, ReadValues, Regs, Sample, StackUser, U64s,
     WeightStruct, weight_struct,
+};
+pub use sideband::{
+    BUILD_ID_SIZE_MAX, BpfEvent, CgroupRecord, Comm, FileId, Ksymbol, Mmap, Namespaces,
+    PERF_RECORD_BPF_EVENT, PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK,
+    PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID,
+    PERF_RECORD_MISC_MMAP_DATA, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+    PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_NAMESPACES, PERF_RECORD_SWITCH,
+    PERF_RECORD_SWITCH_CPU_WIDE, Switch, Task,
 };
 
 pub use crate::kernel::{
@@ -163,6 +171,28 @@ pub enum Body<'a> {
     Unthrottle(Throttle),
     /// `PERF_RECORD_LOST_SAMPLES`.
     LostSamples(LostSamples),
+    /// `PERF_RECORD_COMM`.
+    Comm(Comm<'a>),
+    /// `PERF_RECORD_FORK`.
+    Fork(Task),
+    /// `PERF_RECORD_EXIT`.
+    Exit(Task),
+    /// `PERF_RECORD_MMAP`.
+    Mmap(Mmap<'a>),
+    /// `PERF_RECORD_MMAP2`.
+    Mmap2(Mmap<'a>),
+    /// `PERF_RECORD_SWITCH`.
+    Switch(Switch),
+    /// `PERF_RECORD_SWITCH_CPU_WIDE`.
+    SwitchCpuWide(Switch),
+    /// `PERF_RECORD_NAMESPACES`.
+    Namespaces(Namespaces<'a>),
+    /// `PERF_RECORD_KSYMBOL`.
+    Ksymbol(Ksymbol<'a>),
+    /// `PERF_RECORD_BPF_EVENT`.
+    BpfEvent(BpfEvent),
+    /// `PERF_RECORD_CGROUP`.
+    Cgroup(CgroupRecord<'a>),
 }
 
 /// A decoded record.
@@ -180,22 +210,38 @@ impl Record<'_> {
     /// The `PERF_SAMPLE_*` bits of the fields decoded: `sample_type` for a
     /// sample, the `sample_id` bits present for other records.
     pub fn present(&self) -> u64 {
-        match &self.body {
-            Body::Sample(s) => s.sample_type,
-            Body::Lost(l) => l.sample_id.present,
-            Body::Throttle(t) | Body::Unthrottle(t) => t.sample_id.present,
-            Body::LostSamples(l) => l.sample_id.present,
+        match (&self.body, self.sample_id()) {
+            (Body::Sample(s), _) => s.sample_type,
+            (_, Some(id)) => id.present,
+            (_, None) => 0,
         }
     }
 
     /// The `sample_id` trailer, for records other than samples.
     pub fn sample_id(&self) -> Option<&SampleId> {
-        match &self.body {
-            Body::Sample(_) => None,
-            Body::Lost(l) => Some(&l.sample_id),
-            Body::Throttle(t) | Body::Unthrottle(t) => Some(&t.sample_id),
-            Body::LostSamples(l) => Some(&l.sample_id),
-        }
+        Some(match &self.body {
+            Body::Sample(_) => return None,
+            Body::Lost(l) => &l.sample_id,
+            Body::Throttle(t) | Body::Unthrottle(t) => &t.sample_id,
+            Body::LostSamples(l) => &l.sample_id,
+            Body::Comm(c) => &c.sample_id,
+            Body::Fork(t) | Body::Exit(t) => &t.sample_id,
+            Body::Mmap(m) | Body::Mmap2(m) => &m.sample_id,
+            Body::Switch(s) | Body::SwitchCpuWide(s) => &s.sample_id,
+            Body::Namespaces(n) => &n.sample_id,
+            Body::Ksymbol(k) => &k.sample_id,
+            Body::BpfEvent(b) => &b.sample_id,
+            Body::Cgroup(c) => &c.sample_id,
+        })
+    }
+
+    /// Whether it is a side-band record (a task's or an address space's
+    /// news), as opposed to a sample or a record about the ring.
+    pub fn is_sideband(&self) -> bool {
+        !matches!(
+            self.body,
+            Body::Sample(_) | Body::Lost(_) | Body::Throttle(_) | Body::Unthrottle(_) | Body::LostSamples(_)
+        )
     }
 }
 
@@ -221,26 +267,9 @@ pub fn decode<'a>(rec: &'a [u8], attr: &DecodeAttr) -> Result<Record<'a>, Decode
     let bytes = &rec[..size];
     let body = match header.type_ {
         PERF_RECORD_SAMPLE => Body::Sample(decode_sample(bytes, attr)?),
-        PERF_RECORD_LOST => {
-            let mut c = Cursor::new(bytes);
-            let id = c.u64(Field::LostId)?;
-            let lost = c.u64(Field::Lost)?;
-            Body::Lost(Lost { id, lost, sample_id: c.sample_id_end(attr)? })
-        }
-        PERF_RECORD_THROTTLE | PERF_RECORD_UNTHROTTLE => {
-            let mut c = Cursor::new(bytes);
-            let time = c.u64(Field::ThrottleTime)?;
-            let id = c.u64(Field::ThrottleId)?;
-            let stream_id = c.u64(Field::ThrottleStreamId)?;
-            let t = Throttle { time, id, stream_id, sample_id: c.sample_id_end(attr)? };
-            if header.type_ == PERF_RECORD_THROTTLE { Body::Throttle(t) } else { Body::Unthrottle(t) }
-        }
-        PERF_RECORD_LOST_SAMPLES => {
-            let mut c = Cursor::new(bytes);
-            let lost = c.u64(Field::Lost)?;
-            Body::LostSamples(LostSamples { lost, sample_id: c.sample_id_end(attr)? })
-        }
-        type_ => return Err(DecodeError::UnsupportedType { type_ }),
+        type_ => control::decode_control(type_, bytes, attr)
+            .or_else(|| sideband::decode_sideband(type_, header.misc, bytes, attr))
+            .unwrap_or(Err(DecodeError::UnsupportedType { type_ }))?,
     };
     Ok(Record { header, bytes, body })
 }

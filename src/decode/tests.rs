@@ -638,9 +638,9 @@ fn header_errors() {
 
 #[test]
 fn unsupported() {
-    let rec = Rb::new().u64(0).finish(1, 0); // PERF_RECORD_MMAP
-    let err = decode(&rec, &attr(0)).expect_err("mmap");
-    assert_eq!(err, DecodeError::UnsupportedType { type_: 1 });
+    let rec = Rb::new().u64(0).finish(11, 0); // PERF_RECORD_AUX
+    let err = decode(&rec, &attr(0)).expect_err("aux");
+    assert_eq!(err, DecodeError::UnsupportedType { type_: 11 });
     assert!(!err.is_malformed());
     let rec = Rb::new().u64(0).sample();
     let err = decode(&rec, &attr(PERF_SAMPLE_IP | 1 << 25)).expect_err("bit 25");
@@ -717,4 +717,108 @@ fn mutations_never_panic() {
         let _ = decode(&junk, a);
     }
     assert!(ok > 0, "some mutations still decode");
+}
+
+/// A set's trailer: TID, TIME, CPU, IDENTIFIER.
+fn set_attr() -> DecodeAttr {
+    DecodeAttr {
+        sample_type: PERF_SAMPLE_IDENTIFIER
+            | PERF_SAMPLE_IP
+            | PERF_SAMPLE_TID
+            | PERF_SAMPLE_TIME
+            | PERF_SAMPLE_CPU,
+        sample_id_all: true,
+        ..DecodeAttr::default()
+    }
+}
+
+fn trailer(rb: Rb) -> Rb {
+    rb.pair(10, 11).u64(999).pair(1, 0).u64(77)
+}
+
+#[test]
+fn comm_with_exec_bit_and_padded_name() {
+    let rec = trailer(Rb::new().pair(10, 11).bytes(b"marker\0\0"))
+        .finish(PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
+    let r = decode(&rec, &set_attr()).expect("comm");
+    let Body::Comm(c) = r.body else { panic!("{r:?}") };
+    assert_eq!((c.pid, c.tid, c.comm, c.exec), (10, 11, &b"marker"[..], true));
+    assert_eq!(c.sample_id.time, Some(999));
+    assert_eq!(c.sample_id.identifier, Some(77));
+    assert!(r.is_sideband());
+    // No NUL before the trailer: malformed.
+    let rec = trailer(Rb::new().pair(10, 11).bytes(b"12345678")).finish(PERF_RECORD_COMM, 0);
+    assert_eq!(decode(&rec, &set_attr()), Err(DecodeError::Truncated { field: Field::Name, offset: 16 }));
+}
+
+#[test]
+fn fork_exit_mmap2_switch() {
+    let a = set_attr();
+    let rec = trailer(Rb::new().pair(5, 4).pair(5, 3).u64(123)).finish(PERF_RECORD_FORK, 0);
+    let Body::Fork(t) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!((t.pid, t.ppid, t.tid, t.ptid, t.time), (5, 4, 5, 3, 123));
+    let rec = trailer(Rb::new().pair(5, 4).pair(5, 3).u64(124)).finish(PERF_RECORD_EXIT, 0);
+    assert!(matches!(decode(&rec, &a).unwrap().body, Body::Exit(Task { time: 124, .. })));
+    let rec = trailer(
+        Rb::new()
+            .pair(5, 6)
+            .u64(0x1000)
+            .u64(0x2000)
+            .u64(0x3000)
+            .pair(8, 1)
+            .u64(42)
+            .u64(0)
+            .pair(1, 2)
+            .bytes(b"/f\0\0\0\0\0\0"),
+    )
+    .finish(PERF_RECORD_MMAP2, PERF_RECORD_MISC_MMAP_DATA);
+    let Body::Mmap2(m) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!(
+        (m.addr, m.len, m.pgoff, m.prot, m.flags, m.filename, m.data),
+        (0x1000, 0x2000, 0x3000, 1, 2, &b"/f"[..], true)
+    );
+    assert_eq!(m.file, Some(FileId::Inode { maj: 8, min: 1, ino: 42, ino_generation: 0 }));
+    // A build id instead of device and inode.
+    let mut id = [0u8; 24];
+    id[0] = 3;
+    id[4..7].copy_from_slice(b"abc");
+    let rec =
+        trailer(Rb::new().pair(5, 6).u64(1).u64(2).u64(3).bytes(&id).pair(1, 2).bytes(b"/f\0\0\0\0\0\0"))
+            .finish(PERF_RECORD_MMAP2, PERF_RECORD_MISC_MMAP_BUILD_ID);
+    let Body::Mmap2(m) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!(m.file, Some(FileId::BuildId(b"abc")));
+    id[0] = 21;
+    let rec =
+        trailer(Rb::new().pair(5, 6).u64(1).u64(2).u64(3).bytes(&id).pair(1, 2).bytes(b"/f\0\0\0\0\0\0"))
+            .finish(PERF_RECORD_MMAP2, PERF_RECORD_MISC_MMAP_BUILD_ID);
+    assert!(decode(&rec, &a).unwrap_err().is_malformed());
+    let rec = trailer(Rb::new().pair(9, 9)).finish(PERF_RECORD_SWITCH_CPU_WIDE, PERF_RECORD_MISC_SWITCH_OUT);
+    let Body::SwitchCpuWide(s) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!((s.out, s.preempt, s.next_prev), (true, false, Some(PidTid { pid: 9, tid: 9 })));
+    let rec = trailer(Rb::new()).finish(PERF_RECORD_SWITCH, 0);
+    assert!(matches!(
+        decode(&rec, &a).unwrap().body,
+        Body::Switch(Switch { out: false, next_prev: None, .. })
+    ));
+}
+
+#[test]
+fn namespaces_ksymbol_bpf_cgroup() {
+    let a = set_attr();
+    let rec = trailer(Rb::new().pair(1, 1).u64(2).words(&[3, 4, 5, 6])).finish(PERF_RECORD_NAMESPACES, 0);
+    let Body::Namespaces(n) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!((n.len(), n.get(1), n.get(2)), (2, Some((5, 6)), None));
+    let rec = trailer(Rb::new().u64(0xffff).u32(16).u32(1).bytes(b"bpf_prog\0\0\0\0\0\0\0\0"))
+        .finish(PERF_RECORD_KSYMBOL, 0);
+    let Body::Ksymbol(k) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!((k.addr, k.len, k.ksym_type, k.flags, k.name), (0xffff, 16, 1, 0, &b"bpf_prog"[..]));
+    let rec = trailer(Rb::new().u32(1).u32(33).bytes(b"tagtag12")).finish(PERF_RECORD_BPF_EVENT, 0);
+    let Body::BpfEvent(b) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!((b.type_, b.id, &b.tag), (1, 33, b"tagtag12"));
+    let rec = trailer(Rb::new().u64(8).bytes(b"/a\0\0\0\0\0\0")).finish(PERF_RECORD_CGROUP, 0);
+    let Body::Cgroup(c) = decode(&rec, &a).unwrap().body else { panic!() };
+    assert_eq!((c.id, c.path), (8, &b"/a"[..]));
+    // Without sample_id_all the name runs to the end.
+    let rec = Rb::new().u64(8).bytes(b"/a\0\0\0\0\0\0").finish(PERF_RECORD_CGROUP, 0);
+    assert!(decode(&rec, &DecodeAttr::default()).is_ok());
 }
