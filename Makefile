@@ -21,7 +21,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := events-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: sideband-test tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib
@@ -72,6 +72,13 @@ $(BUILD)/events_test: c-tests/events_test.c $(TESTUTIL) c-tests/testutil.h inclu
 
 events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o tracefs
 	$(BUILD)/events_test $(BUILD)/profile.bpf.o
+
+# Side-band records (fork, exec, mmap, exit) through the C face.
+$(BUILD)/sideband_test: c-tests/sideband_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/sideband_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+sideband-test: $(BUILD)/sideband_test tracefs
+	$(BUILD)/sideband_test
 
 # Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
 # slow callbacks, raw readers): each scenario's transcript on libbpf, on

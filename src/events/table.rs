@@ -91,6 +91,18 @@ impl Decoder {
         self.read().event_of_id(record_id(rec)?)
     }
 
+    /// What wrote `rec` (`None`: the set's rings, for its side-band
+    /// records) and the layout of its records; `None` for a record of
+    /// nothing in the set.
+    pub fn layout_of(&self, rec: &[u8]) -> Option<(Option<EventId>, DecodeAttr)> {
+        let table = self.read();
+        let id = record_id(rec)?;
+        match table.event_of_id(id) {
+            Some(e) => table.layout(e).map(|l| (Some(e), l.decode)),
+            None => table.owner_ids.contains(&id).then_some((None, table.owner_layout)),
+        }
+    }
+
     /// Decodes `rec`, read from the ring of `cpu`, and hands it to `f`.
     /// A record of an event no longer in the set (removed while its
     /// records were in flight) or that does not decode is counted (see
