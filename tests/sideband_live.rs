@@ -219,3 +219,173 @@ fn fork_exec_mmap_exit_in_time_order() {
     assert_ne!(flags & libc::MAP_PRIVATE as u32, 0);
     assert_eq!(stats.late, 0, "{stats:?}");
 }
+
+/// One process's lifecycle as text both sides can print: FORK, COMM exec,
+/// MMAP2 of the file, EXIT, each with perf script's fields.
+fn lifecycle_of_ours(seen: &[(u64, Seen)], child: u32, file: &Path) -> Vec<String> {
+    seen.iter()
+        .filter_map(|(_, s)| match s {
+            Seen::Fork { pid, tid, ppid, ptid } if *tid == child => {
+                Some(format!("FORK({pid}:{tid}):({ppid}:{ptid})"))
+            }
+            Seen::Exit { pid, tid, ppid } if *tid == child => Some(format!("EXIT({pid}:{tid}):({ppid})")),
+            Seen::Comm { pid, tid, comm, exec: true } if *tid == child => {
+                Some(format!("COMM exec: {comm}:{pid}/{tid}"))
+            }
+            Seen::Mmap { pid, addr, len, pgoff, maj, min, ino, file: f, .. }
+                if *pid == child && Path::new(f) == file =>
+            {
+                Some(format!("MMAP2 [{addr:#x}({len:#x}) @ {pgoff:#x} {maj:02x}:{min:02x} {ino}] {f}"))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The same from `perf script --show-task-events --show-mmap-events`.
+fn lifecycle_of_perf(script: &str, child: u32, file: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in script.lines() {
+        let Some(at) = line.find("PERF_RECORD_") else { continue };
+        let rec = &line[at + "PERF_RECORD_".len()..];
+        let ids = |s: &str| -> Option<(u32, u32, u32, u32)> {
+            // (pid:tid):(ppid:ptid)
+            let nums: Vec<u32> = s
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|x| !x.is_empty())
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (nums.len() >= 4).then(|| (nums[0], nums[1], nums[2], nums[3]))
+        };
+        if let Some(rest) = rec.strip_prefix("FORK") {
+            if let Some((pid, tid, ppid, ptid)) = ids(rest).filter(|t| t.1 == child) {
+                out.push(format!("FORK({pid}:{tid}):({ppid}:{ptid})"));
+            }
+        } else if let Some(rest) = rec.strip_prefix("EXIT") {
+            if let Some((pid, tid, ppid, _)) = ids(rest).filter(|t| t.1 == child) {
+                out.push(format!("EXIT({pid}:{tid}):({ppid})"));
+            }
+        } else if let Some(rest) = rec.strip_prefix("COMM exec: ") {
+            let (name, ids) = rest.rsplit_once(':').unwrap_or((rest, ""));
+            if ids.trim() == format!("{child}/{child}") {
+                out.push(format!("COMM exec: {name}:{child}/{child}"));
+            }
+        } else if let Some(rest) = rec.strip_prefix("MMAP2 ") {
+            // "PID/TID: [ADDR(LEN) @ PGOFF MAJ:MIN INO GEN]: PROT FILE"
+            let pid: u32 = rest.split('/').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            let (Some(open), Some(close)) = (rest.find('['), rest.find(']')) else { continue };
+            let name = rest[close..].rsplit(' ').next().unwrap_or("");
+            if pid != child || Path::new(name) != file {
+                continue;
+            }
+            let inner: Vec<&str> = rest[open + 1..close].split(' ').collect();
+            // inner: ["ADDR(LEN)", "@", "PGOFF", "MAJ:MIN", "INO", "GEN"]
+            let pgoff = u64::from_str_radix(inner[2].trim_start_matches("0x"), 16).unwrap_or(u64::MAX);
+            out.push(format!("MMAP2 [{} @ {pgoff:#x} {} {}] {name}", inner[0], inner[3], inner[4]));
+        }
+    }
+    out
+}
+
+/// The same workload recorded by `perf record -a` and read by a set: its
+/// FORK, COMM exec, MMAP2 of the file and EXIT agree field by field.
+#[test]
+fn agrees_with_perf_script() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let Some(builder) = builder_or_skip() else { return };
+    let perf_ok =
+        std::process::Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !perf_ok {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "perf (Debian's linux-perf) is needed under CI"
+        );
+        eprintln!("skipped: no perf");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("perfbuf-sideband-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = marked_binary(&dir);
+    let data = dir.join("mapped.bin");
+    std::fs::write(&data, vec![7u8; 4 * 4096]).unwrap();
+    let perf_data = dir.join("perf.data");
+
+    let mut set = builder
+        .pages(64)
+        .sideband(Sideband::COMM | Sideband::TASK | Sideband::MMAP | Sideband::MMAP_DATA)
+        .build()
+        .unwrap();
+    let mut seen: Vec<(u64, Seen)> = Vec::new();
+    let mut pb = set
+        .reader(|rec| {
+            let EventRecord::Sideband { record, .. } = rec else { return };
+            let s = match record.body {
+                Body::Fork(t) => Seen::Fork { pid: t.pid, tid: t.tid, ppid: t.ppid, ptid: t.ptid },
+                Body::Exit(t) => Seen::Exit { pid: t.pid, tid: t.tid, ppid: t.ppid },
+                Body::Comm(c) => Seen::Comm {
+                    pid: c.pid,
+                    tid: c.tid,
+                    comm: String::from_utf8_lossy(c.comm).into(),
+                    exec: c.exec,
+                },
+                Body::Mmap2(m) => {
+                    let Some(FileId::Inode { maj, min, ino, .. }) = m.file else { return };
+                    Seen::Mmap {
+                        pid: m.pid,
+                        addr: m.addr,
+                        len: m.len,
+                        pgoff: m.pgoff,
+                        maj,
+                        min,
+                        ino,
+                        prot: m.prot,
+                        flags: m.flags,
+                        file: String::from_utf8_lossy(m.filename).into(),
+                    }
+                }
+                _ => return,
+            };
+            seen.push((0, s));
+        })
+        .unwrap();
+    // sh forks the marked binary while perf records (`; true` keeps sh
+    // from exec'ing it in place).
+    let cmd = format!("{} child_maps_a_file --exact --nocapture --test-threads=1; true", bin.display());
+    let mut perf = std::process::Command::new("perf")
+        .args(["record", "-q", "-a", "-d", "-e", "sched:sched_process_exec", "-o"])
+        .arg(&perf_data)
+        .args(["--", "sh", "-c", &cmd])
+        .env(CHILD_ENV, &data)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while perf.try_wait().unwrap().is_none() {
+        pb.poll(Some(Duration::from_millis(10))).unwrap();
+    }
+    for _ in 0..10 {
+        pb.poll(Some(Duration::from_millis(20))).unwrap();
+    }
+    drop(pb);
+    let script = std::process::Command::new("perf")
+        .args(["script", "--show-task-events", "--show-mmap-events", "-i"])
+        .arg(&perf_data)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let script = String::from_utf8_lossy(&script.stdout);
+    let child = seen
+        .iter()
+        .find_map(|(_, s)| match s {
+            Seen::Comm { pid, comm, exec: true, .. } if comm == MARKER => Some(*pid),
+            _ => None,
+        })
+        .expect("the set saw the marked exec");
+    let ours = lifecycle_of_ours(&seen, child, &data);
+    let theirs = lifecycle_of_perf(&script, child, &data);
+    assert_eq!(ours.len(), 4, "fork, comm, mmap, exit: {ours:#?}");
+    eprintln!("perf script and the set agree on {ours:#?}");
+    assert_eq!(ours, theirs);
+}
