@@ -510,7 +510,8 @@ struct perfbuf_sample {
   size_t sz;
   /*
    `header.type`: `PERF_RECORD_SAMPLE`, `_LOST`, `_THROTTLE`,
-   `_UNTHROTTLE` or `_LOST_SAMPLES`.
+   `_UNTHROTTLE`, `_LOST_SAMPLES` or a side-band record's (see
+   `perfbuf_decode_sideband`).
    */
   uint32_t record_type;
   /*
@@ -1600,9 +1601,12 @@ int perfbuf_fault_online_cpus(const char *list);
  24, bad `attr->sz` or non-zero bytes beyond the known fields of `attr`),
  -EBADMSG (a record too short for its fields, with trailing bytes, with
  counts that overflow, or `header.size` above `rec_len`) or -EOPNOTSUPP (a
- record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE and
- LOST_SAMPLES, or `sample_type` / `read_format` bits unknown here), with
- `errno` set.
+ record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE, LOST_SAMPLES
+ and the side-band records, or `sample_type` / `read_format` bits unknown
+ here), with `errno` set. A side-band record (COMM, FORK, EXIT, MMAP,
+ MMAP2, SWITCH, SWITCH_CPU_WIDE, NAMESPACES, KSYMBOL, BPF_EVENT, CGROUP)
+ gives its `sample_id` trailer here; `perfbuf_decode_sideband` gives its
+ own fields.
 
  # Safety
  `rec` is NULL or readable for `rec_len` bytes; `attr` is NULL or readable
