@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const MARKER: &str = "pb_sb_marker";
+
+/// The live tests run one at a time: each reads every task's records.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const CHILD_ENV: &str = "PERFBUF_SIDEBAND_CHILD";
 
 /// In the marked child (this binary, re-run with `CHILD_ENV` set to a
@@ -98,6 +101,7 @@ fn fork_exec_mmap_exit_in_time_order() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(builder) = builder_or_skip() else { return };
     let dir = std::env::temp_dir().join(format!("perfbuf-sideband-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -294,6 +298,7 @@ fn agrees_with_perf_script() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(builder) = builder_or_skip() else { return };
     let perf_ok =
         std::process::Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success());
@@ -319,8 +324,12 @@ fn agrees_with_perf_script() {
         .build()
         .unwrap();
     let mut seen: Vec<(u64, Seen)> = Vec::new();
+    let mut lost = 0;
     let mut pb = set
         .reader(|rec| {
+            if let EventRecord::Lost { lost: n, .. } = rec {
+                lost += n;
+            }
             let EventRecord::Sideband { record, .. } = rec else { return };
             let s = match record.body {
                 Body::Fork(t) => Seen::Fork { pid: t.pid, tid: t.tid, ppid: t.ppid, ptid: t.ptid },
@@ -351,15 +360,17 @@ fn agrees_with_perf_script() {
             seen.push((0, s));
         })
         .unwrap();
+    pb.set_order(OrderKey::SampleTime, Duration::from_millis(5)).unwrap();
     // sh forks the marked binary while perf records (`; true` keeps sh
     // from exec'ing it in place).
-    let cmd = format!("{} child_maps_a_file --exact --nocapture --test-threads=1; true", bin.display());
+    let cmd = format!("{} child_maps_a_file --exact --nocapture --test-threads=1 >&2; true", bin.display());
     let mut perf = std::process::Command::new("perf")
         .args(["record", "-q", "-a", "-d", "-e", "sched:sched_process_exec", "-o"])
         .arg(&perf_data)
         .args(["--", "sh", "-c", &cmd])
         .env(CHILD_ENV, &data)
         .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("perf.err")).unwrap())
         .spawn()
         .unwrap();
     while perf.try_wait().unwrap().is_none() {
@@ -368,7 +379,9 @@ fn agrees_with_perf_script() {
     for _ in 0..10 {
         pb.poll(Some(Duration::from_millis(20))).unwrap();
     }
+    pb.flush_ordered().unwrap();
     drop(pb);
+    let perf_err = std::fs::read_to_string(dir.join("perf.err")).unwrap_or_default();
     let script = std::process::Command::new("perf")
         .args(["script", "--show-task-events", "--show-mmap-events", "-i"])
         .arg(&perf_data)
@@ -382,7 +395,9 @@ fn agrees_with_perf_script() {
             Seen::Comm { pid, comm, exec: true, .. } if comm == MARKER => Some(*pid),
             _ => None,
         })
-        .expect("the set saw the marked exec");
+        .unwrap_or_else(|| {
+            panic!("the set did not see the marked exec ({lost} records lost); perf: {perf_err}")
+        });
     let ours = lifecycle_of_ours(&seen, child, &data);
     let theirs = lifecycle_of_perf(&script, child, &data);
     assert_eq!(ours.len(), 4, "fork, comm, mmap, exit: {ours:#?}");
