@@ -404,3 +404,57 @@ fn agrees_with_perf_script() {
     eprintln!("perf script and the set agree on {ours:#?}");
     assert_eq!(ours, theirs);
 }
+
+/// With pid targets the set's side-band records are those of its targets
+/// and, with inherit, of the children they create: the second target's
+/// come through its own dummy events writing into the same rings.
+#[test]
+fn pid_targets_follow_their_children() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(builder) = builder_or_skip() else { return };
+    let me = std::process::id();
+    // A target is a thread: this test's (the harness runs it on its own).
+    let mut set = builder
+        .pid(1)
+        .pid(gettid() as i32)
+        .inherit(true)
+        .sideband(Sideband::COMM | Sideband::TASK)
+        .build()
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut pb = set
+        .reader(|rec| {
+            if let EventRecord::Sideband { record, .. } = rec {
+                match record.body {
+                    Body::Fork(t) => seen.push(format!("fork {} {}", t.pid, t.ppid)),
+                    Body::Comm(c) if c.exec => {
+                        seen.push(format!("comm {} {}", c.pid, String::from_utf8_lossy(c.comm)))
+                    }
+                    Body::Exit(t) => seen.push(format!("exit {} {}", t.pid, t.ppid)),
+                    _ => {}
+                }
+            }
+        })
+        .unwrap();
+    let child = std::process::Command::new("/bin/true").spawn().unwrap();
+    let pid = child.id();
+    child.wait_with_output().unwrap();
+    // Another process's children are not this set's business.
+    std::process::Command::new("sh").args(["-c", "(/bin/true) & wait"]).status().unwrap();
+    for _ in 0..10 {
+        pb.poll(Some(Duration::from_millis(20))).unwrap();
+    }
+    drop(pb);
+    let want = [format!("fork {pid} {me}"), format!("comm {pid} true"), format!("exit {pid} {me}")];
+    for w in &want {
+        assert!(seen.contains(w), "{w} missing from {seen:?}");
+    }
+    // Only this process's child and the shell it started, with theirs.
+    assert!(
+        seen.iter().all(|s| !s.starts_with("comm") || s.ends_with(" true") || s.ends_with(" sh")),
+        "{seen:?}"
+    );
+}

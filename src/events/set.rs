@@ -154,8 +154,11 @@ impl EventSetBuilder {
     /// [`Self::inherit`], their children's too). They flow from the moment
     /// the set is built, whatever events are enabled, each with the
     /// `sample_id` trailer (pid, tid, time, CPU) that orders it with the
-    /// samples; readers get them as [`super::EventRecord::Sideband`]. Needs
-    /// rings (EINVAL with `pages(0)`).
+    /// samples; readers get them as [`super::EventRecord::Sideband`]. The
+    /// kernel counts only samples towards a wake-up, so with the default
+    /// [`Wakeup::EveryRecord`] the rings wake the reader at every byte
+    /// written instead (a 1-byte watermark); with batching, the delay bound
+    /// drains them. Needs rings (EINVAL with `pages(0)`).
     pub fn sideband(mut self, records: Sideband) -> Self {
         self.sideband = records;
         self
@@ -388,7 +391,15 @@ impl EventSet {
     /// set's first target (a per-CPU ring takes any target's events).
     fn open_ring(&self, cpu: i32, pages: usize, page_size: usize) -> Result<RingOwner> {
         let mut attr = self.dummy_attr();
-        if let Wakeup::Bytes(n) = self.wakeup {
+        let watermark = match self.wakeup {
+            Wakeup::Bytes(n) => Some(n),
+            // The kernel counts only samples towards wakeup_events:
+            // side-band records would wait for a half-full ring. A 1-byte
+            // watermark wakes the reader on every record instead.
+            Wakeup::EveryRecord if !self.sideband.is_empty() => Some(1),
+            _ => None,
+        };
+        if let Some(n) = watermark {
             // The ring's byte watermark comes from the event that maps it.
             attr.flags |= kernel::ATTR_FLAG_WATERMARK;
             attr.wakeup = n;
