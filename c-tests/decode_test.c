@@ -497,9 +497,11 @@ static void test_api(void)
 	EXPECT(s.record_type == PERF_RECORD_SAMPLE && s.size == 16 && s.ip == 0, "header kept on error");
 	h->size = 24;
 	EXPECT(perfbuf_decode(h, 24, &da, &s) == -EBADMSG, "trailing bytes");
-	h->type = PERF_RECORD_MMAP;
+	h->type = PERF_RECORD_AUX;
 	errno = 0;
-	EXPECT(perfbuf_decode(h, 24, &da, &s) == -EOPNOTSUPP && errno == EOPNOTSUPP, "MMAP not decoded");
+	EXPECT(perfbuf_decode(h, 24, &da, &s) == -EOPNOTSUPP && errno == EOPNOTSUPP, "AUX not decoded");
+	h->type = PERF_RECORD_MMAP; /* decoded (a side-band record): 16 bytes are too few for it */
+	EXPECT(perfbuf_decode(h, 24, &da, &s) == -EBADMSG, "short MMAP");
 	h->type = PERF_RECORD_LOST;
 	rec[1] = 5;
 	rec[2] = 7;

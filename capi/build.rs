@@ -12,7 +12,7 @@ const SOVERSION: &str = "0";
 
 /// The files of the C face, in header order.
 const FFI_SOURCES: &[&str] =
-    &["abi.rs", "libbpf.rs", "names.rs", "ext.rs", "decode.rs", "records.rs", "events.rs", "perfdata.rs"];
+    &["abi.rs", "libbpf.rs", "names.rs", "ext.rs", "decode.rs", "records.rs", "events.rs", "sideband.rs", "perfdata.rs"];
 
 fn main() {
     println!("cargo:rerun-if-changed=src");

@@ -242,6 +242,90 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_FIELD_BYTES 4
 
 /*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_COMM` (with
+ `PERFBUF_SIDEBAND_F_EXEC` when exec set the name).
+ */
+#define PERFBUF_EVENTS_SB_COMM (1 << 2)
+
+/*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_FORK` and `PERF_RECORD_EXIT`.
+ */
+#define PERFBUF_EVENTS_SB_TASK (1 << 3)
+
+/*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_MMAP2` of executable mappings.
+ */
+#define PERFBUF_EVENTS_SB_MMAP (1 << 4)
+
+/*
+ `perfbuf_events_opts.flags`: with `PERFBUF_EVENTS_SB_MMAP`, data mappings too.
+ */
+#define PERFBUF_EVENTS_SB_MMAP_DATA (1 << 5)
+
+/*
+ `perfbuf_events_opts.flags`: with `PERFBUF_EVENTS_SB_MMAP`, build ids
+ instead of device and inode where the kernel finds them (Linux 5.12).
+ */
+#define PERFBUF_EVENTS_SB_BUILD_ID (1 << 6)
+
+/*
+ `perfbuf_events_opts.flags`: context switches (`PERF_RECORD_SWITCH_CPU_WIDE`).
+ */
+#define PERFBUF_EVENTS_SB_SWITCH (1 << 7)
+
+/*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_NAMESPACES`.
+ */
+#define PERFBUF_EVENTS_SB_NAMESPACES (1 << 8)
+
+/*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_CGROUP` (Linux 5.7).
+ */
+#define PERFBUF_EVENTS_SB_CGROUP (1 << 9)
+
+/*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_KSYMBOL`.
+ */
+#define PERFBUF_EVENTS_SB_KSYMBOL (1 << 10)
+
+/*
+ `perfbuf_events_opts.flags`: `PERF_RECORD_BPF_EVENT`.
+ */
+#define PERFBUF_EVENTS_SB_BPF_EVENT (1 << 11)
+
+/*
+ `perfbuf_sideband.flags`: COMM set by exec.
+ */
+#define PERFBUF_SIDEBAND_F_EXEC 1
+
+/*
+ `perfbuf_sideband.flags`: MMAP of a data (not executable) mapping.
+ */
+#define PERFBUF_SIDEBAND_F_DATA 2
+
+/*
+ `perfbuf_sideband.flags`: MMAP2 with a build id (`build_id`) instead of
+ device and inode.
+ */
+#define PERFBUF_SIDEBAND_F_BUILD_ID 4
+
+/*
+ `perfbuf_sideband.flags`: a switch out (else in).
+ */
+#define PERFBUF_SIDEBAND_F_SWITCH_OUT 8
+
+/*
+ `perfbuf_sideband.flags`: a switch out of a task still runnable.
+ */
+#define PERFBUF_SIDEBAND_F_PREEMPT 16
+
+/*
+ `perfbuf_sideband.flags`: `next_prev_pid`/`next_prev_tid` are valid
+ (`PERF_RECORD_SWITCH_CPU_WIDE`).
+ */
+#define PERFBUF_SIDEBAND_F_NEXT_PREV 32
+
+/*
  An event set (opaque): perf events on every CPU sharing one ring per
  CPU. Made by `perfbuf_events_new`, freed by `perfbuf_events_free`.
  */
@@ -433,7 +517,8 @@ struct perfbuf_sample {
   size_t sz;
   /*
    `header.type`: `PERF_RECORD_SAMPLE`, `_LOST`, `_THROTTLE`,
-   `_UNTHROTTLE` or `_LOST_SAMPLES`.
+   `_UNTHROTTLE`, `_LOST_SAMPLES` or a side-band record's (see
+   `perfbuf_decode_sideband`).
    */
   uint32_t record_type;
   /*
@@ -1033,6 +1118,163 @@ struct perfbuf_field {
   size_t len;
 };
 
+/*
+ One side-band record, decoded. Set `sz = sizeof(struct
+ perfbuf_sideband)`; only that many bytes are written. Fields a record
+ type does not have are 0 / NULL. Pointers point into the record.
+ */
+struct perfbuf_sideband {
+  /*
+   Size of the caller's struct (at least 16).
+   */
+  size_t sz;
+  /*
+   `header.type`: `PERF_RECORD_COMM`, `_FORK`, `_EXIT`, `_MMAP`,
+   `_MMAP2`, `_SWITCH`, `_SWITCH_CPU_WIDE`, `_NAMESPACES`, `_KSYMBOL`,
+   `_BPF_EVENT` or `_CGROUP`.
+   */
+  uint32_t record_type;
+  /*
+   `header.misc`.
+   */
+  uint16_t misc;
+  /*
+   `header.size`.
+   */
+  uint16_t size;
+  /*
+   `PERFBUF_SIDEBAND_F_*` bits.
+   */
+  uint32_t flags;
+  /*
+   With `perfbuf_events_decode_sideband`: the id of the event that
+   asked for it, or -1 for the set's own (`PERFBUF_EVENTS_SB_*`).
+   */
+  int32_t event;
+  /*
+   The task the record is about (COMM, FORK, EXIT, MMAP*, NAMESPACES);
+   for the others the trailer's.
+   */
+  uint32_t pid;
+  /*
+   Its thread id.
+   */
+  uint32_t tid;
+  /*
+   FORK / EXIT: the parent's process id.
+   */
+  uint32_t ppid;
+  /*
+   FORK / EXIT: the parent's thread id.
+   */
+  uint32_t ptid;
+  /*
+   SWITCH_CPU_WIDE: the next (switching out) or previous (in) task.
+   */
+  uint32_t next_prev_pid;
+  /*
+   Its thread id.
+   */
+  uint32_t next_prev_tid;
+  /*
+   The `sample_id` trailer's time (the set's clock: `CLOCK_MONOTONIC`).
+   */
+  uint64_t time;
+  /*
+   The trailer's CPU.
+   */
+  uint32_t cpu;
+  /*
+   MMAP2: `PROT_*`.
+   */
+  uint32_t prot;
+  /*
+   FORK / EXIT: the record's own time (the perf clock).
+   */
+  uint64_t task_time;
+  /*
+   MMAP*: start address; KSYMBOL: the symbol's address.
+   */
+  uint64_t addr;
+  /*
+   MMAP*: length; KSYMBOL: the symbol's length.
+   */
+  uint64_t len;
+  /*
+   MMAP*: offset into the file, in bytes.
+   */
+  uint64_t pgoff;
+  /*
+   MMAP2: device major number.
+   */
+  uint32_t maj;
+  /*
+   MMAP2: device minor number.
+   */
+  uint32_t min;
+  /*
+   MMAP2: inode number.
+   */
+  uint64_t ino;
+  /*
+   MMAP2: inode generation.
+   */
+  uint64_t ino_generation;
+  /*
+   MMAP2: `MAP_*` flags.
+   */
+  uint32_t map_flags;
+  /*
+   MMAP2 with `PERFBUF_SIDEBAND_F_BUILD_ID`: bytes of `build_id`.
+   */
+  uint32_t build_id_size;
+  /*
+   MMAP2 with `PERFBUF_SIDEBAND_F_BUILD_ID`: the build id.
+   */
+  const uint8_t *build_id;
+  /*
+   COMM: the name; MMAP*: the file; KSYMBOL: the symbol; CGROUP: the
+   path. NUL-terminated (inside the record).
+   */
+  const char *name;
+  /*
+   Bytes of `name`, without its NUL.
+   */
+  uint64_t name_len;
+  /*
+   CGROUP: the cgroup id; BPF_EVENT: the program id.
+   */
+  uint64_t id;
+  /*
+   KSYMBOL: `ksym_type`; BPF_EVENT: `type`.
+   */
+  uint16_t sub_type;
+  /*
+   KSYMBOL / BPF_EVENT: `flags`.
+   */
+  uint16_t sub_flags;
+  /*
+   Reserved, 0.
+   */
+  uint32_t reserved;
+  /*
+   BPF_EVENT: the program's tag.
+   */
+  uint8_t tag[8];
+  /*
+   NAMESPACES: `namespaces_nr` `(dev, inode)` word pairs.
+   */
+  const uint64_t *namespaces;
+  /*
+   NAMESPACES: how many.
+   */
+  uint64_t namespaces_nr;
+  /*
+   The trailer's `PERF_SAMPLE_IDENTIFIER`: the kernel event's id.
+   */
+  uint64_t identifier;
+};
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1366,9 +1608,12 @@ int perfbuf_fault_online_cpus(const char *list);
  24, bad `attr->sz` or non-zero bytes beyond the known fields of `attr`),
  -EBADMSG (a record too short for its fields, with trailing bytes, with
  counts that overflow, or `header.size` above `rec_len`) or -EOPNOTSUPP (a
- record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE and
- LOST_SAMPLES, or `sample_type` / `read_format` bits unknown here), with
- `errno` set.
+ record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE, LOST_SAMPLES
+ and the side-band records, or `sample_type` / `read_format` bits unknown
+ here), with `errno` set. A side-band record (COMM, FORK, EXIT, MMAP,
+ MMAP2, SWITCH, SWITCH_CPU_WIDE, NAMESPACES, KSYMBOL, BPF_EVENT, CGROUP)
+ gives its `sample_id` trailer here; `perfbuf_decode_sideband` gives its
+ own fields.
 
  # Safety
  `rec` is NULL or readable for `rec_len` bytes; `attr` is NULL or readable
@@ -1655,6 +1900,35 @@ int perfbuf_events_field(const struct perfbuf_events *set, int ev, const void *r
  for `len` bytes.
  */
 int perfbuf_events_field_name(const struct perfbuf_events *set, int ev, size_t idx, char *buf, size_t len);
+
+/*
+ Decodes side-band record `rec` (`rec_len` readable bytes, 8-aligned)
+ with the layout `attr` (its `sample_type` and `sample_id_all` say what
+ trailer ends the record) into `*out` (set `out->sz`). Returns 0,
+ -EOPNOTSUPP for a record that is not a side-band record (a sample, a
+ LOST: use `perfbuf_decode`), -EBADMSG for a malformed one, -EINVAL for
+ bad arguments.
+
+ # Safety
+ `rec` is NULL or readable for `rec_len` bytes; `attr` is NULL or
+ readable for `attr->sz` bytes; `out` is NULL or writable for `out->sz`
+ bytes.
+ */
+int perfbuf_decode_sideband(const struct perf_event_header *rec, size_t rec_len, const struct perfbuf_decode_attr *attr, struct perfbuf_sideband *out);
+
+/*
+ Decodes side-band record `rec` of the set's rings (see
+ `PERFBUF_EVENTS_SB_*`) into `*out` (set `out->sz`), with the layout of
+ what wrote it: `out->event` is -1 for the set's own side-band records.
+ Returns 0, -ENOENT for a record of nothing in the set, -EOPNOTSUPP for
+ a record that is not a side-band record (use `perfbuf_events_decode`),
+ -EBADMSG for a malformed one.
+
+ # Safety
+ `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`
+ bytes; `out` is NULL or writable for `out->sz` bytes.
+ */
+int perfbuf_events_decode_sideband(const struct perfbuf_events *set, const struct perf_event_header *rec, size_t rec_len, struct perfbuf_sideband *out);
 
 /*
  Creates (or truncates) `path` as a perf.data file of `set`'s events:

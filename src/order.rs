@@ -52,8 +52,15 @@ pub type KeyFn<'a> = Box<dyn FnMut(u32, &[u8]) -> u64 + Send + 'a>;
 pub enum KeySource {
     /// See [`OrderKey::RawPrefix`].
     RawPrefix,
-    /// The `PERF_SAMPLE_TIME` field, at this byte offset in a SAMPLE record.
-    SampleTime(usize),
+    /// The `PERF_SAMPLE_TIME` field: at byte offset `sample` in a SAMPLE
+    /// record, and with `sample_id_all` at `trailer` bytes before the end
+    /// of any other record (its `sample_id` trailer's TIME).
+    SampleTime {
+        /// Offset in a sample.
+        sample: usize,
+        /// Offset back from the end of another record (`None`: no trailer).
+        trailer: Option<usize>,
+    },
     /// The handler's [`Handler::order_key`].
     Handler,
 }
@@ -125,8 +132,16 @@ impl Order {
     }
 
     fn key_of<H: Handler>(&self, handler: &mut H, cpu: i32, rec: &[u8], fallback: u64) -> u64 {
+        let word = |at: usize| rec.get(at..at.checked_add(8)?).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
         if record::record_type(rec) != PERF_RECORD_SAMPLE {
-            return fallback; // LOST and friends keep their place in the ring
+            // Side-band records carry their time in the sample_id trailer;
+            // LOST and friends without one keep their place in the ring.
+            return match self.key {
+                KeySource::SampleTime { trailer: Some(back), .. } => {
+                    rec.len().checked_sub(back).filter(|&at| at >= 8).and_then(word).unwrap_or(fallback)
+                }
+                _ => fallback,
+            };
         }
         match self.key {
             KeySource::RawPrefix => match record::parse(rec) {
@@ -135,9 +150,7 @@ impl Order {
                 }
                 _ => fallback,
             },
-            KeySource::SampleTime(off) => {
-                rec.get(off..off + 8).map_or(fallback, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
-            }
+            KeySource::SampleTime { sample, .. } => word(sample).unwrap_or(fallback),
             KeySource::Handler => handler.order_key(cpu, rec),
         }
     }

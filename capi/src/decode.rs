@@ -74,7 +74,8 @@ pub struct perfbuf_sample {
     /// Size of the caller's struct (at least 24).
     pub sz: usize,
     /// `header.type`: `PERF_RECORD_SAMPLE`, `_LOST`, `_THROTTLE`,
-    /// `_UNTHROTTLE` or `_LOST_SAMPLES`.
+    /// `_UNTHROTTLE`, `_LOST_SAMPLES` or a side-band record's (see
+    /// `perfbuf_decode_sideband`).
     pub record_type: u32,
     /// `header.misc` (`PERF_RECORD_MISC_*`).
     pub misc: u16,
@@ -321,6 +322,9 @@ pub fn to_c(rec: &Record<'_>, sz: usize) -> perfbuf_sample {
             (o.throttle_time, o.throttle_id, o.throttle_stream_id) = (t.time, t.id, t.stream_id);
         }
         Body::LostSamples(l) => o.lost = l.lost,
+        // Side-band records: the trailer above; their own fields come
+        // with `perfbuf_decode_sideband`.
+        _ => {}
     }
     o
 }
@@ -534,9 +538,12 @@ pub fn decode_to_c(
 /// 24, bad `attr->sz` or non-zero bytes beyond the known fields of `attr`),
 /// -EBADMSG (a record too short for its fields, with trailing bytes, with
 /// counts that overflow, or `header.size` above `rec_len`) or -EOPNOTSUPP (a
-/// record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE and
-/// LOST_SAMPLES, or `sample_type` / `read_format` bits unknown here), with
-/// `errno` set.
+/// record type other than SAMPLE, LOST, THROTTLE, UNTHROTTLE, LOST_SAMPLES
+/// and the side-band records, or `sample_type` / `read_format` bits unknown
+/// here), with `errno` set. A side-band record (COMM, FORK, EXIT, MMAP,
+/// MMAP2, SWITCH, SWITCH_CPU_WIDE, NAMESPACES, KSYMBOL, BPF_EVENT, CGROUP)
+/// gives its `sample_id` trailer here; `perfbuf_decode_sideband` gives its
+/// own fields.
 ///
 /// # Safety
 /// `rec` is NULL or readable for `rec_len` bytes; `attr` is NULL or readable
@@ -679,10 +686,10 @@ mod tests {
         );
         assert_eq!(call(&rec, 0, &c_attr(t), &mut o), -libc::EBADMSG);
         assert_eq!(o.record_type, 0);
-        // Unsupported record type.
-        let mmap = record(1, 0, &[0]);
-        assert_eq!(call(&mmap, 16, &c_attr(t), &mut o), -libc::EOPNOTSUPP);
-        assert_eq!((get_errno(), o.record_type), (libc::EOPNOTSUPP, 1));
+        // Unsupported record type (PERF_RECORD_AUX).
+        let aux = record(11, 0, &[0]);
+        assert_eq!(call(&aux, 16, &c_attr(t), &mut o), -libc::EOPNOTSUPP);
+        assert_eq!((get_errno(), o.record_type), (libc::EOPNOTSUPP, 11));
         assert_eq!(call(&rec, 16, &c_attr(1 << 30), &mut o), -libc::EOPNOTSUPP);
         // NULL pointers and misalignment.
         // SAFETY: NULL arguments are allowed by the contract.

@@ -247,7 +247,7 @@ pub(crate) unsafe fn set_mut<'a>(set: *mut perfbuf_events) -> Result<&'a mut Eve
 
 /// # Safety
 /// As for [`set_mut`].
-unsafe fn set_ref<'a>(set: *const perfbuf_events) -> Result<&'a EventSet> {
+pub(crate) unsafe fn set_ref<'a>(set: *const perfbuf_events) -> Result<&'a EventSet> {
     // SAFETY: per this function's contract.
     unsafe { set_handle(set.cast_mut()) }.map(|h| &h.set)
 }
@@ -339,7 +339,8 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
     else {
         return Ok(b);
     };
-    if o.flags & !(PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT) != 0 || o.reserved != 0 {
+    let known = PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT | super::sideband::SB_FLAGS;
+    if o.flags & !known != 0 || o.reserved != 0 {
         return Err(log::invalid("perfbuf_events_opts: unknown flags"));
     }
     // SAFETY: per the caller's contract, each array holds its count.
@@ -370,6 +371,7 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
         (false, n) => n,
     };
     b = b.pages(pages).inherit(o.flags & PERFBUF_EVENTS_INHERIT != 0);
+    b = b.sideband(super::sideband::sideband_of_flags(o.flags));
     b = b.wakeup(match (o.wakeup_events, o.wakeup_bytes) {
         (_, n) if n > 0 => Wakeup::Bytes(n),
         (0 | 1, _) => Wakeup::EveryRecord,

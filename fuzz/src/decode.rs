@@ -223,8 +223,25 @@ fn put_sample_id(out: &mut Vec<u8>, id: &SampleId) {
     put_opt(out, id.identifier);
 }
 
+/// Bytes of the `sample_id` trailer `a` gives non-sample records.
+fn trailer_len(a: &DecodeAttr) -> usize {
+    if a.sample_id_all { 8 * (a.sample_type & SAMPLE_ID_BITS).count_ones() as usize } else { 0 }
+}
+
+/// A name: its bytes, which must be the record's at this place, followed
+/// by a NUL; then the record's padding up to the trailer (the kernel
+/// writes zeros; the decoder reads up to the first NUL and skips the rest).
+fn put_name(out: &mut Vec<u8>, name: &[u8], rec: &[u8], a: &DecodeAttr) {
+    assert!(!name.contains(&0), "a name stops at its NUL");
+    let at = out.len();
+    let end = rec.len() - trailer_len(a);
+    assert_eq!(rec.get(at..at + name.len()), Some(name), "the name is the record's bytes");
+    assert_eq!(rec.get(at + name.len()), Some(&0), "a NUL ends the name");
+    out.extend_from_slice(&rec[at..end]);
+}
+
 /// The record as the kernel would have written these fields.
-fn encode(r: &Record<'_>) -> Vec<u8> {
+fn encode(r: &Record<'_>, a: &DecodeAttr) -> Vec<u8> {
     let mut out = Vec::with_capacity(r.bytes.len());
     out.extend_from_slice(&r.header.type_.to_ne_bytes());
     out.extend_from_slice(&r.header.misc.to_ne_bytes());
@@ -246,8 +263,85 @@ fn encode(r: &Record<'_>) -> Vec<u8> {
             put(&mut out, l.lost);
             put_sample_id(&mut out, &l.sample_id);
         }
+        body => encode_sideband(&mut out, body, r.bytes, a),
     }
     out
+}
+
+fn encode_sideband(out: &mut Vec<u8>, body: &Body<'_>, rec: &[u8], a: &DecodeAttr) {
+    let id = match body {
+        Body::Comm(c) => {
+            put_pair(out, c.pid, c.tid);
+            put_name(out, c.comm, rec, a);
+            &c.sample_id
+        }
+        Body::Fork(t) | Body::Exit(t) => {
+            put_pair(out, t.pid, t.ppid);
+            put_pair(out, t.tid, t.ptid);
+            put(out, t.time);
+            &t.sample_id
+        }
+        Body::Mmap(m) | Body::Mmap2(m) => {
+            put_pair(out, m.pid, m.tid);
+            put(out, m.addr);
+            put(out, m.len);
+            put(out, m.pgoff);
+            match m.file {
+                Some(FileId::Inode { maj, min, ino, ino_generation }) => {
+                    put_pair(out, maj, min);
+                    put(out, ino);
+                    put(out, ino_generation);
+                }
+                Some(FileId::BuildId(id)) => {
+                    // size, reserved bytes and the id area, as the record has them
+                    let at = out.len();
+                    assert_eq!(usize::from(rec[at]), id.len());
+                    assert_eq!(&rec[at + 4..at + 4 + id.len()], id);
+                    out.extend_from_slice(&rec[at..at + 24]);
+                }
+                None => {}
+            }
+            if m.file.is_some() {
+                put_pair(out, m.prot, m.flags);
+            }
+            put_name(out, m.filename, rec, a);
+            &m.sample_id
+        }
+        Body::Switch(sw) | Body::SwitchCpuWide(sw) => {
+            if let Some(t) = sw.next_prev {
+                put_pair(out, t.pid, t.tid);
+            }
+            &sw.sample_id
+        }
+        Body::Namespaces(n) => {
+            put_pair(out, n.pid, n.tid);
+            put(out, n.len() as u64);
+            out.extend_from_slice(n.words.as_bytes());
+            &n.sample_id
+        }
+        Body::Ksymbol(k) => {
+            put(out, k.addr);
+            out.extend_from_slice(&k.len.to_ne_bytes());
+            out.extend_from_slice(&k.ksym_type.to_ne_bytes());
+            out.extend_from_slice(&k.flags.to_ne_bytes());
+            put_name(out, k.name, rec, a);
+            &k.sample_id
+        }
+        Body::BpfEvent(b) => {
+            out.extend_from_slice(&b.type_.to_ne_bytes());
+            out.extend_from_slice(&b.flags.to_ne_bytes());
+            out.extend_from_slice(&b.id.to_ne_bytes());
+            out.extend_from_slice(&b.tag);
+            &b.sample_id
+        }
+        Body::Cgroup(c) => {
+            put(out, c.id);
+            put_name(out, c.path, rec, a);
+            &c.sample_id
+        }
+        other => panic!("not a side-band record: {other:?}"),
+    };
+    put_sample_id(out, id);
 }
 
 fn encode_sample(out: &mut Vec<u8>, s: &Sample<'_>) {
@@ -331,7 +425,7 @@ fn check_decoded(r: &Record<'_>, given: &[u8], a: &DecodeAttr) {
         (given.as_ptr(), size),
         "bytes is the record's header.size bytes"
     );
-    assert!(encode(r) == r.bytes, "the decoded fields do not re-encode to the record: {r:?}");
+    assert!(encode(r, a) == r.bytes, "the decoded fields do not re-encode to the record: {r:?}");
     assert!(!format!("{r:?}").is_empty());
     let rec = r.bytes;
     match &r.body {
@@ -340,6 +434,7 @@ fn check_decoded(r: &Record<'_>, given: &[u8], a: &DecodeAttr) {
             check_sample(s, rec, a);
         }
         _ => {
+            check_sideband(r, a);
             let id = r.sample_id().expect("a non-sample has a sample_id");
             let bits = if a.sample_id_all { a.sample_type & SAMPLE_ID_BITS } else { 0 };
             assert_eq!(id.present, bits);
@@ -355,6 +450,47 @@ fn check_decoded(r: &Record<'_>, given: &[u8], a: &DecodeAttr) {
                 assert_eq!(bits & bit != 0, some, "sample_id field {bit:#x}");
             }
         }
+    }
+}
+
+/// A side-band record's flags follow `header.misc`, its slices lie inside
+/// the record, its word arrays are 8-aligned.
+fn check_sideband(r: &Record<'_>, _a: &DecodeAttr) {
+    let rec = r.bytes;
+    let misc = r.header.misc;
+    assert_eq!(
+        r.is_sideband(),
+        !matches!(r.body, Body::Lost(_) | Body::Throttle(_) | Body::Unthrottle(_) | Body::LostSamples(_))
+    );
+    match &r.body {
+        Body::Comm(c) => {
+            inside(rec, c.comm, "comm");
+            assert_eq!(c.exec, misc & PERF_RECORD_MISC_COMM_EXEC != 0);
+        }
+        Body::Mmap(m) | Body::Mmap2(m) => {
+            inside(rec, m.filename, "filename");
+            assert_eq!(m.data, misc & PERF_RECORD_MISC_MMAP_DATA != 0);
+            assert_eq!(m.file.is_some(), r.header.type_ == PERF_RECORD_MMAP2);
+            if let Some(FileId::BuildId(id)) = m.file {
+                inside(rec, id, "build id");
+                assert!(id.len() <= BUILD_ID_SIZE_MAX);
+                assert_ne!(misc & PERF_RECORD_MISC_MMAP_BUILD_ID, 0);
+            }
+        }
+        Body::Switch(s) | Body::SwitchCpuWide(s) => {
+            assert_eq!(s.out, misc & PERF_RECORD_MISC_SWITCH_OUT != 0);
+            assert!(!s.preempt || s.out);
+            assert_eq!(s.next_prev.is_some(), r.header.type_ == PERF_RECORD_SWITCH_CPU_WIDE);
+        }
+        Body::Namespaces(n) => {
+            inside(rec, n.words.as_bytes(), "namespaces");
+            assert_eq!((n.words.as_bytes().as_ptr() as usize - rec.as_ptr() as usize) % 8, 0);
+            assert_eq!(n.words.len(), 2 * n.len());
+            assert!((0..n.len()).all(|i| n.get(i).is_some()) && n.get(n.len()).is_none());
+        }
+        Body::Ksymbol(k) => inside(rec, k.name, "ksymbol name"),
+        Body::Cgroup(c) => inside(rec, c.path, "cgroup path"),
+        _ => {}
     }
 }
 

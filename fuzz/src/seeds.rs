@@ -186,8 +186,33 @@ fn sample_rec(body: &[u8]) -> Vec<u8> {
     rec(PERF_RECORD_SAMPLE, body)
 }
 
+/// A side-band record of `parts` and a set's trailer (TID, TIME, CPU,
+/// IDENTIFIER).
+fn sb(type_: u32, misc: u16, parts: &[Vec<u8>]) -> Vec<u8> {
+    let body = [parts.concat(), words(&[pair(5, 5), 1_000_000, pair(1, 0), 77])].concat();
+    let mut v = header(type_, misc, 8 + body.len());
+    v.extend_from_slice(&body);
+    v
+}
+
+/// MMAP2's build id area: size, 3 reserved bytes, 20 bytes of id.
+fn build_id(size: u8) -> Vec<u8> {
+    let mut v = vec![size, 0, 0, 0];
+    v.extend((0..20).map(|i| 0xb0 + i as u8));
+    v
+}
+
 /// The decode target's seeds.
 pub fn decode_seeds() -> Vec<Seed> {
+    let set = DecodeAttr {
+        sample_type: PERF_SAMPLE_IDENTIFIER
+            | PERF_SAMPLE_IP
+            | PERF_SAMPLE_TID
+            | PERF_SAMPLE_TIME
+            | PERF_SAMPLE_CPU,
+        sample_id_all: true,
+        ..DecodeAttr::default()
+    };
     let ids = PERF_SAMPLE_IDENTIFIER
         | PERF_SAMPLE_IP
         | PERF_SAMPLE_TID
@@ -297,8 +322,95 @@ pub fn decode_seeds() -> Vec<Seed> {
             with_ids,
             &rec(PERF_RECORD_LOST_SAMPLES, &[words(&[9]), trailer].concat()),
         ),
+        // Side-band records, with a set's trailer (names padded to 8).
+        dec(
+            "comm-exec",
+            set,
+            &sb(
+                PERF_RECORD_COMM,
+                PERF_RECORD_MISC_COMM_EXEC,
+                &[words(&[pair(5, 5)]), b"marker\0\0".to_vec()],
+            ),
+        ),
+        dec("fork", set, &sb(PERF_RECORD_FORK, 0, &[words(&[pair(5, 4), pair(5, 4), 123])])),
+        dec("exit", set, &sb(PERF_RECORD_EXIT, 0, &[words(&[pair(5, 4), pair(5, 4), 124])])),
+        dec("mmap", set, &sb(MMAP, 0, &[words(&[pair(5, 5), 0x1000, 0x2000, 0]), b"/bin/sh\0".to_vec()])),
+        dec(
+            "mmap2-inode-data",
+            set,
+            &sb(
+                PERF_RECORD_MMAP2,
+                PERF_RECORD_MISC_MMAP_DATA,
+                &[
+                    words(&[pair(5, 5), 0x1000, 0x2000, 0x1000, pair(8, 1), 42, 0, pair(1, 2)]),
+                    b"/tmp/f\0\0".to_vec(),
+                ],
+            ),
+        ),
+        dec(
+            "mmap2-build-id",
+            set,
+            &sb(
+                PERF_RECORD_MMAP2,
+                PERF_RECORD_MISC_MMAP_BUILD_ID,
+                &[
+                    words(&[pair(5, 5), 0x1000, 0x2000, 0]),
+                    build_id(20),
+                    words(&[pair(5, 2)]),
+                    b"/lib/x.so\0\0\0\0\0\0\0".to_vec(),
+                ],
+            ),
+        ),
+        dec(
+            "mmap2-build-id-too-long",
+            set,
+            &sb(
+                PERF_RECORD_MMAP2,
+                PERF_RECORD_MISC_MMAP_BUILD_ID,
+                &[
+                    words(&[pair(5, 5), 0x1000, 0x2000, 0]),
+                    build_id(21),
+                    words(&[pair(5, 2)]),
+                    b"/x\0\0\0\0\0\0".to_vec(),
+                ],
+            ),
+        ),
+        dec(
+            "switch-out-preempt",
+            set,
+            &sb(PERF_RECORD_SWITCH, PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, &[]),
+        ),
+        dec("switch-cpu-wide", set, &sb(PERF_RECORD_SWITCH_CPU_WIDE, 0, &[words(&[pair(6, 7)])])),
+        dec(
+            "namespaces",
+            set,
+            &sb(PERF_RECORD_NAMESPACES, 0, &[words(&[pair(5, 5), 2, 4, 0xf0001, 4, 0xf0002])]),
+        ),
+        dec(
+            "namespaces-huge-nr",
+            set,
+            &sb(PERF_RECORD_NAMESPACES, 0, &[words(&[pair(5, 5), u64::MAX / 2 + 1])]),
+        ),
+        dec(
+            "ksymbol",
+            set,
+            &sb(
+                PERF_RECORD_KSYMBOL,
+                0,
+                &[words(&[0xffff_ffff_a000_0000, pair(64, 1)]), b"bpf_prog_x\0\0\0\0\0\0".to_vec()],
+            ),
+        ),
+        dec("bpf-event", set, &sb(PERF_RECORD_BPF_EVENT, 0, &[words(&[pair(1, 33)]), b"tagtag12".to_vec()])),
+        dec("cgroup", set, &sb(PERF_RECORD_CGROUP, 0, &[words(&[99]), b"/a/b\0\0\0\0".to_vec()])),
+        dec(
+            "cgroup-no-trailer",
+            attr(0),
+            &rec(PERF_RECORD_CGROUP, &[words(&[99]), b"/a\0\0\0\0\0\0".to_vec()].concat()),
+        ),
+        dec("comm-without-nul", set, &sb(PERF_RECORD_COMM, 0, &[words(&[pair(5, 5)]), b"12345678".to_vec()])),
+        dec("comm-name-into-trailer", set, &rec(PERF_RECORD_COMM, &words(&[pair(5, 5), 0]))),
         // Errors.
-        dec("unsupported-type", attr(PERF_SAMPLE_RAW), &rec(MMAP, &words(&[1, 2]))),
+        dec("unsupported-type", attr(PERF_SAMPLE_RAW), &rec(11, &words(&[1, 2]))), // PERF_RECORD_AUX
         dec("unknown-sample-type-bit", attr(1 << 30), &sample_rec(&words(&[1]))),
         dec("trailing", attr(PERF_SAMPLE_IP), &sample_rec(&words(&[1, 2]))),
         dec("short-body", attr(ids), &sample_rec(&words(&[77, 1]))),

@@ -88,6 +88,10 @@ fn decode_seeds_mean_what_they_say() {
         "misaligned-array",
         "count-overflow",
         "stack-dyn-size-beyond",
+        "mmap2-build-id-too-long",
+        "namespaces-huge-nr",
+        "comm-without-nul",
+        "comm-name-into-trailer",
     ];
     for (name, bytes) in seeds::decode_seeds() {
         let short = name.trim_start_matches("decode-");

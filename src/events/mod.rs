@@ -14,6 +14,7 @@ pub(crate) mod elf;
 pub mod format;
 pub(crate) mod pmu;
 mod set;
+mod sideband;
 mod table;
 pub(crate) mod tracefs;
 
@@ -21,6 +22,7 @@ pub use counts::Counts;
 pub use desc::{Event, EventId, Sampling, Target};
 pub(crate) use set::BASE_SAMPLE_TYPE;
 pub use set::{EventInfo, EventKind, EventSet, EventSetBuilder};
+pub use sideband::Sideband;
 pub use table::{Decoder, EventRecord, EventSample};
 
 /// What the C library crate needs beyond the public API (feature

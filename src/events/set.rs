@@ -7,6 +7,7 @@
 use super::counts::Counts;
 use super::desc::{Event, EventId, Group, Kind, Sampling, Target, UprobeAt};
 use super::pmu::{DynamicPmu, EVENT_SOURCES, ProbePmu};
+use super::sideband::Sideband;
 use super::table::{Decoder, Layout};
 use super::tracefs::Tracefs;
 use super::{elf, format::Format};
@@ -104,6 +105,9 @@ impl OpenTarget {
 struct RingOwner {
     cpu: i32,
     fd: OwnedFd,
+    /// Dummy events asking for side-band records of the set's other
+    /// targets, writing into this ring.
+    sideband: Vec<OwnedFd>,
     /// The mapping, until a reader takes it.
     ring: Option<PerfRing>,
 }
@@ -145,9 +149,25 @@ pub struct EventSetBuilder {
     wakeup: Wakeup,
     max_delay: Option<Duration>,
     inherit: bool,
+    sideband: Sideband,
 }
 
 impl EventSetBuilder {
+    /// Ask for these side-band records (process and mapping news: see
+    /// [`Sideband`]) in each CPU's ring, for the set's targets (with
+    /// [`Self::inherit`], their children's too). They flow from the moment
+    /// the set is built, whatever events are enabled, each with the
+    /// `sample_id` trailer (pid, tid, time, CPU) that orders it with the
+    /// samples; readers get them as [`super::EventRecord::Sideband`]. The
+    /// kernel counts only samples towards a wake-up, so with the default
+    /// [`Wakeup::EveryRecord`] the rings wake the reader at every byte
+    /// written instead (a 1-byte watermark); with batching, the delay bound
+    /// drains them. Needs rings (EINVAL with `pages(0)`).
+    pub fn sideband(mut self, records: Sideband) -> Self {
+        self.sideband = records;
+        self
+    }
+
     /// Only these CPUs (default: every online CPU). Offline ones are
     /// skipped ([`EventSet::offline_cpus`]); if none is online, building
     /// fails with ENODEV.
@@ -238,6 +258,7 @@ pub struct EventSet {
     wakeup: Wakeup,
     max_delay: Option<Duration>,
     inherit: bool,
+    sideband: Sideband,
     owners: Vec<RingOwner>,
     events: BTreeMap<EventId, Opened>,
     next_id: u32,
@@ -256,12 +277,16 @@ impl EventSet {
             wakeup: Wakeup::EveryRecord,
             max_delay: None,
             inherit: false,
+            sideband: Sideband::NONE,
         }
     }
 
     fn open(b: EventSetBuilder) -> Result<EventSet> {
         if b.pages != 0 && !b.pages.is_power_of_two() {
             return Err(log::failed(Error::new(libc::EINVAL, What::PageCount(b.pages))));
+        }
+        if b.pages == 0 && !b.sideband.is_empty() {
+            return Err(log::invalid("side-band records need rings: the set has none (pages 0)"));
         }
         if b.max_delay.is_some_and(|d| d > crate::reader::config::MAX_MAX_DELAY) {
             return Err(log::invalid("max_delay is above 60 s"));
@@ -294,6 +319,7 @@ impl EventSet {
             wakeup: b.wakeup,
             max_delay: b.max_delay,
             inherit: b.inherit,
+            sideband: b.sideband,
             owners: Vec::new(),
             events: BTreeMap::new(),
             next_id: 0,
@@ -307,6 +333,7 @@ impl EventSet {
                 let owner = set.open_ring(cpu, b.pages, page_size)?;
                 set.owners.push(owner);
             }
+            set.start_sideband()?;
         }
         log::info(format_args!(
             "event set: {} cpus, {} targets, {} rings of {} pages",
@@ -318,15 +345,65 @@ impl EventSet {
         Ok(set)
     }
 
-    /// Opens and maps `cpu`'s ring: a dummy software event, watching the
-    /// set's first target (a per-CPU ring takes any target's events).
-    fn open_ring(&self, cpu: i32, pages: usize, page_size: usize) -> Result<RingOwner> {
+    /// A dummy event's attr: what every event shares, and the side-band
+    /// records asked for.
+    fn dummy_attr(&self) -> PerfEventAttr {
         let mut attr = self.common_attr(PerfEventAttr {
             type_: kernel::PERF_TYPE_SOFTWARE,
             config: kernel::PERF_COUNT_SW_DUMMY,
             ..PerfEventAttr::default()
         });
-        if let Wakeup::Bytes(n) = self.wakeup {
+        attr.flags |= self.sideband.attr_flags();
+        if !self.sideband.is_empty() && self.inherit {
+            attr.flags |= kernel::ATTR_FLAG_INHERIT;
+        }
+        attr
+    }
+
+    /// With side-band records asked for: a dummy event per CPU for each
+    /// target after the first (the ring owner watches the first) writing
+    /// into that CPU's ring; then every dummy enabled, and the owners' ids
+    /// made known to the decoder.
+    fn start_sideband(&mut self) -> Result<()> {
+        let attr = self.dummy_attr();
+        let mut ids = Vec::new();
+        for owner in &mut self.owners {
+            let cpu = owner.cpu;
+            let step = |s| move |e: Error| log::failed(e.with(What::EventSet(s, cpu)));
+            ids.push(sys::perf_event_id(owner.fd.as_fd()).map_err(step(SetStep::EventId))?);
+            if self.sideband.is_empty() {
+                continue;
+            }
+            for target in &self.targets[1..] {
+                let (pid, flags) = target.pid_and_flags();
+                let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, cpu, None, flags)
+                    .map_err(step(SetStep::OpenRing))?;
+                sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
+                ids.push(sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?);
+                owner.sideband.push(fd);
+            }
+            for fd in core::iter::once(&owner.fd).chain(&owner.sideband) {
+                sys::perf_ioctl(fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0)
+                    .map_err(step(SetStep::Enable))?;
+            }
+        }
+        self.decoder.write().insert_owners(decode_attr(&attr), ids.into_iter());
+        Ok(())
+    }
+
+    /// Opens and maps `cpu`'s ring: a dummy software event, watching the
+    /// set's first target (a per-CPU ring takes any target's events).
+    fn open_ring(&self, cpu: i32, pages: usize, page_size: usize) -> Result<RingOwner> {
+        let mut attr = self.dummy_attr();
+        let watermark = match self.wakeup {
+            Wakeup::Bytes(n) => Some(n),
+            // The kernel counts only samples towards wakeup_events:
+            // side-band records would wait for a half-full ring. A 1-byte
+            // watermark wakes the reader on every record instead.
+            Wakeup::EveryRecord if !self.sideband.is_empty() => Some(1),
+            _ => None,
+        };
+        if let Some(n) = watermark {
             // The ring's byte watermark comes from the event that maps it.
             attr.flags |= kernel::ATTR_FLAG_WATERMARK;
             attr.wakeup = n;
@@ -336,7 +413,7 @@ impl EventSet {
             .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenRing, cpu))))?;
         let ring = PerfRing::map(fd.as_fd(), page_size, pages, true)
             .map_err(|e| log::failed(e.with(What::EventSet(SetStep::MapRing, cpu))))?;
-        Ok(RingOwner { cpu, fd, ring: Some(ring) })
+        Ok(RingOwner { cpu, fd, sideband: Vec::new(), ring: Some(ring) })
     }
 
     /// The attr fields every event of the set shares: what a shared ring
@@ -354,6 +431,11 @@ impl EventSet {
             Wakeup::Bytes(_) => 0,
         };
         attr
+    }
+
+    /// The side-band records the set asked for.
+    pub fn sideband(&self) -> Sideband {
+        self.sideband
     }
 
     /// The CPUs the set has events on.

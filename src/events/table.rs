@@ -5,9 +5,9 @@
 
 use super::desc::EventId;
 use super::format::{Format, Value, Values};
-use crate::decode::{self, Body, DecodeAttr, Sample};
+use crate::decode::{self, Body, DecodeAttr, Record, Sample};
 use crate::kernel::PERF_RECORD_SAMPLE;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -22,12 +22,21 @@ pub(crate) struct Layout {
 pub(crate) struct IdTable {
     ids: HashMap<u64, EventId>,
     layouts: HashMap<EventId, Layout>,
+    /// The kernel ids of the rings' dummy events (side-band records).
+    owner_ids: HashSet<u64>,
+    owner_layout: DecodeAttr,
 }
 
 impl IdTable {
     pub(crate) fn insert(&mut self, event: EventId, layout: Layout, ids: impl Iterator<Item = u64>) {
         self.ids.extend(ids.map(|id| (id, event)));
         self.layouts.insert(event, layout);
+    }
+
+    /// The rings' dummy events, whose records are side-band records.
+    pub(crate) fn insert_owners(&mut self, layout: DecodeAttr, ids: impl Iterator<Item = u64>) {
+        self.owner_ids.extend(ids);
+        self.owner_layout = layout;
     }
 
     pub(crate) fn remove(&mut self, event: EventId) {
@@ -82,25 +91,41 @@ impl Decoder {
         self.read().event_of_id(record_id(rec)?)
     }
 
+    /// What wrote `rec` (`None`: the set's rings, for its side-band
+    /// records) and the layout of its records; `None` for a record of
+    /// nothing in the set.
+    pub fn layout_of(&self, rec: &[u8]) -> Option<(Option<EventId>, DecodeAttr)> {
+        let table = self.read();
+        let id = record_id(rec)?;
+        match table.event_of_id(id) {
+            Some(e) => table.layout(e).map(|l| (Some(e), l.decode)),
+            None => table.owner_ids.contains(&id).then_some((None, table.owner_layout)),
+        }
+    }
+
     /// Decodes `rec`, read from the ring of `cpu`, and hands it to `f`.
-    /// A sample of an event no longer in the set (removed while its
+    /// A record of an event no longer in the set (removed while its
     /// records were in flight) or that does not decode is counted (see
     /// [`Self::unattributed`]) and given as [`EventRecord::Other`].
     pub fn decode<R>(&self, cpu: u32, rec: &[u8], f: impl FnOnce(EventRecord<'_>) -> R) -> R {
         let table = self.read();
-        let event = record_id(rec).and_then(|id| table.event_of_id(id));
-        let layout = event.and_then(|e| table.layout(e).map(|l| (e, l)));
-        let decoded = layout.and_then(|(e, l)| decode::decode(rec, &l.decode).ok().map(|r| (e, l, r)));
+        let id = record_id(rec);
+        let event = id.and_then(|id| table.event_of_id(id));
+        let layout = match event {
+            Some(e) => table.layout(e).map(|l| (&l.decode, l.format.as_deref())),
+            None if id.is_some_and(|id| table.owner_ids.contains(&id)) => Some((&table.owner_layout, None)),
+            None => None,
+        };
+        let decoded = layout.and_then(|(d, format)| decode::decode(rec, d).ok().map(|r| (format, r)));
         match decoded {
-            Some((event, layout, record)) => match record.body {
-                Body::Sample(sample) => f(EventRecord::Sample(EventSample {
-                    event,
-                    cpu,
-                    sample,
-                    format: layout.format.as_deref(),
-                })),
-                Body::Lost(lost) => f(EventRecord::Lost { event: Some(event), cpu, lost: lost.lost }),
-                _ => f(EventRecord::Other { event: Some(event), cpu, record: rec }),
+            Some((format, record)) => match record.body {
+                Body::Sample(sample) => match event {
+                    Some(event) => f(EventRecord::Sample(EventSample { event, cpu, sample, format })),
+                    None => self.other(cpu, rec, f),
+                },
+                Body::Lost(lost) => f(EventRecord::Lost { event, cpu, lost: lost.lost }),
+                _ if record.is_sideband() => f(EventRecord::Sideband { event, cpu, record }),
+                _ => f(EventRecord::Other { event, cpu, record: rec }),
             },
             None => {
                 // Lost reports keep their count even when unattributed.
@@ -111,10 +136,14 @@ impl Decoder {
                     let lost = u64::from_ne_bytes(lost.try_into().unwrap_or_default());
                     return f(EventRecord::Lost { event: None, cpu, lost });
                 }
-                self.unattributed.fetch_add(1, Ordering::Relaxed);
-                f(EventRecord::Other { event: None, cpu, record: rec })
+                self.other(cpu, rec, f)
             }
         }
+    }
+
+    fn other<R>(&self, cpu: u32, rec: &[u8], f: impl FnOnce(EventRecord<'_>) -> R) -> R {
+        self.unattributed.fetch_add(1, Ordering::Relaxed);
+        f(EventRecord::Other { event: None, cpu, record: rec })
     }
 
     /// Records that could not be attributed to an event of the set.
@@ -139,6 +168,17 @@ pub enum EventRecord<'a> {
         cpu: u32,
         /// Records dropped.
         lost: u64,
+    },
+    /// A side-band record ([`super::Sideband`]): a task's or an address
+    /// space's news, decoded ([`decode::Body::Comm`], `Fork`, `Exit`,
+    /// `Mmap2`...).
+    Sideband {
+        /// The event that asked for it (`None`: the set, on its rings).
+        event: Option<EventId>,
+        /// The ring's CPU.
+        cpu: u32,
+        /// The record, decoded, with its `sample_id` trailer.
+        record: Record<'a>,
     },
     /// Any other record (throttling, or one not attributed: see
     /// [`Decoder::decode`]), whole.

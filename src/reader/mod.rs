@@ -21,7 +21,7 @@ use crate::kernel::clock::Moment;
 use crate::kernel::sys::{self, AttrSource};
 use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE};
 use crate::kernel::{PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_TID};
-use crate::kernel::{PERF_SAMPLE_TIME, cpu};
+use crate::kernel::{PERF_SAMPLE_CPU, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TIME, cpu};
 use crate::log;
 use crate::order::{KeySource, Order, OrderBy, OrderStats};
 use crate::ring::record::{self, LostRecord, Record};
@@ -53,6 +53,9 @@ pub struct Reader<H> {
     adaptive: Option<Adaptive>,
     /// The attr's `sample_type` (where `PERF_SAMPLE_TIME` sits).
     sample_type: u64,
+    /// Whether records other than samples end with a `sample_id` trailer
+    /// of `sample_type`'s fields (an event set's rings).
+    sample_id_all: bool,
     /// Counts polls, so that a ring drained twice in one is counted once.
     round: u64,
     /// A drain of the last poll or consume read a ring to its head (libbpf
@@ -125,7 +128,8 @@ impl<H: Handler> Reader<H> {
     }
 
     /// A reader over rings mapped by someone else (an event set's): no map
-    /// slots to fill, no fast mode. `sample_type` is what every record of
+    /// slots to fill, no fast mode; records other than samples end with a
+    /// `sample_id` trailer. `sample_type` is what every record of
     /// the rings starts with (for ordering by time); `max_delay` bounds a
     /// batching set's wake-ups.
     pub fn over_rings(
@@ -136,6 +140,7 @@ impl<H: Handler> Reader<H> {
     ) -> Result<Reader<H>> {
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
         let mut reader = Reader::empty(NO_MAP, handler, epoll, rings.len(), rings.len(), sample_type)?;
+        reader.sample_id_all = true;
         for (cpu, fd, ring) in rings {
             let (index, raw) = (reader.bufs.len(), fd.as_raw_fd());
             reader.bufs.push(CpuBuf::new(cpu, cpu, fd, ring, false));
@@ -167,6 +172,7 @@ impl<H: Handler> Reader<H> {
             order: None,
             adaptive: None,
             sample_type,
+            sample_id_all: false,
             round: 0,
             reached_head: false,
             owner_pid: sys::getpid(),
@@ -568,7 +574,14 @@ impl<H: Handler> Reader<H> {
                     .iter()
                     .filter(|&&b| self.sample_type & b != 0)
                     .count();
-                KeySource::SampleTime(8 + 8 * before)
+                // With sample_id_all, TIME in the trailer is followed by
+                // ID, STREAM_ID, CPU and IDENTIFIER (each if sampled).
+                let after = [PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER]
+                    .iter()
+                    .filter(|&&b| self.sample_type & b != 0)
+                    .count();
+                let trailer = self.sample_id_all.then_some(8 + 8 * after);
+                KeySource::SampleTime { sample: 8 + 8 * before, trailer }
             }
         };
         for buf in &mut self.bufs {

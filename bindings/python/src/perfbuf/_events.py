@@ -14,8 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import _LIB, LostFn, _as_int, _as_u32, _callable_or_none, _lib, _os_error, _RingReader
+from . import _sideband
+from ._sideband import RawRecord, SidebandRecord
 
-__all__ = ["EventSet", "EventReader", "EventSample", "EventInfo", "Counts", "HARDWARE", "SOFTWARE"]
+_HAS_SIDEBAND = _LIB is not None and _sideband.declare(_LIB)
+
+__all__ = ["EventSet", "EventReader", "EventSample", "EventInfo", "Counts", "HARDWARE", "SOFTWARE", "SidebandRecord",
+           "RawRecord"]
 
 # PERF_COUNT_HW_* and PERF_COUNT_SW_* by perf's names: add_hardware("cycles"),
 # add_software("cpu-clock"). Plain ints work too.
@@ -217,7 +222,12 @@ class EventSet:
     ``cpus``: only these CPUs (default: every online one). ``pids``: watch
     these processes (default: every task), following the children and
     threads they create later with ``inherit=True``. ``cgroups``: watch the
-    tasks of these cgroup v2 directories. ``pages``: data pages of each
+    tasks of these cgroup v2 directories. ``sideband``: side-band records to
+    ask for, by name ("comm", "task", "mmap", "mmap_data", "build_id",
+    "switch", "namespaces", "cgroup", "ksymbol", "bpf_event"): they flow
+    from the set's creation and reach the reader as
+    :class:`SidebandRecord` objects, in time order with the samples when
+    ordered. ``pages``: data pages of each
     ring (a power of two). ``rings=False``: no rings, for events whose BPF
     program does all the work (a profiler). ``wakeup_events`` /
     ``wakeup_bytes`` batch the reader's wake-ups, ``max_delay_ms`` (default
@@ -241,8 +251,11 @@ class EventSet:
     def __init__(self, cpus: Optional[Iterable[int]] = None, pids: Optional[Iterable[int]] = None,
                  cgroups: Optional[Iterable[Union[str, "os.PathLike[str]"]]] = None, pages: int = 8,
                  rings: bool = True, inherit: bool = False, wakeup_events: int = 0, wakeup_bytes: int = 0,
-                 max_delay_ms: int = 0) -> None:
+                 max_delay_ms: int = 0, sideband: Iterable[str] = ()) -> None:
         _need_library()
+        sideband_flags = _sideband.flags_of(sideband)
+        if sideband_flags and not _HAS_SIDEBAND:
+            raise OSError(errno.ENOSYS, "this libperfbuf has no side-band records")
         pages = _as_int("pages", pages)
         if pages < 1 or pages & (pages - 1):
             raise ValueError(f"pages must be a power of two (1, 2, 4, 8, ...), got {pages}")
@@ -254,7 +267,7 @@ class EventSet:
                                wakeup_bytes=_as_u32("wakeup_bytes", wakeup_bytes),
                                max_delay_ms=_as_u32("max_delay_ms", max_delay_ms, 0, 60_000),
                                flags=(0 if rings else _lib.PERFBUF_EVENTS_NO_RINGS)
-                               | (_lib.PERFBUF_EVENTS_INHERIT if inherit else 0))
+                               | (_lib.PERFBUF_EVENTS_INHERIT if inherit else 0) | sideband_flags)
         cpu_list, pid_list = _ints("cpus", cpus), _ints("pids", pids)
         if cpu_list is not None:
             cpu_arr = (ctypes.c_int * len(cpu_list))(*cpu_list)
@@ -382,6 +395,15 @@ class EventSet:
             if self._h is None:
                 return -errno.EBADF
             return int(_LIB.perfbuf_events_decode(self._h, rec, size, ctypes.byref(out)))
+
+    def _decode_sideband(self, rec: int, size: int, out: _sideband.Sideband) -> int:
+        """perfbuf_events_decode_sideband, for the reader's callback."""
+        if not _HAS_SIDEBAND:
+            return -errno.EOPNOTSUPP
+        with self._lock:
+            if self._h is None:
+                return -errno.EBADF
+            return int(_LIB.perfbuf_events_decode_sideband(self._h, rec, size, ctypes.byref(out)))
 
     def _reader_closed(self) -> None:
         """The reader freed its rings: free the set if it was closed meanwhile."""
@@ -553,14 +575,17 @@ class EventSet:
     # -- reading ----------------------------------------------------------------------------
 
     def reader(self, on_sample: Optional[EventSampleFn] = None, on_lost: Optional[LostFn] = None, *,
-               order_by_time: bool = False) -> "EventReader":
+               order_by_time: bool = False, on_other: Optional[Callable[[Any], None]] = None) -> "EventReader":
         """The reader of the set's rings (one per set): ``on_sample(sample)``
         gets each :class:`EventSample`, ``on_lost(cpu, count)`` each count
         of samples the kernel dropped. ``order_by_time=True`` delivers the
         samples of every CPU in time order (call :meth:`EventReader.flush`
         at the end for those still held back). ``OSError(EINVAL)`` for a set
-        made with ``rings=False``, ``OSError(EBUSY)`` for a second reader."""
-        return EventReader(self, on_sample, on_lost, order_by_time=order_by_time)
+        made with ``rings=False``, ``OSError(EBUSY)`` for a second reader.
+        ``on_other(record)`` gets every other record: a
+        :class:`SidebandRecord`, or a :class:`RawRecord` (see
+        :class:`EventReader`)."""
+        return EventReader(self, on_sample, on_lost, order_by_time=order_by_time, on_other=on_other)
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -604,17 +629,25 @@ class EventReader(_RingReader):
     ``stats``, ``ring``, ``close``, a context manager), whose records are
     :class:`EventSample` objects. Made by :meth:`EventSet.reader`.
 
-    Records of events removed from the set are counted in
+    Samples of events removed from the set are counted in
     :attr:`unattributed`, not delivered; lost ones go to ``on_lost`` (and
     :attr:`lost`); with :meth:`read` and :meth:`records`, lost records come
-    as samples with ``lost`` > 0."""
+    as samples with ``lost`` > 0. Every other record goes to ``on_other``
+    (to ``on_sample`` without one), counted in :attr:`other`: side-band
+    records as :class:`SidebandRecord`, the rest (throttling, kinds not
+    decoded) whole as :class:`RawRecord`."""
 
     def __init__(self, events: EventSet, on_sample: Optional[EventSampleFn] = None,
-                 on_lost: Optional[LostFn] = None, *, order_by_time: bool = False) -> None:
+                 on_lost: Optional[LostFn] = None, *, order_by_time: bool = False,
+                 on_other: Optional[Callable[[Any], None]] = None) -> None:
         if not isinstance(events, EventSet):
             raise TypeError(f"events must be an EventSet, not {type(events).__name__}")
         _callable_or_none("on_sample", on_sample)
         _callable_or_none("on_lost", on_lost)
+        _callable_or_none("on_other", on_other)
+        self._on_other = on_other
+        self.other = 0
+        """Records other than samples and lost counts delivered (side-band, raw)."""
         if not isinstance(order_by_time, bool):
             raise TypeError(f"order_by_time must be a bool, not {type(order_by_time).__name__}")
         self._init_state(on_sample, on_lost)
@@ -682,7 +715,14 @@ class EventReader(_RingReader):
                 self.lost += lost
                 sample = EventSample(events._weak, ev if ev >= 0 else None, cpu, lost=lost)
             elif rtype != PERF_RECORD_SAMPLE:
-                return  # THROTTLE, UNTHROTTLE: nothing to deliver
+                sb = _sideband.Sideband(sz=ctypes.sizeof(_sideband.Sideband))
+                if rtype in _sideband.KINDS and events._decode_sideband(rec, size, sb) == 0:
+                    other: Any = SidebandRecord(cpu, sb)
+                else:  # THROTTLE, UNTHROTTLE, a kind not decoded: whole
+                    other = RawRecord(cpu, rtype, ctypes.string_at(rec, size))
+                self.other += 1
+                self._accept(other)
+                return
             elif ev < 0:
                 if ev == -errno.ENOENT:
                     self.unattributed += 1
@@ -707,6 +747,8 @@ class EventReader(_RingReader):
     def _deliver(self, rec: Any) -> None:
         if self._collect is not None:
             self._collect.append(rec)
+        elif isinstance(rec, (SidebandRecord, RawRecord)) and self._on_other is not None:
+            self._on_other(rec)
         elif rec.lost:
             if self._on_lost is not None:
                 self._on_lost(rec.cpu, rec.lost)

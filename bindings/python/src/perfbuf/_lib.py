@@ -15,6 +15,8 @@ import os
 import platform
 from pathlib import Path
 
+from ._sideband import Sideband as _Sideband
+
 c_int, c_void_p, c_size_t, c_uint32, c_uint64 = (
     ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint64)
 
@@ -170,7 +172,7 @@ C_STRUCTS = {
     "perfbuf_opts": Opts, "perfbuf_ring_stats": RingStats, "perfbuf_events_opts": EventsOpts,
     "perfbuf_event_desc": EventDesc, "perfbuf_event_info": EventInfo, "perfbuf_counts": Counts,
     "perfbuf_count": Count, "perfbuf_field": Field, "perfbuf_order_opts": OrderOpts,
-    "perfbuf_decode_attr": DecodeAttr, "perfbuf_sample": Sample,
+    "perfbuf_decode_attr": DecodeAttr, "perfbuf_sample": Sample, "perfbuf_sideband": _Sideband,
 }
 
 
