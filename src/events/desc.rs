@@ -92,11 +92,13 @@ pub struct Event {
     pub(crate) sample_type: u64,
     pub(crate) filter: Option<String>,
     pub(crate) group: Group,
+    /// A probe's fetch arguments (kernel dynamic-event syntax).
+    pub(crate) args: Option<String>,
 }
 
 impl Event {
     fn new(kind: Kind, sampling: Sampling, sample_type: u64) -> Event {
-        Event { kind, sampling, sample_type, filter: None, group: Group::Alone }
+        Event { kind, sampling, sample_type, filter: None, group: Group::Alone, args: None }
     }
 
     fn tracing(kind: Kind) -> Event {
@@ -246,6 +248,26 @@ impl Event {
     /// change a filter later: remove the event and add it again.
     pub fn filter(mut self, filter: &str) -> Event {
         self.filter = Some(filter.to_owned());
+        self
+    }
+
+    /// For a kprobe, kretprobe, uprobe or uretprobe: what each hit
+    /// fetches, in the kernel's dynamic-event syntax (`NAME=FETCHARG[:TYPE]`
+    /// separated by spaces: `fd=%di:s32 path=+0(%si):string ret=$retval:s64`,
+    /// `$arg1`, `$comm`, `+8(%di):u32`, bitfields `:b4@2/32`...; see the
+    /// kernel's kprobetrace.rst and uprobetracer.rst). The probe is then
+    /// created through tracefs (`kprobe_events`, `uprobe_events`) in a group
+    /// of this process and set, `perfbuf_<pid>_<n>`, and its samples carry
+    /// the values as tracepoint fields ([`super::EventSample::field`]). The
+    /// probe is deleted when the event is removed or the set dropped, and a
+    /// set created after a crash deletes the groups of processes that are
+    /// gone. A definition the kernel rejects fails with EINVAL and the
+    /// kernel's complaint (from tracefs `error_log`) in the error's text.
+    /// Without arguments probes go through the PMUs and tracefs is not
+    /// written. Adding an event of another kind with arguments fails with
+    /// EINVAL.
+    pub fn args(mut self, args: &str) -> Event {
+        self.args = Some(args.to_owned());
         self
     }
 

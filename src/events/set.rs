@@ -7,6 +7,7 @@
 use super::counts::Counts;
 use super::desc::{Event, EventId, Group, Kind, Sampling, Target, UprobeAt};
 use super::pmu::{DynamicPmu, EVENT_SOURCES, ProbePmu};
+use super::probe_events::{self, Definition, ProbeEvent, ProbeType};
 use super::table::{Decoder, Layout};
 use super::tracefs::Tracefs;
 use super::{elf, format::Format};
@@ -129,6 +130,9 @@ struct Opened {
     instances: Vec<Instance>,
     enabled: bool,
     bpf_attached: bool,
+    /// A probe with arguments: its dynamic event, deleted after the
+    /// instances are closed.
+    probe: Option<ProbeEvent>,
 }
 
 /// Options of an [`EventSet`]: see [`EventSet::builder`].
@@ -239,6 +243,8 @@ pub struct EventSet {
     next_id: u32,
     decoder: Decoder,
     tracefs: Option<Tracefs>,
+    /// The tracefs group of this set's probes with arguments, once it has one.
+    probe_group: Option<String>,
 }
 
 impl EventSet {
@@ -295,7 +301,12 @@ impl EventSet {
             next_id: 0,
             decoder: Decoder::default(),
             tracefs: None,
+            probe_group: None,
         };
+        // A crashed monitor's probes with arguments would stay forever.
+        if let Ok(tracefs) = Tracefs::find() {
+            probe_events::remove_orphans(&tracefs);
+        }
         if b.pages > 0 {
             let page_size = cpu::page_size();
             for i in 0..set.cpus.len() {
@@ -446,6 +457,7 @@ impl EventSet {
                 instances,
                 enabled: false,
                 bpf_attached: false,
+                probe: resolved.probe,
             },
         );
         self.next_id += 1;
@@ -480,6 +492,10 @@ impl EventSet {
         let mut format = None;
         let mut fallback = None;
         let mut keep = None;
+        let mut probe = None;
+        if event.args.is_some() && !matches!(event.kind, Kind::Kprobe { .. } | Kind::Uprobe { .. }) {
+            return Err(log::invalid("only kprobes and uprobes take arguments"));
+        }
         let (base, kind, name) = match &event.kind {
             Kind::Software(config) => {
                 (typed(kernel::PERF_TYPE_SOFTWARE, *config), EventKind::Software, "software".into())
@@ -489,31 +505,74 @@ impl EventSet {
                 (typed(kernel::PERF_TYPE_HARDWARE, *config), EventKind::Hardware, "hardware".into())
             }
             Kind::Tracepoint(name) => {
-                let tracefs = match &self.tracefs {
-                    Some(t) => t,
-                    None => self.tracefs.insert(Tracefs::find()?),
-                };
-                let tp = tracefs.tracepoint(name)?;
+                let tracefs = self.tracefs()?;
+                let tp = tracefs.tracepoint(name).map_err(log::failed)?;
                 log::debug(format_args!("tracepoint {name}: id {} in {}", tp.id, tracefs.root().display()));
                 format = Some(tp.format.clone());
                 (typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), EventKind::Tracepoint, name.clone())
             }
             Kind::Kprobe { symbol, offset, retprobe } => {
-                let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe)?;
-                let attr = *pmu.attr(symbol, *offset, *retprobe, 0)?.attr();
-                (attr, EventKind::Kprobe, format!("kprobe {}", symbol.to_string_lossy()))
+                let what = format!(
+                    "{} {}",
+                    if *retprobe { "kretprobe" } else { "kprobe" },
+                    symbol.to_string_lossy()
+                );
+                let attr = match &event.args {
+                    Some(args) => {
+                        let location = match offset {
+                            0 => symbol.to_string_lossy().into_owned(),
+                            off => format!("{}+{off}", symbol.to_string_lossy()),
+                        };
+                        let def =
+                            Definition { type_: ProbeType::Kprobe, retprobe: *retprobe, location, args };
+                        let (attr, (tp_format, created)) =
+                            self.define_probe(&def).map_err(|e| log::failed(e.about(&what)))?;
+                        format = Some(tp_format);
+                        probe = Some(created);
+                        attr
+                    }
+                    None => {
+                        let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe)
+                            .map_err(|e| log::failed(e.about(&what)))?;
+                        *pmu.attr(symbol, *offset, *retprobe, 0)
+                            .map_err(|e| log::failed(e.about(&what)))?
+                            .attr()
+                    }
+                };
+                (attr, EventKind::Kprobe, what)
             }
             Kind::Uprobe { path, at, retprobe, ref_ctr_offset } => {
+                let kind_name = if *retprobe { "uretprobe" } else { "uprobe" };
+                let what = match at {
+                    UprobeAt::Symbol(s) => format!("{kind_name} {}:{s}", path.display()),
+                    UprobeAt::Offset(o) => format!("{kind_name} {}:{o:#x}", path.display()),
+                };
+                let fail = |e: Error| log::failed(e.about(&what));
                 let offset = match at {
-                    UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s)?,
+                    UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s).map_err(fail)?,
                     UprobeAt::Offset(o) => *o,
                 };
-                let c_path = CString::new(path.as_os_str().as_bytes())
-                    .map_err(|_| log::invalid("a path cannot contain NUL"))?;
-                let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Uprobe)?;
-                let attr = *pmu.attr(&c_path, offset, *retprobe, *ref_ctr_offset)?.attr();
-                keep = Some(c_path);
-                (attr, EventKind::Uprobe, format!("uprobe {}:{offset:#x}", path.display()))
+                let attr = match &event.args {
+                    Some(args) => {
+                        let location = uprobe_location(path, offset, *ref_ctr_offset).map_err(fail)?;
+                        let def =
+                            Definition { type_: ProbeType::Uprobe, retprobe: *retprobe, location, args };
+                        let (attr, (tp_format, created)) = self.define_probe(&def).map_err(fail)?;
+                        format = Some(tp_format);
+                        probe = Some(created);
+                        attr
+                    }
+                    None => {
+                        let c_path = CString::new(path.as_os_str().as_bytes())
+                            .map_err(|_| fail(Error::invalid("a path cannot contain NUL")))?;
+                        let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Uprobe).map_err(fail)?;
+                        let attr =
+                            *pmu.attr(&c_path, offset, *retprobe, *ref_ctr_offset).map_err(fail)?.attr();
+                        keep = Some(c_path);
+                        attr
+                    }
+                };
+                (attr, EventKind::Uprobe, what)
             }
             Kind::Raw(attr) => (*attr, EventKind::Raw, "raw".into()),
         };
@@ -535,7 +594,35 @@ impl EventSet {
         if self.inherit && self.targets.iter().any(|t| matches!(t.target, Target::Pid(_))) {
             attr.flags |= kernel::ATTR_FLAG_INHERIT;
         }
-        Ok(Resolved { attr, kind, name, format, fallback, _path: keep, _event: core::marker::PhantomData })
+        Ok(Resolved {
+            attr,
+            kind,
+            name,
+            format,
+            fallback,
+            probe,
+            _path: keep,
+            _event: core::marker::PhantomData,
+        })
+    }
+
+    /// The set's tracefs, found once.
+    fn tracefs(&mut self) -> Result<&Tracefs> {
+        if self.tracefs.is_none() {
+            self.tracefs = Some(Tracefs::find().map_err(log::failed)?);
+        }
+        Ok(self.tracefs.as_ref().unwrap_or_else(|| unreachable!()))
+    }
+
+    /// Defines a probe with arguments in the set's group, named after the
+    /// event's id to be: its tracepoint attr and format, and the probe.
+    fn define_probe(&mut self, def: &Definition<'_>) -> Result<(PerfEventAttr, (Arc<Format>, ProbeEvent))> {
+        let group = self.probe_group.get_or_insert_with(probe_events::new_group).clone();
+        let event = format!("e{}", self.next_id);
+        let tracefs = self.tracefs()?;
+        let (probe, tp) = ProbeEvent::create(tracefs, def, &group, &event)?;
+        log::debug(format_args!("probe {group}/{event}: tracepoint id {}", tp.id));
+        Ok((typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), (tp.format, probe)))
     }
 
     fn opened(&self, id: EventId) -> Result<&Opened> {
@@ -672,7 +759,7 @@ impl EventSet {
             kind: e.kind,
             type_: e.type_,
             config: e.config,
-            fallback: e.fallback,
+            fallback: e.fallback.clone(),
             sample_type: e.sample_type,
             cpus,
             instances: e.instances.len(),
@@ -778,12 +865,28 @@ impl Drop for EventSet {
     }
 }
 
-/// Closes an event: every link before any event fd.
+/// Closes an event: every link before any event fd, every fd before its
+/// probe's definition (the kernel keeps a probe in use).
 fn close(mut opened: Opened) {
     opened.instances.iter_mut().for_each(|i| drop(i.link.take()));
     for inst in opened.instances {
         let _ = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
     }
+    drop(opened.probe);
+}
+
+/// A uprobe's place for `uprobe_events`: `PATH:0xOFFSET[(0xREF)]`, with
+/// the path made absolute (the kernel splits the line at spaces).
+fn uprobe_location(path: &std::path::Path, offset: u64, ref_ctr_offset: u64) -> Result<String> {
+    let abs =
+        std::fs::canonicalize(path).map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let text = abs.to_str().filter(|t| !t.contains(char::is_whitespace)).ok_or(Error::invalid(
+        "a uprobe with arguments needs a path without spaces or non-UTF-8 bytes (uprobe_events splits at spaces)",
+    ))?;
+    Ok(match ref_ctr_offset {
+        0 => format!("{text}:{offset:#x}"),
+        r => format!("{text}:{offset:#x}({r:#x})"),
+    })
 }
 
 /// Whether instance `n` of an event takes the program. A sampling event
@@ -810,6 +913,8 @@ struct Resolved<'e> {
     name: String,
     format: Option<Arc<Format>>,
     fallback: Option<u64>,
+    /// A probe with arguments, defined in tracefs.
+    probe: Option<ProbeEvent>,
     /// A uprobe's path: `attr.config1` points into it until the opens end.
     _path: Option<CString>,
     #[allow(dead_code, reason = "a kprobe's attr points into the event's symbol")]
