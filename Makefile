@@ -73,6 +73,13 @@ $(BUILD)/events_test: c-tests/events_test.c $(TESTUTIL) c-tests/testutil.h inclu
 events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o tracefs
 	$(BUILD)/events_test $(BUILD)/profile.bpf.o
 
+$(BUILD)/probe_args_test: c-tests/probe_args_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/probe_args_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+# Probes with fetch arguments (tracefs dynamic events) through the C face.
+probe-args-test: $(BUILD)/probe_args_test tracefs
+	$(BUILD)/probe_args_test
+
 # Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
 # slow callbacks, raw readers): each scenario's transcript on libbpf, on
 # on libperfbuf's default and on its fast mode (PERFBUF_ADAPTIVE=1, the
@@ -299,7 +306,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 

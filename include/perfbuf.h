@@ -903,6 +903,20 @@ struct perfbuf_event_desc {
    Reserved, 0.
    */
   int reserved;
+  /*
+   Kprobes and uprobes: fetch arguments in the kernel's dynamic-event
+   syntax (`"fd=%di:s32 path=+0(%si):string ret=$retval:s64"`), or
+   NULL. With arguments the probe is made through tracefs
+   (`kprobe_events`, `uprobe_events`) in a group `perfbuf_<pid>_<n>`
+   and opened as its tracepoint: `perfbuf_events_field` decodes the
+   values by name. It is deleted with its event or set, and the next
+   set deletes the groups of processes that are gone. A definition the
+   kernel rejects is -EINVAL, with the kernel's complaint in
+   `perfbuf_last_error`. Without arguments tracefs is not written.
+   (Added after `reserved`: callers with an older header pass a
+   smaller `sz` and get none.)
+   */
+  const char *args;
 };
 
 /*
@@ -1499,8 +1513,10 @@ void perfbuf_events_free(struct perfbuf_events *set);
  Adds an event to the set: opened on every CPU and target, disabled,
  its samples going to each CPU's ring. Returns its id (>= 0), or
  -errno with nothing left open (ENOENT: no such tracepoint, symbol or
- binary; EOPNOTSUPP: the kernel lacks the PMU, e.g. kprobes without
- CONFIG_KPROBES; EINVAL: a bad filter; see `perfbuf_last_error`).
+ binary, or no `kprobe_events` for a kprobe with arguments; EOPNOTSUPP:
+ the kernel lacks the PMU, e.g. kprobes without CONFIG_KPROBES; EINVAL:
+ a bad filter, or arguments the kernel rejects; `perfbuf_last_error`
+ names the event, and gives the kernel's complaint).
 
  # Safety
  `set` is NULL or a live set; `desc` is NULL or a `struct

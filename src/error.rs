@@ -112,6 +112,8 @@ pub enum What {
     NoOnlineCpu,
     /// No event with this id in the set.
     NoEvent(u32),
+    /// The event set was built without rings.
+    NoRings,
 }
 
 /// The steps of opening an event set, for messages.
@@ -376,6 +378,7 @@ impl fmt::Display for Error {
             What::EventSet(step, cpu) => write!(f, "failed to {} on cpu #{cpu}: ", step.text())?,
             What::NoOnlineCpu => write!(f, "none of the CPUs asked for is online: ")?,
             What::NoEvent(id) => write!(f, "no event #{id} in the set: ")?,
+            What::NoRings => write!(f, "the event set has no rings (built with pages(0)): ")?,
         }
         let mut buf = [0u8; 128];
         write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;

@@ -12,7 +12,7 @@ use super::decode::{
 };
 use super::handle::{into_handle, null_with};
 use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::PerfEventAttr;
 use crate::log;
@@ -142,6 +142,18 @@ pub struct perfbuf_event_desc {
     pub leader: c_int,
     /// Reserved, 0.
     pub reserved: c_int,
+    /// Kprobes and uprobes: fetch arguments in the kernel's dynamic-event
+    /// syntax (`"fd=%di:s32 path=+0(%si):string ret=$retval:s64"`), or
+    /// NULL. With arguments the probe is made through tracefs
+    /// (`kprobe_events`, `uprobe_events`) in a group `perfbuf_<pid>_<n>`
+    /// and opened as its tracepoint: `perfbuf_events_field` decodes the
+    /// values by name. It is deleted with its event or set, and the next
+    /// set deletes the groups of processes that are gone. A definition the
+    /// kernel rejects is -EINVAL, with the kernel's complaint in
+    /// `perfbuf_last_error`. Without arguments tracefs is not written.
+    /// (Added after `reserved`: callers with an older header pass a
+    /// smaller `sz` and get none.)
+    pub args: *const c_char,
 }
 
 /// What `perfbuf_events_info` reports (set `sz`).
@@ -375,6 +387,9 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
         (0 | 1, _) => Wakeup::EveryRecord,
         (n, _) => Wakeup::Records(n),
     });
+    if u64::from(o.max_delay_ms) > crate::reader::config::MAX_MAX_DELAY.as_millis() as u64 {
+        return Err(log::invalid("perfbuf_events_opts: max_delay_ms is above 60000"));
+    }
     if o.max_delay_ms > 0 {
         b = b.max_delay(Duration::from_millis(o.max_delay_ms.into()));
     }
@@ -464,6 +479,10 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
     if desc.flags & PERFBUF_EVENT_F_MEMBER != 0 {
         event = event.member_of(event_id(desc.leader)?);
     }
+    if !desc.args.is_null() {
+        // SAFETY: per this function's contract.
+        event = event.args(unsafe { c_str(desc.args, "perfbuf_event_desc: bad args") }?);
+    }
     Ok(event)
 }
 
@@ -474,8 +493,10 @@ fn event_id(ev: c_int) -> Result<EventId> {
 /// Adds an event to the set: opened on every CPU and target, disabled,
 /// its samples going to each CPU's ring. Returns its id (>= 0), or
 /// -errno with nothing left open (ENOENT: no such tracepoint, symbol or
-/// binary; EOPNOTSUPP: the kernel lacks the PMU, e.g. kprobes without
-/// CONFIG_KPROBES; EINVAL: a bad filter; see `perfbuf_last_error`).
+/// binary, or no `kprobe_events` for a kprobe with arguments; EOPNOTSUPP:
+/// the kernel lacks the PMU, e.g. kprobes without CONFIG_KPROBES; EINVAL:
+/// a bad filter, or arguments the kernel rejects; `perfbuf_last_error`
+/// names the event, and gives the kernel's complaint).
 ///
 /// # Safety
 /// `set` is NULL or a live set; `desc` is NULL or a `struct
@@ -705,12 +726,12 @@ pub unsafe extern "C" fn perfbuf_events_reader(
         if event_cb.is_none() {
             return Err(log::invalid("perfbuf_events_reader needs an event_cb"));
         }
-        Reader::over_rings(
-            c_face::take_rings(set)?,
-            callbacks,
-            c_face::BASE_SAMPLE_TYPE,
-            c_face::max_delay(set),
-        )
+        let rings = c_face::take_rings(set).map_err(|e| match e.what() {
+            // Said in the C header's words.
+            What::NoRings => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
+            _ => e,
+        })?;
+        Reader::over_rings(rings, callbacks, c_face::BASE_SAMPLE_TYPE, c_face::max_delay(set))
     })())
 }
 
@@ -856,5 +877,5 @@ pub unsafe extern "C" fn perfbuf_events_field_name(
 
 const _: () = {
     assert!(size_of::<perfbuf_events_opts>() == 72);
-    assert!(size_of::<perfbuf_event_desc>() == 104);
+    assert!(size_of::<perfbuf_event_desc>() == 112);
 };

@@ -822,7 +822,7 @@ impl EventSet {
     /// owner, for events added later.
     pub(crate) fn take_rings(&mut self) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
         if self.owners.is_empty() {
-            return Err(log::invalid("the event set has no rings (built with pages(0))"));
+            return Err(log::failed(Error::new(libc::EINVAL, What::NoRings)));
         }
         if self.owners.iter().any(|o| o.ring.is_none()) {
             return Err(Error::new(libc::EBUSY, What::Arg("the event set's rings already have a reader")));

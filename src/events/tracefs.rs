@@ -71,7 +71,7 @@ impl Tracefs {
         let format_path = dir.join("format");
         let bytes = std::fs::read(&format_path).map_err(|e| {
             // The error cannot carry the name, so say here which one and where.
-            warn(format_args!("tracepoint {subsystem}:{event}: cannot read {}: {e}", format_path.display()));
+            debug(format_args!("tracepoint {subsystem}:{event}: cannot read {}: {e}", format_path.display()));
             Error::new(e.raw_os_error().unwrap_or(libc::EIO), What::NoTracepoint)
                 .about(format_args!("tracepoint {subsystem}:{event}"))
         })?;
