@@ -239,6 +239,89 @@ static void test_kprobe_arguments(void)
 	perfbuf_events_free(set);
 }
 
+/* Calls seen by a probe with a filter on its argument. */
+struct filtered {
+	struct perfbuf_events *set;
+	int ev, n, seen[64];
+};
+
+static enum bpf_perf_event_ret collect_n(void *ctx, int cpu, struct perf_event_header *hdr)
+{
+	(void)cpu;
+	struct filtered *f = ctx;
+	struct perfbuf_sample smp = {.sz = sizeof(smp)};
+	struct perfbuf_field fl = {.sz = sizeof(fl)};
+	if (perfbuf_events_decode(f->set, hdr, hdr->size, &smp) == f->ev && hdr->type == PERF_RECORD_SAMPLE &&
+	    smp.pid == (uint32_t)getpid() && f->n < 64 &&
+	    perfbuf_events_field(f->set, f->ev, smp.raw, smp.raw_size, "n", &fl) == 0)
+		f->seen[f->n++] = (int)fl.i;
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+/* How many of the calls 0..9 an event with `filter`, changed to `change`
+ * (NULL: cleared; "-": kept), sees; the sum of their n in *sum. */
+static int calls_seen(const char *filter, const char *change, uint32_t flags, int *sum)
+{
+	struct perfbuf_events *set = perfbuf_events_new(NULL);
+	struct perfbuf_event_desc d = {.sz = sizeof(d),
+				       .kind = PERFBUF_EVENT_UPROBE,
+				       .flags = flags,
+				       .name = exe,
+				       .symbol = "perfbuf_c_args_target",
+				       .filter = filter,
+				       .args = ARGS};
+	struct filtered *f = calloc(1, sizeof(*f));
+	f->set = set;
+	f->ev = perfbuf_events_add(set, &d);
+	EXPECT(f->ev >= 0, "add: %s", perfbuf_last_error());
+	if (!change || strcmp(change, "-") != 0)
+		EXPECT(perfbuf_events_set_filter(set, f->ev, change) == 0, "set_filter: %s", perfbuf_last_error());
+	struct perf_buffer *pb = perfbuf_events_reader(set, collect_n, f);
+	if (!(flags & PERFBUF_EVENT_F_ENABLED))
+		perfbuf_events_enable(set, f->ev);
+	struct item it = {.count = 1};
+	for (int i = 0; i < 10; i++)
+		perfbuf_c_args_target(i, "x", &it);
+	perfbuf_consume(pb);
+	*sum = 0;
+	for (int i = 0; i < f->n; i++)
+		*sum += f->seen[i];
+	int n = f->n;
+	perfbuf_free(pb);
+	perfbuf_events_free(set);
+	free(f);
+	return n;
+}
+
+static void test_api_shapes(void)
+{
+	int sum, n;
+	n = calls_seen("n >= 7", "-", PERFBUF_EVENT_F_ENABLED, &sum);
+	EXPECT(n == 3 && sum == 7 + 8 + 9, "added enabled with a filter: %d calls, sum %d", n, sum);
+	n = calls_seen("n >= 7", "n < 2", 0, &sum);
+	EXPECT(n == 2 && sum == 1, "filter changed: %d calls, sum %d", n, sum);
+	n = calls_seen("n >= 7", NULL, 0, &sum);
+	EXPECT(n == 10 && sum == 45, "filter cleared: %d calls, sum %d", n, sum);
+	struct perfbuf_events *set = perfbuf_events_new(NULL);
+	int ev = add_probe(set, 0, "perfbuf_c_args_target", ARGS);
+	EXPECT(perfbuf_events_set_filter(set, ev, "no_such_field == 1") == -EINVAL &&
+		       strstr(perfbuf_last_error(), "no_such_field"),
+	       "a bad filter names itself: %s", perfbuf_last_error());
+	EXPECT(perfbuf_events_set_filter(set, ev + 1, NULL) == -ENOENT, "no such event");
+	perfbuf_events_free(set);
+
+	/* A default attr: a counting clock event samples with its period. */
+	struct perf_event_attr def = {.size = sizeof(def), .sample_period = 1000000, .sample_type = PERF_SAMPLE_PERIOD};
+	struct perfbuf_events_opts o = {.sz = sizeof(o), .pids = (int[]){getpid()}, .pid_cnt = 1, .default_attr = &def};
+	set = perfbuf_events_new(&o);
+	struct perfbuf_event_desc clock = {.sz = sizeof(clock), .kind = PERFBUF_EVENT_SOFTWARE, .config = PERF_COUNT_SW_CPU_CLOCK};
+	ev = perfbuf_events_add(set, &clock);
+	struct perfbuf_event_info info = {.sz = sizeof(info)};
+	EXPECT(ev >= 0 && perfbuf_events_info(set, ev, &info) == 0 && (info.sample_type & PERF_SAMPLE_PERIOD),
+	       "the default's sample_type: %#llx", (unsigned long long)info.sample_type);
+	perfbuf_events_free(set);
+}
+
 static int named_mappings(void)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
@@ -312,6 +395,7 @@ int main(void)
 		{"killed_process", test_killed_process},
 		{"kprobe_arguments", test_kprobe_arguments},
 		{"errors_and_leaks", test_errors_and_leaks},
+		{"api_shapes", test_api_shapes},
 	};
 	int failed = run_tests("probe_args_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));
 	return failed ? 1 : 0;

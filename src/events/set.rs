@@ -38,6 +38,15 @@ pub(crate) const BASE_SAMPLE_TYPE: u64 = kernel::PERF_SAMPLE_IDENTIFIER
 /// virtual machine without the PMU (what profilers check for).
 const FALLBACK_ERRNOS: [i32; 5] = [libc::EOPNOTSUPP, libc::ENOENT, libc::ENODEV, libc::EINVAL, libc::EACCES];
 
+/// The caller's `read_format` bits a raw attr keeps (the counts reader
+/// understands them).
+const READ_FORMATS_KEPT: u64 = kernel::PERF_FORMAT_GROUP | kernel::PERF_FORMAT_LOST;
+
+/// The flags a set's default attr gives its events: `inherit`,
+/// `exclude_user`, `_kernel`, `_hv`, `_idle`, `_host`, `_guest`,
+/// `_callchain_kernel`, `_callchain_user`.
+const DEFAULT_ATTR_FLAGS: u64 = kernel::ATTR_FLAG_INHERIT | 0b1111 << 4 | 0b1111 << 19;
+
 /// What kind of event was opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -133,6 +142,10 @@ struct Opened {
     /// A probe with arguments: its dynamic event, deleted after the
     /// instances are closed.
     probe: Option<ProbeEvent>,
+    /// The attr opened, to open the event again with another filter.
+    attr: PerfEventAttr,
+    /// What a probe PMU attr's `config1` points to (symbol or path).
+    target_name: Option<CString>,
 }
 
 /// Options of an [`EventSet`]: see [`EventSet::builder`].
@@ -145,9 +158,23 @@ pub struct EventSetBuilder {
     wakeup: Wakeup,
     max_delay: Option<Duration>,
     inherit: bool,
+    default_attr: Option<PerfEventAttr>,
 }
 
 impl EventSetBuilder {
+    /// The attr fields every event added without its own attr (every
+    /// kind but [`Event::raw`]) takes: `sample_type` bits (added to the
+    /// event's), the exclusion flags (`exclude_user`, `exclude_kernel`,
+    /// `exclude_hv`, `exclude_idle`, `exclude_host`, `exclude_guest`,
+    /// `exclude_callchain_*`), `inherit`, `sample_regs_user`,
+    /// `sample_stack_user` and `sample_max_stack`; and, for a software or
+    /// hardware event left counting, its `sample_period` or (with `freq`)
+    /// `sample_freq`. Other fields are the set's or the event's.
+    pub fn default_attr(mut self, attr: PerfEventAttr) -> Self {
+        self.default_attr = Some(attr);
+        self
+    }
+
     /// Only these CPUs (default: every online CPU). Offline ones are
     /// skipped ([`EventSet::offline_cpus`]); if none is online, building
     /// fails with ENODEV.
@@ -238,6 +265,7 @@ pub struct EventSet {
     wakeup: Wakeup,
     max_delay: Option<Duration>,
     inherit: bool,
+    default_attr: Option<PerfEventAttr>,
     owners: Vec<RingOwner>,
     events: BTreeMap<EventId, Opened>,
     next_id: u32,
@@ -258,6 +286,7 @@ impl EventSet {
             wakeup: Wakeup::EveryRecord,
             max_delay: None,
             inherit: false,
+            default_attr: None,
         }
     }
 
@@ -296,6 +325,7 @@ impl EventSet {
             wakeup: b.wakeup,
             max_delay: b.max_delay,
             inherit: b.inherit,
+            default_attr: b.default_attr,
             owners: Vec::new(),
             events: BTreeMap::new(),
             next_id: 0,
@@ -390,6 +420,10 @@ impl EventSet {
             _ => None,
         };
         let mut attr = resolved.attr;
+        if let Some(name) = &resolved.target_name {
+            // The kept copy: the attr may be used again (`set_filter`).
+            attr.config1 = name.as_ptr() as u64;
+        }
         let mut fallback = None;
         let mut kind = resolved.kind;
         let mut instances: Vec<Instance> = Vec::new();
@@ -427,10 +461,14 @@ impl EventSet {
                         log::info(format_args!("event set: cpu #{cpu} went offline, skipped"));
                         continue;
                     }
-                    Err(e) => return Err(log::failed(e.with(What::EventSet(SetStep::OpenEvent, cpu)))),
+                    Err(e) => {
+                        let e = e.with(What::EventSet(SetStep::OpenEvent, cpu)).about(&resolved.name);
+                        return Err(log::failed(e));
+                    }
                 };
                 let owner = self.owners.iter().find(|o| o.cpu == cpu);
-                instances.push(self.connect(fd, cpu, t, owner, event.filter.as_deref())?);
+                let connected = self.connect(fd, cpu, t, owner, event.filter.as_deref());
+                instances.push(connected.map_err(|e| e.about(&resolved.name))?);
             }
         }
         if instances.is_empty() {
@@ -458,10 +496,67 @@ impl EventSet {
                 enabled: false,
                 bpf_attached: false,
                 probe: resolved.probe,
+                attr,
+                target_name: resolved.target_name,
             },
         );
         self.next_id += 1;
+        if event.enabled
+            && let Err(e) = self.enable(id)
+        {
+            let _ = self.remove(id);
+            // A failed add takes no id: ids stay dense.
+            self.next_id -= 1;
+            return Err(e);
+        }
         Ok(id)
+    }
+
+    /// Changes (`Some`) or clears (`None`) the ftrace filter of a tracing
+    /// event. The kernel sets a perf event's filter once, so the event is
+    /// opened again on every CPU and target with the new filter, and takes
+    /// the old one's place: disabled then enabled CPU by CPU if it was
+    /// enabled (a hit in between is not seen), its samples still in the
+    /// rings attributed to it. Fails with nothing changed when the kernel
+    /// refuses (EINVAL for a bad filter); EBUSY for an event with a BPF
+    /// program or in a counter group.
+    pub fn set_filter(&mut self, id: EventId, filter: Option<&str>) -> Result<()> {
+        let opened = self.opened(id)?;
+        if opened.bpf_attached || opened.group != Group::Alone {
+            return Err(Error::new(
+                libc::EBUSY,
+                What::Arg("the filter of an event with a BPF program or in a counter group cannot change"),
+            ));
+        }
+        let mut attr = opened.attr;
+        if let Some(name) = &opened.target_name {
+            attr.config1 = name.as_ptr() as u64;
+        }
+        let mut fresh = Vec::with_capacity(opened.instances.len());
+        for old in &opened.instances {
+            let (pid, flags) = self.targets[old.target].pid_and_flags();
+            let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, old.cpu, None, flags)
+                .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenEvent, old.cpu))))?;
+            let owner = self.owners.iter().find(|o| o.cpu == old.cpu);
+            fresh.push(self.connect(fd, old.cpu, old.target, owner, filter)?);
+        }
+        self.decoder.write().add_ids(id, fresh.iter().map(|i| i.id));
+        let opened = self.opened_mut(id)?;
+        if opened.enabled {
+            for (old, new) in opened.instances.iter().zip(&fresh) {
+                let _ = sys::perf_ioctl(old.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
+                if let Err(e) = sys::perf_ioctl(new.fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0) {
+                    log::warn(format_args!(
+                        "event #{}: cannot enable it again on cpu #{}: {e}",
+                        id.0, new.cpu
+                    ));
+                }
+            }
+        }
+        for old in core::mem::replace(&mut opened.instances, fresh) {
+            let _ = sys::perf_ioctl(old.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
+        }
+        Ok(())
     }
 
     /// Sends a new kernel event's records to its CPU's ring, sets its
@@ -480,7 +575,11 @@ impl EventSet {
         }
         if let Some(filter) = filter {
             let filter = CString::new(filter).map_err(|_| log::invalid("a filter cannot contain NUL"))?;
-            sys::perf_set_filter(fd.as_fd(), &filter).map_err(step(SetStep::SetFilter))?;
+            sys::perf_set_filter(fd.as_fd(), &filter).map_err(|e| {
+                log::failed(
+                    e.with(What::EventSet(SetStep::SetFilter, cpu)).about(format_args!("filter {filter:?}")),
+                )
+            })?;
         }
         let id = sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?;
         Ok(Instance { cpu, target, fd, id, link: None })
@@ -491,25 +590,35 @@ impl EventSet {
     fn resolve<'e>(&mut self, event: &'e Event) -> Result<Resolved<'e>> {
         let mut format = None;
         let mut fallback = None;
-        let mut keep = None;
+        let mut target_name = None;
         let mut probe = None;
         if event.args.is_some() && !matches!(event.kind, Kind::Kprobe { .. } | Kind::Uprobe { .. }) {
             return Err(log::invalid("only kprobes and uprobes take arguments"));
         }
         let (base, kind, name) = match &event.kind {
-            Kind::Software(config) => {
-                (typed(kernel::PERF_TYPE_SOFTWARE, *config), EventKind::Software, "software".into())
-            }
+            Kind::Software(config) => (
+                typed(kernel::PERF_TYPE_SOFTWARE, *config),
+                EventKind::Software,
+                format!("software event {config:#x}"),
+            ),
             Kind::Hardware { config, fallback: fb } => {
                 fallback = *fb;
-                (typed(kernel::PERF_TYPE_HARDWARE, *config), EventKind::Hardware, "hardware".into())
+                (
+                    typed(kernel::PERF_TYPE_HARDWARE, *config),
+                    EventKind::Hardware,
+                    format!("hardware event {config:#x}"),
+                )
             }
             Kind::Tracepoint(name) => {
                 let tracefs = self.tracefs()?;
                 let tp = tracefs.tracepoint(name).map_err(log::failed)?;
                 log::debug(format_args!("tracepoint {name}: id {} in {}", tp.id, tracefs.root().display()));
                 format = Some(tp.format.clone());
-                (typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), EventKind::Tracepoint, name.clone())
+                (
+                    typed(kernel::PERF_TYPE_TRACEPOINT, tp.id),
+                    EventKind::Tracepoint,
+                    format!("tracepoint {name}"),
+                )
             }
             Kind::Kprobe { symbol, offset, retprobe } => {
                 let what = format!(
@@ -534,9 +643,12 @@ impl EventSet {
                     None => {
                         let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe)
                             .map_err(|e| log::failed(e.about(&what)))?;
-                        *pmu.attr(symbol, *offset, *retprobe, 0)
+                        let attr = *pmu
+                            .attr(symbol, *offset, *retprobe, 0)
                             .map_err(|e| log::failed(e.about(&what)))?
-                            .attr()
+                            .attr();
+                        target_name = Some(symbol.clone());
+                        attr
                     }
                 };
                 (attr, EventKind::Kprobe, what)
@@ -568,22 +680,45 @@ impl EventSet {
                         let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Uprobe).map_err(fail)?;
                         let attr =
                             *pmu.attr(&c_path, offset, *retprobe, *ref_ctr_offset).map_err(fail)?.attr();
-                        keep = Some(c_path);
+                        target_name = Some(c_path);
                         attr
                     }
                 };
                 (attr, EventKind::Uprobe, what)
             }
-            Kind::Raw(attr) => (*attr, EventKind::Raw, "raw".into()),
+            Kind::Raw(attr) => {
+                (*attr, EventKind::Raw, format!("raw event type {} config {:#x}", attr.type_, attr.config))
+            }
         };
         let mut attr = self.common_attr(base);
         attr.sample_type |= event.sample_type;
+        // A raw attr keeps the caller's read_format bits (the counts
+        // reader follows them); every event gets what counts need.
+        let callers_read_format =
+            if kind == EventKind::Raw { base.read_format & READ_FORMATS_KEPT } else { 0 };
         attr.read_format = kernel::PERF_FORMAT_TOTAL_TIME_ENABLED
             | kernel::PERF_FORMAT_TOTAL_TIME_RUNNING
             | kernel::PERF_FORMAT_ID
+            | callers_read_format
             | if event.group == Group::Leader { kernel::PERF_FORMAT_GROUP } else { 0 };
+        let mut sampling = event.sampling;
+        if let Some(d) = self.default_attr.filter(|_| kind != EventKind::Raw) {
+            attr.sample_type |= d.sample_type;
+            attr.flags |= d.flags & DEFAULT_ATTR_FLAGS;
+            attr.sample_regs_user |= d.sample_regs_user;
+            attr.sample_stack_user = attr.sample_stack_user.max(d.sample_stack_user);
+            attr.sample_max_stack = attr.sample_max_stack.max(d.sample_max_stack);
+            let counts_only = matches!(event.kind, Kind::Software(_) | Kind::Hardware { .. });
+            if counts_only && sampling == Sampling::Count && d.sample_period != 0 {
+                sampling = if d.has(kernel::ATTR_FLAG_FREQ) {
+                    Sampling::Frequency(d.sample_period)
+                } else {
+                    Sampling::Period(d.sample_period)
+                };
+            }
+        }
         attr.flags &= !kernel::ATTR_FLAG_FREQ;
-        attr.sample_period = match event.sampling {
+        attr.sample_period = match sampling {
             Sampling::Count => 0,
             Sampling::Period(n) => n,
             Sampling::Frequency(hz) => {
@@ -601,7 +736,7 @@ impl EventSet {
             format,
             fallback,
             probe,
-            _path: keep,
+            target_name,
             _event: core::marker::PhantomData,
         })
     }
@@ -784,16 +919,17 @@ impl EventSet {
 
     fn read_where(&self, id: EventId, pick: impl Fn(&Instance) -> bool) -> Result<Counts> {
         let e = self.opened(id)?;
-        let group = e.group == Group::Leader;
+        let group = e.attr.read_format & kernel::PERF_FORMAT_GROUP != 0;
+        let lost = e.attr.read_format & kernel::PERF_FORMAT_LOST != 0;
         let members =
             if group { self.events.values().filter(|m| m.group == Group::Member(id)).count() } else { 0 };
-        let mut words = vec![0u64; 4 + 2 * (members + 1)];
+        let mut words = vec![0u64; 4 + 3 * (members + 1)];
         let mut counts = Counts::default();
         let table = self.decoder.read();
         for inst in e.instances.iter().filter(|i| pick(i)) {
             let n = sys::read_counts(inst.fd.as_fd(), &mut words)
                 .map_err(|err| log::failed(err.with(What::EventSet(SetStep::Read, inst.cpu))))?;
-            counts.add_read(&words[..n], group, |kid| table.event_of_id(kid))?;
+            counts.add_read(&words[..n], group, lost, |kid| table.event_of_id(kid))?;
         }
         Ok(counts)
     }
@@ -915,8 +1051,8 @@ struct Resolved<'e> {
     fallback: Option<u64>,
     /// A probe with arguments, defined in tracefs.
     probe: Option<ProbeEvent>,
-    /// A uprobe's path: `attr.config1` points into it until the opens end.
-    _path: Option<CString>,
+    /// A probe PMU's symbol or path, which `attr.config1` points to.
+    target_name: Option<CString>,
     #[allow(dead_code, reason = "a kprobe's attr points into the event's symbol")]
     _event: core::marker::PhantomData<&'e Event>,
 }
