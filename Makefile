@@ -330,6 +330,7 @@ rust-examples-test: producer-lib tracefs
 	$(REL)/examples/stream_reader --demo 1000000 --fast
 	$(REL)/examples/async_reader --demo 200000
 	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' | grep -c ' exec /bin/true$$' | grep -qx 2
+	$(REL)/examples/uprobe_args | grep -c '^pid [0-9]* n=[123] name="\(ada\|grace\|\)"$$' | grep -qx 3
 
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
