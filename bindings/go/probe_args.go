@@ -9,7 +9,7 @@ import "unsafe"
 // Probes with fetch arguments: a kprobe or uprobe Event with Args (the
 // kernel's dynamic-event syntax, "fd=%di:s32 path=+0(%si):string",
 // "ret=$retval:s64") is made through tracefs (kprobe_events,
-// uprobe_events) in a group perfbuf_<pid>_<n> and opened as the tracepoint
+// uprobe_events) in a group perfbuf_<pid>_<pidns>_<n> and opened as the tracepoint
 // the kernel generates: its samples' Field(name) and Fields() give the
 // values. The probe goes with its event or set, and the next set of any
 // program deletes the groups of processes that are gone. Arguments the

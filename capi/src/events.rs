@@ -156,7 +156,7 @@ pub struct perfbuf_event_desc {
     /// Kprobes and uprobes: fetch arguments in the kernel's dynamic-event
     /// syntax (`"fd=%di:s32 path=+0(%si):string ret=$retval:s64"`), or
     /// NULL. With arguments the probe is made through tracefs
-    /// (`kprobe_events`, `uprobe_events`) in a group `perfbuf_<pid>_<n>`
+    /// (`kprobe_events`, `uprobe_events`) in a group `perfbuf_<pid>_<pidns>_<n>`
     /// and opened as its tracepoint: `perfbuf_events_field` decodes the
     /// values by name. It is deleted with its event or set, and the next
     /// set deletes the groups of processes that are gone. A definition the

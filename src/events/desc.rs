@@ -269,7 +269,7 @@ impl Event {
     /// `$arg1`, `$comm`, `+8(%di):u32`, bitfields `:b4@2/32`...; see the
     /// kernel's kprobetrace.rst and uprobetracer.rst). The probe is then
     /// created through tracefs (`kprobe_events`, `uprobe_events`) in a group
-    /// of this process and set, `perfbuf_<pid>_<n>`, and its samples carry
+    /// of this process and set, `perfbuf_<pid>_<pidns>_<n>`, and its samples carry
     /// the values as tracepoint fields ([`super::EventSample::field`]). The
     /// probe is deleted when the event is removed or the set dropped, and a
     /// set created after a crash deletes the groups of processes that are

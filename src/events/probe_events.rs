@@ -4,9 +4,11 @@
 //! group named after the process and set that own it, and opened as the
 //! tracepoint the kernel generates for it, fields and format included.
 //!
-//! A group `perfbuf_<pid>_<set>` belongs to process `<pid>`: its probes
-//! are deleted when their event goes, and a set created later deletes the
+//! A group `perfbuf_<pid>_<pidns>_<set>` belongs to process `<pid>` of pid
+//! namespace `<pidns>` (its inode): its probes are deleted when their event
+//! goes, and a set created later in the same pid namespace deletes the
 //! groups of processes that no longer exist (a crashed monitor's probes).
+//! Other namespaces' groups are left alone: their pids mean nothing here.
 
 use super::tracefs::{Tracefs, Tracepoint};
 use crate::error::{Error, Result};
@@ -35,10 +37,19 @@ impl ProbeType {
     }
 }
 
-/// A new group name for a set of this process: `perfbuf_<pid>_<n>`.
+/// A new group name for a set of this process: `perfbuf_<pid>_<pidns>_<n>`.
 pub(crate) fn new_group() -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("{GROUP_PREFIX}{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{GROUP_PREFIX}{}_{}_{n}", std::process::id(), pid_namespace())
+}
+
+/// This process's pid namespace, as the inode `/proc/self/ns/pid` names
+/// (`pid:[4026531836]`); 0 if it cannot be read.
+fn pid_namespace() -> u64 {
+    let link = std::fs::read_link("/proc/self/ns/pid").unwrap_or_default();
+    let text = link.to_string_lossy();
+    text.strip_prefix("pid:[").and_then(|t| t.strip_suffix(']')).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 /// A probe to define: where it goes and what it fetches.
@@ -174,13 +185,13 @@ fn word_at(text: &str, at: usize) -> Option<&str> {
     Some(&text[start..end]).filter(|w| !w.is_empty())
 }
 
-/// Deletes the probes of groups `perfbuf_<pid>_<n>` whose process no
+/// Deletes the probes of groups `perfbuf_<pid>_<pidns>_<n>` whose process no
 /// longer exists. Reads the control files; writes only to delete.
 pub(crate) fn remove_orphans(tracefs: &Tracefs) {
     for type_ in [ProbeType::Kprobe, ProbeType::Uprobe] {
         let control = tracefs.root().join(type_.control());
         let Ok(defined) = std::fs::read_to_string(&control) else { continue };
-        for (group, event) in orphans(&defined, process_exists) {
+        for (group, event) in orphans(&defined, pid_namespace(), process_exists) {
             match append(&control, &format!("-:{group}/{event}")) {
                 Ok(()) => log::info(format_args!("deleted {group}/{event}, left by a process that is gone")),
                 Err(e) => log::warn(format_args!("cannot delete {group}/{event} (its process is gone): {e}")),
@@ -189,9 +200,9 @@ pub(crate) fn remove_orphans(tracefs: &Tracefs) {
     }
 }
 
-/// The `(group, event)`s in a control file's listing whose group is ours
-/// and whose process `exists` says is gone.
-fn orphans(defined: &str, exists: impl Fn(u32) -> bool) -> Vec<(String, String)> {
+/// The `(group, event)`s in a control file's listing whose group is of
+/// pid namespace `ns` and whose process `exists` says is gone.
+fn orphans(defined: &str, ns: u64, exists: impl Fn(u32) -> bool) -> Vec<(String, String)> {
     let mut gone = Vec::new();
     for line in defined.lines() {
         // `p:GROUP/EVENT LOCATION ARGS...` (`r:` and `r10:` for returns).
@@ -200,19 +211,23 @@ fn orphans(defined: &str, exists: impl Fn(u32) -> bool) -> Vec<(String, String)>
             continue;
         };
         let Some((group, event)) = name.split_once('/') else { continue };
-        let Some(pid) = group_pid(group) else { continue };
-        if !exists(pid) {
+        let Some((pid, group_ns)) = group_owner(group) else { continue };
+        if group_ns == ns && !exists(pid) {
             gone.push((group.to_owned(), event.to_owned()));
         }
     }
     gone
 }
 
-/// The pid in a group name `perfbuf_<pid>_<n>`.
-fn group_pid(group: &str) -> Option<u32> {
-    let (pid, n) = group.strip_prefix(GROUP_PREFIX)?.split_once('_')?;
+/// The pid and pid namespace in a group name `perfbuf_<pid>_<pidns>_<n>`.
+fn group_owner(group: &str) -> Option<(u32, u64)> {
+    let mut parts = group.strip_prefix(GROUP_PREFIX)?.split('_');
+    let (pid, ns, n) = (parts.next()?, parts.next()?, parts.next()?);
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(n)).then(|| pid.parse().ok()).flatten()
+    if parts.next().is_some() || !digits(n) {
+        return None;
+    }
+    Some((pid.parse().ok()?, ns.parse().ok()?))
 }
 
 /// Whether a process exists (in this pid namespace; a pid reused since
@@ -240,12 +255,14 @@ mod tests {
 
     #[test]
     fn orphans_are_our_groups_of_dead_processes() {
-        let defined = "p:perfbuf_10_0/e0 /bin/bash:0x1000 a=%di\nr:perfbuf_11_2/e3 /bin/bash:0x1000 r=$retval\n\
-                       p:perfbuf_x_0/e0 /a:0x1\np:someone/e0 /a:0x1\nr10:perfbuf_12_0/e1 f\n";
-        let gone = orphans(defined, |pid| pid == 11);
-        assert_eq!(gone, [("perfbuf_10_0".into(), "e0".into()), ("perfbuf_12_0".into(), "e1".into())]);
-        assert_eq!(group_pid("perfbuf_1_"), None);
-        assert_eq!(group_pid("perfbuf_99_3"), Some(99));
+        let defined = "p:perfbuf_10_5_0/e0 /bin/bash:0x1000 a=%di\nr:perfbuf_11_5_2/e3 /bin/bash:0x1000 r=$retval\n\
+                       p:perfbuf_x_5_0/e0 /a:0x1\np:someone/e0 /a:0x1\nr10:perfbuf_12_5_0/e1 f\n\
+                       p:perfbuf_13_6_0/e0 /a:0x1\np:perfbuf_14_0/e0 /a:0x1\n";
+        let gone = orphans(defined, 5, |pid| pid == 11);
+        assert_eq!(gone, [("perfbuf_10_5_0".into(), "e0".into()), ("perfbuf_12_5_0".into(), "e1".into())]);
+        assert_eq!(group_owner("perfbuf_1_2_"), None);
+        assert_eq!(group_owner("perfbuf_99_7_3"), Some((99, 7)));
+        assert!(pid_namespace() > 0);
     }
 
     #[test]
