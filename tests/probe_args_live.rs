@@ -254,10 +254,12 @@ fn errors_name_their_subject_and_a_thousand_failures_leave_nothing() {
     assert!(e.to_string().contains("/no/such/binary"), "{e}");
     let (fds, maps, probes) = (open_fds(), named_mappings(), our_probes().len());
     for i in 0..1000 {
-        let event = match i % 4 {
+        let event = match i % 5 {
             0 => Event::uprobe(&exe, "perfbuf_args_target").args("n=%nosuchreg"),
             1 => Event::uprobe(&exe, "no_such_function").args(ARGS),
             2 => Event::tracepoint("nosuch:tracepoint"),
+            // Defined and opened, then refused: the definition goes again.
+            3 => Event::uprobe(&exe, "perfbuf_args_target").args(ARGS).filter("no_such_field == 1"),
             _ => Event::uretprobe(&exe, "perfbuf_args_target").args("x=+0(%nope):u8"),
         };
         assert!(set.add(&event).is_err());
