@@ -90,6 +90,13 @@ $(BUILD)/sideband_test: c-tests/sideband_test.c $(TESTUTIL) c-tests/testutil.h i
 sideband-test: $(BUILD)/sideband_test tracefs
 	$(BUILD)/sideband_test
 
+$(BUILD)/probe_args_test: c-tests/probe_args_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/probe_args_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+# Probes with fetch arguments (tracefs dynamic events) through the C face.
+probe-args-test: $(BUILD)/probe_args_test tracefs
+	$(BUILD)/probe_args_test
+
 # Unusual callers (shared maps, own epoll loops, ioctls, forks, low limits,
 # slow callbacks, raw readers): each scenario's transcript on libbpf, on
 # on libperfbuf's default and on its fast mode (PERFBUF_ADAPTIVE=1, the
@@ -337,7 +344,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -392,6 +399,9 @@ interop-lint:
 		(cd tests/interop/$$p && $(CARGO) clippy --release --quiet --target-dir $(CURDIR)/target/interop -- -D warnings) || exit 1; \
 	done
 
+	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' | grep -c ' exec /bin/true$$' | grep -qx 2
+	$(REL)/examples/uprobe_args | grep -c '^pid [0-9]* n=[123] name="\(ada\|grace\|\)"$$' | grep -qx 3
+
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
 	$(CARGO) package -p perfbuf --allow-dirty --quiet
@@ -405,7 +415,7 @@ lint:
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.

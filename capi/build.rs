@@ -11,8 +11,17 @@ use std::path::PathBuf;
 const SOVERSION: &str = "0";
 
 /// The files of the C face, in header order.
-const FFI_SOURCES: &[&str] =
-    &["abi.rs", "libbpf.rs", "names.rs", "ext.rs", "decode.rs", "records.rs", "events.rs", "sideband.rs", "perfdata.rs"];
+const FFI_SOURCES: &[&str] = &[
+    "abi.rs",
+    "libbpf.rs",
+    "names.rs",
+    "ext.rs",
+    "decode.rs",
+    "records.rs",
+    "events.rs",
+    "sideband.rs",
+    "perfdata.rs",
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=src");

@@ -221,6 +221,12 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_EVENT_F_MEMBER 16
 
 /*
+ `perfbuf_event_desc.flags`: enabled as it is added (a failure to
+ enable fails the add, with nothing left open).
+ */
+#define PERFBUF_EVENT_F_ENABLED 32
+
+/*
  `perfbuf_field.kind`: a signed integer in `i`.
  */
 #define PERFBUF_FIELD_INT 1
@@ -925,6 +931,16 @@ struct perfbuf_events_opts {
    Reserved, 0.
    */
   uint32_t reserved;
+  /*
+   What every event added without its own attr (every kind but
+   `PERFBUF_EVENT_RAW`) takes from this attr, or NULL: `sample_type`
+   bits (added), the `exclude_*` flags, `inherit`, `sample_regs_user`,
+   `sample_stack_user`, `sample_max_stack`, and for software and
+   hardware events given no `period`, its `sample_period` (or with
+   `freq`, `sample_freq`). Its `size` says how much is read. (Added
+   after `reserved`: older callers' smaller `sz` gives none.)
+   */
+  const struct perf_event_attr *default_attr;
 };
 
 /*
@@ -995,6 +1011,20 @@ struct perfbuf_event_desc {
    Reserved, 0.
    */
   int reserved;
+  /*
+   Kprobes and uprobes: fetch arguments in the kernel's dynamic-event
+   syntax (`"fd=%di:s32 path=+0(%si):string ret=$retval:s64"`), or
+   NULL. With arguments the probe is made through tracefs
+   (`kprobe_events`, `uprobe_events`) in a group `perfbuf_<pid>_<pidns>_<n>`
+   and opened as its tracepoint: `perfbuf_events_field` decodes the
+   values by name. It is deleted with its event or set, and the next
+   set deletes the groups of processes that are gone. A definition the
+   kernel rejects is -EINVAL, with the kernel's complaint in
+   `perfbuf_last_error`. Without arguments tracefs is not written.
+   (Added after `reserved`: callers with an older header pass a
+   smaller `sz` and get none.)
+   */
+  const char *args;
 };
 
 /*
@@ -1734,7 +1764,7 @@ int perfbuf_consume_batch(struct perf_buffer *pb, perfbuf_batch_fn batch_fn, voi
  # Safety
  `opts` is NULL or a `struct perfbuf_events_opts` readable for
  `opts->sz` bytes whose arrays hold their counts of entries (strings
- NUL-terminated).
+ NUL-terminated), and whose `default_attr` is NULL or readable.
  */
 struct perfbuf_events *perfbuf_events_new(const struct perfbuf_events_opts *opts);
 
@@ -1748,11 +1778,26 @@ struct perfbuf_events *perfbuf_events_new(const struct perfbuf_events_opts *opts
 void perfbuf_events_free(struct perfbuf_events *set);
 
 /*
+ Changes the ftrace filter of tracing event `ev` (NULL clears it). The
+ kernel sets a perf event's filter once, so the event is opened again
+ on every CPU and target and takes the old one's place (if enabled, a
+ hit while CPUs switch is not seen). Returns 0, or -errno with nothing
+ changed (EINVAL: the kernel refused the filter; EBUSY: the event has a
+ BPF program or is in a counter group).
+
+ # Safety
+ `set` is NULL or a live set; `filter` is NULL or NUL-terminated.
+ */
+int perfbuf_events_set_filter(struct perfbuf_events *set, int ev, const char *filter);
+
+/*
  Adds an event to the set: opened on every CPU and target, disabled,
  its samples going to each CPU's ring. Returns its id (>= 0), or
  -errno with nothing left open (ENOENT: no such tracepoint, symbol or
- binary; EOPNOTSUPP: the kernel lacks the PMU, e.g. kprobes without
- CONFIG_KPROBES; EINVAL: a bad filter; see `perfbuf_last_error`).
+ binary, or no `kprobe_events` for a kprobe with arguments; EOPNOTSUPP:
+ the kernel lacks the PMU, e.g. kprobes without CONFIG_KPROBES; EINVAL:
+ a bad filter, or arguments the kernel rejects; `perfbuf_last_error`
+ names the event, and gives the kernel's complaint).
 
  # Safety
  `set` is NULL or a live set; `desc` is NULL or a `struct
@@ -1856,7 +1901,12 @@ struct perf_buffer *perfbuf_events_reader(struct perfbuf_events *set, perf_buffe
  into `*out` (set `out->sz`; see `perfbuf_decode`), with the layout of
  the event it came from. Returns that event's id (>= 0), -ENOENT for a
  record of no event in the set (removed meanwhile), or another -errno
- as `perfbuf_decode`.
+ as `perfbuf_decode`. A `PERF_RECORD_LOST` comes back as the id of the
+ event whose records did not fit (the kernel writes the loss with that
+ event's id), with `out->lost` the number lost; -ENOENT, and `*out`
+ untouched, if that event was removed since (`perfbuf_ring_stats`
+ counts every loss either way). Event ids are dense: 0, 1, 2... in the
+ order of successful adds, never reused (a removed id stays a gap).
 
  # Safety
  `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`

@@ -1,9 +1,12 @@
 //! The crate's one error type: an OS error number (what the C face
 //! returns as `-errno`), what failed, and for the common failures a hint
-//! at the fix. It never allocates: the context is a small typed value,
-//! formatted only when shown.
+//! at the fix. The context is a small typed value, formatted only when
+//! shown; only errors about a named thing (a tracepoint, a binary and
+//! symbol, a probe's arguments) carry that name, shared (`Arc`), so that
+//! the paths that fail for lack of memory never allocate.
 
 use core::fmt;
+use std::sync::Arc;
 
 /// Result of every fallible operation in the crate.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
@@ -19,10 +22,12 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 /// assert_eq!(e.kind(), perfbuf::ErrorKind::PermissionDenied);
 /// assert!(e.to_string().contains("EACCES"));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     errno: i32,
     what: What,
+    /// What the failure was about, when it has a name: shown first.
+    subject: Option<Arc<str>>,
 }
 
 /// What kind of failure an [`Error`] is.
@@ -50,7 +55,7 @@ pub enum ErrorKind {
     Other,
 }
 
-/// What failed. Kept small and `Copy` so errors never allocate.
+/// What failed. Kept small and `Copy`; a name goes in the error's subject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum What {
     /// Nothing more to say than the errno.
@@ -107,6 +112,8 @@ pub enum What {
     NoOnlineCpu,
     /// No event with this id in the set.
     NoEvent(u32),
+    /// The event set was built without rings.
+    NoRings,
 }
 
 /// The steps of opening an event set, for messages.
@@ -157,19 +164,19 @@ impl SetStep {
 impl Error {
     /// An error with only an errno (for callers that have nothing to add).
     pub fn from_errno(errno: i32) -> Error {
-        Error { errno, what: What::Os }
+        Error { errno, what: What::Os, subject: None }
     }
 
     /// An error with `errno` about `what` (for the C face: `What` is not
     /// nameable from outside the crate).
     #[doc(hidden)]
     pub const fn new(errno: i32, what: What) -> Error {
-        Error { errno, what }
+        Error { errno, what, subject: None }
     }
 
     /// EINVAL for the argument or option described by `why`.
     pub const fn invalid(why: &'static str) -> Error {
-        Error { errno: libc::EINVAL, what: What::Arg(why) }
+        Error { errno: libc::EINVAL, what: What::Arg(why), subject: None }
     }
 
     /// EINVAL, with nothing to add.
@@ -178,7 +185,7 @@ impl Error {
     pub const NOMEM: Error = Error::from_errno_const(libc::ENOMEM);
 
     const fn from_errno_const(errno: i32) -> Error {
-        Error { errno, what: What::Os }
+        Error { errno, what: What::Os, subject: None }
     }
 
     /// The errno of an I/O error (EIO when it has none).
@@ -192,25 +199,51 @@ impl Error {
     }
 
     /// The same errno, with what failed.
-    pub const fn with(self, what: What) -> Error {
-        Error { errno: self.errno, what }
+    pub fn with(self, what: What) -> Error {
+        Error { what, ..self }
     }
 
     /// The same context, with another errno.
-    pub const fn with_errno(self, errno: i32) -> Error {
-        Error { errno, what: self.what }
+    pub fn with_errno(self, errno: i32) -> Error {
+        Error { errno, ..self }
+    }
+
+    /// The same error, about `subject` (a tracepoint's name, a binary and
+    /// symbol...), which its text names first. A subject already given is
+    /// kept and `subject` put before it.
+    pub fn about(self, subject: impl fmt::Display) -> Error {
+        let subject = match &self.subject {
+            Some(inner) => format!("{subject}: {inner}"),
+            None => subject.to_string(),
+        };
+        Error { subject: Some(subject.into()), ..self }
+    }
+
+    /// What failed (for the C face, which words some failures its own way).
+    #[doc(hidden)]
+    pub fn what(&self) -> What {
+        self.what
+    }
+
+    /// What the error is about, if it names something (see [`Self::about`]).
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
     }
 
     /// A callback stopped the read with `value`.
     pub const fn stopped(value: i32) -> Error {
         // libbpf returns the value; negative ones also set errno.
-        Error { errno: if value < 0 { value.wrapping_neg() } else { 0 }, what: What::Stopped(value) }
+        Error {
+            errno: if value < 0 { value.wrapping_neg() } else { 0 },
+            what: What::Stopped(value),
+            subject: None,
+        }
     }
 
     /// A record of `type_` reached the sample/lost callbacks (libbpf
     /// stops with `LIBBPF_PERF_EVENT_ERROR`, i.e. -1 and errno EPERM).
     pub const fn unknown_record(type_: u32) -> Error {
-        Error { errno: libc::EPERM, what: What::UnknownRecord(type_) }
+        Error { errno: libc::EPERM, what: What::UnknownRecord(type_), subject: None }
     }
 
     /// The positive error number (0 only for a callback that stopped the
@@ -309,6 +342,9 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(subject) = &self.subject {
+            write!(f, "{subject}: ")?;
+        }
         match self.what {
             What::Os => {}
             What::Arg(why) => write!(f, "{why}: ")?,
@@ -347,6 +383,7 @@ impl fmt::Display for Error {
             What::EventSet(step, cpu) => write!(f, "failed to {} on cpu #{cpu}: ", step.text())?,
             What::NoOnlineCpu => write!(f, "none of the CPUs asked for is online: ")?,
             What::NoEvent(id) => write!(f, "no event #{id} in the set: ")?,
+            What::NoRings => write!(f, "the event set has no rings (built with pages(0)): ")?,
         }
         let mut buf = [0u8; 128];
         write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;

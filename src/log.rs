@@ -168,19 +168,20 @@ pub fn invalid(why: &'static str) -> Error {
 }
 
 std::thread_local! {
-    static LAST: core::cell::Cell<Option<Error>> = const { core::cell::Cell::new(None) };
+    static LAST: core::cell::RefCell<Option<Error>> = const { core::cell::RefCell::new(None) };
 }
 
 /// Keeps `e` as this thread's last error (see `perfbuf_last_error`).
 #[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
 pub fn remember(e: &Error) {
-    LAST.with(|l| l.set(Some(*e)));
+    // A clone shares the subject: no allocation.
+    LAST.with(|l| *l.borrow_mut() = Some(e.clone()));
 }
 
 /// This thread's last error returned through the C face.
 #[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
 pub fn last_error() -> Option<Error> {
-    LAST.with(core::cell::Cell::get)
+    LAST.with(|l| l.borrow().clone())
 }
 
 #[cfg(test)]

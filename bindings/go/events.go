@@ -152,6 +152,10 @@ type Event struct {
 	// member of the group of event Leader.
 	GroupLeader, Member bool
 	Leader              int
+	// Args are a kprobe's or uprobe's fetch arguments (see probe_args.go).
+	Args string
+	// Enabled enables the event as it is added.
+	Enabled bool
 }
 
 // EventInfo is what Info reports about an event.
@@ -364,6 +368,7 @@ func (s *EventSet) Add(ev Event) (int, error) {
 	flag(ev.Fallback, C.PERFBUF_EVENT_F_FALLBACK)
 	flag(ev.GroupLeader, C.PERFBUF_EVENT_F_GROUP_LEADER)
 	flag(ev.Member, C.PERFBUF_EVENT_F_MEMBER)
+	flag(ev.Enabled, C.PERFBUF_EVENT_F_ENABLED)
 	if ev.Frequency != 0 {
 		d.flags |= C.PERFBUF_EVENT_F_FREQ
 		d.period = C.uint64_t(ev.Frequency)
@@ -388,7 +393,7 @@ func (s *EventSet) Add(ev Event) (int, error) {
 		frees = append(frees, unsafe.Pointer(p))
 		return p
 	}
-	d.name, d.symbol, d.filter = str(ev.Name), str(ev.Symbol), str(ev.Filter)
+	d.name, d.symbol, d.filter, d.args = str(ev.Name), str(ev.Symbol), str(ev.Filter), str(ev.Args)
 	if ev.Attr != nil {
 		p := C.CBytes(ev.Attr)
 		frees = append(frees, p)
@@ -399,7 +404,7 @@ func (s *EventSet) Add(ev Event) (int, error) {
 		return 0, err
 	}
 	meta := &eventMeta{kind: ev.Kind, name: ev.Name}
-	if ev.Kind == EventTracepoint {
+	if ev.Kind == EventTracepoint || ev.Args != "" {
 		meta.fields, _ = s.fieldNames(id)
 	}
 	s.mu.Lock()
@@ -992,7 +997,7 @@ func (s *EventSample) Fields() (map[string]FieldValue, error) {
 	s.set.mu.Lock()
 	meta := s.set.events[s.Event]
 	s.set.mu.Unlock()
-	if meta == nil || meta.kind != EventTracepoint {
+	if meta == nil || (meta.kind != EventTracepoint && meta.fields == nil) {
 		return out, nil
 	}
 	if meta.fields == nil {

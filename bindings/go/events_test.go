@@ -161,7 +161,7 @@ func TestEventStructSizes(t *testing.T) {
 		t.Fatalf("C sizes:\n%s\ncgo's:\n%s", out, want)
 	}
 	// The sizes libperfbuf itself asserts (capi/src/events.rs).
-	if cStructSizes["perfbuf_events_opts"] != 72 || cStructSizes["perfbuf_event_desc"] != 104 {
+	if cStructSizes["perfbuf_events_opts"] != 80 || cStructSizes["perfbuf_event_desc"] != 112 {
 		t.Fatalf("opts %d desc %d", cStructSizes["perfbuf_events_opts"], cStructSizes["perfbuf_event_desc"])
 	}
 }

@@ -12,7 +12,7 @@ use super::decode::{
 };
 use super::handle::{into_handle, null_with};
 use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::PerfEventAttr;
 use crate::log;
@@ -73,6 +73,14 @@ pub struct perfbuf_events_opts {
     pub flags: u32,
     /// Reserved, 0.
     pub reserved: u32,
+    /// What every event added without its own attr (every kind but
+    /// `PERFBUF_EVENT_RAW`) takes from this attr, or NULL: `sample_type`
+    /// bits (added), the `exclude_*` flags, `inherit`, `sample_regs_user`,
+    /// `sample_stack_user`, `sample_max_stack`, and for software and
+    /// hardware events given no `period`, its `sample_period` (or with
+    /// `freq`, `sample_freq`). Its `size` says how much is read. (Added
+    /// after `reserved`: older callers' smaller `sz` gives none.)
+    pub default_attr: *const perf_event_attr,
 }
 
 /// `perfbuf_event_desc.kind`: a software event (`config` = `PERF_COUNT_SW_*`).
@@ -102,7 +110,10 @@ pub const PERFBUF_EVENT_F_FREQ: u32 = 4;
 pub const PERFBUF_EVENT_F_GROUP_LEADER: u32 = 8;
 /// `perfbuf_event_desc.flags`: a member of the group of event `leader`.
 pub const PERFBUF_EVENT_F_MEMBER: u32 = 16;
-const EVENT_FLAGS: u32 = 31;
+/// `perfbuf_event_desc.flags`: enabled as it is added (a failure to
+/// enable fails the add, with nothing left open).
+pub const PERFBUF_EVENT_F_ENABLED: u32 = 32;
+const EVENT_FLAGS: u32 = 63;
 
 /// An event to add with `perfbuf_events_add` (set `sz`).
 #[repr(C)]
@@ -142,6 +153,18 @@ pub struct perfbuf_event_desc {
     pub leader: c_int,
     /// Reserved, 0.
     pub reserved: c_int,
+    /// Kprobes and uprobes: fetch arguments in the kernel's dynamic-event
+    /// syntax (`"fd=%di:s32 path=+0(%si):string ret=$retval:s64"`), or
+    /// NULL. With arguments the probe is made through tracefs
+    /// (`kprobe_events`, `uprobe_events`) in a group `perfbuf_<pid>_<pidns>_<n>`
+    /// and opened as its tracepoint: `perfbuf_events_field` decodes the
+    /// values by name. It is deleted with its event or set, and the next
+    /// set deletes the groups of processes that are gone. A definition the
+    /// kernel rejects is -EINVAL, with the kernel's complaint in
+    /// `perfbuf_last_error`. Without arguments tracefs is not written.
+    /// (Added after `reserved`: callers with an older header pass a
+    /// smaller `sz` and get none.)
+    pub args: *const c_char,
 }
 
 /// What `perfbuf_events_info` reports (set `sz`).
@@ -316,7 +339,7 @@ unsafe fn list<'a, T>(ptr: *const T, n: c_int, what: &'static str) -> Result<&'a
 /// # Safety
 /// `opts` is NULL or a `struct perfbuf_events_opts` readable for
 /// `opts->sz` bytes whose arrays hold their counts of entries (strings
-/// NUL-terminated).
+/// NUL-terminated), and whose `default_attr` is NULL or readable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_events_new(opts: *const perfbuf_events_opts) -> *mut perfbuf_events {
     // SAFETY: per this function's contract.
@@ -377,6 +400,13 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
         (0 | 1, _) => Wakeup::EveryRecord,
         (n, _) => Wakeup::Records(n),
     });
+    if !o.default_attr.is_null() {
+        // SAFETY: per the caller's contract, a readable attr.
+        b = b.default_attr(unsafe { attr_of(o.default_attr) }?);
+    }
+    if u64::from(o.max_delay_ms) > crate::reader::config::MAX_MAX_DELAY.as_millis() as u64 {
+        return Err(log::invalid("perfbuf_events_opts: max_delay_ms is above 60000"));
+    }
     if o.max_delay_ms > 0 {
         b = b.max_delay(Duration::from_millis(o.max_delay_ms.into()));
     }
@@ -435,18 +465,8 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
             };
             probe.ref_ctr_offset(desc.ref_ctr_offset)
         }
-        PERFBUF_EVENT_RAW => {
-            // SAFETY: per this function's contract.
-            let bytes = unsafe { perf_event_attr_bytes(desc.attr) }?;
-            let mut attr = PerfEventAttr::default();
-            let n = bytes.len().min(size_of::<PerfEventAttr>());
-            // SAFETY: `attr` is a whole PerfEventAttr (plain integers) and
-            // `bytes` holds n <= its size bytes.
-            unsafe {
-                core::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut attr as *mut PerfEventAttr).cast(), n)
-            };
-            Event::raw(attr)
-        }
+        // SAFETY: per this function's contract.
+        PERFBUF_EVENT_RAW => Event::raw(unsafe { attr_of(desc.attr) }?),
         _ => return Err(log::invalid("perfbuf_event_desc: unknown kind")),
     };
     match (desc.period, desc.flags & PERFBUF_EVENT_F_FREQ != 0) {
@@ -466,7 +486,56 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
     if desc.flags & PERFBUF_EVENT_F_MEMBER != 0 {
         event = event.member_of(event_id(desc.leader)?);
     }
+    if desc.flags & PERFBUF_EVENT_F_ENABLED != 0 {
+        event = event.enabled();
+    }
+    if !desc.args.is_null() {
+        // SAFETY: per this function's contract.
+        event = event.args(unsafe { c_str(desc.args, "perfbuf_event_desc: bad args") }?);
+    }
     Ok(event)
+}
+
+/// The caller's attr, as much as its `size` says (zero-extended).
+///
+/// # Safety
+/// `attr` is NULL or a readable `struct perf_event_attr`.
+unsafe fn attr_of(attr: *const perf_event_attr) -> Result<PerfEventAttr> {
+    // SAFETY: per this function's contract.
+    let bytes = unsafe { perf_event_attr_bytes(attr) }?;
+    let mut out = PerfEventAttr::default();
+    let n = bytes.len().min(size_of::<PerfEventAttr>());
+    // SAFETY: `out` is a whole PerfEventAttr (plain integers) and `bytes`
+    // holds n <= its size bytes.
+    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut out as *mut PerfEventAttr).cast(), n) };
+    Ok(out)
+}
+
+/// Changes the ftrace filter of tracing event `ev` (NULL clears it). The
+/// kernel sets a perf event's filter once, so the event is opened again
+/// on every CPU and target and takes the old one's place (if enabled, a
+/// hit while CPUs switch is not seen). Returns 0, or -errno with nothing
+/// changed (EINVAL: the kernel refused the filter; EBUSY: the event has a
+/// BPF program or is in a counter group).
+///
+/// # Safety
+/// `set` is NULL or a live set; `filter` is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_set_filter(
+    set: *mut perfbuf_events,
+    ev: c_int,
+    filter: *const c_char,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_mut(set) }?;
+        let filter = match filter.is_null() {
+            true => None,
+            // SAFETY: per this function's contract.
+            false => Some(unsafe { c_str(filter, "perfbuf_events_set_filter: a filter that is not UTF-8") }?),
+        };
+        set.set_filter(event_id(ev)?, filter).map(|()| 0)
+    })())
 }
 
 fn event_id(ev: c_int) -> Result<EventId> {
@@ -476,8 +545,10 @@ fn event_id(ev: c_int) -> Result<EventId> {
 /// Adds an event to the set: opened on every CPU and target, disabled,
 /// its samples going to each CPU's ring. Returns its id (>= 0), or
 /// -errno with nothing left open (ENOENT: no such tracepoint, symbol or
-/// binary; EOPNOTSUPP: the kernel lacks the PMU, e.g. kprobes without
-/// CONFIG_KPROBES; EINVAL: a bad filter; see `perfbuf_last_error`).
+/// binary, or no `kprobe_events` for a kprobe with arguments; EOPNOTSUPP:
+/// the kernel lacks the PMU, e.g. kprobes without CONFIG_KPROBES; EINVAL:
+/// a bad filter, or arguments the kernel rejects; `perfbuf_last_error`
+/// names the event, and gives the kernel's complaint).
 ///
 /// # Safety
 /// `set` is NULL or a live set; `desc` is NULL or a `struct
@@ -707,12 +778,12 @@ pub unsafe extern "C" fn perfbuf_events_reader(
         if event_cb.is_none() {
             return Err(log::invalid("perfbuf_events_reader needs an event_cb"));
         }
-        Reader::over_rings(
-            c_face::take_rings(set)?,
-            callbacks,
-            c_face::BASE_SAMPLE_TYPE,
-            c_face::max_delay(set),
-        )
+        let rings = c_face::take_rings(set).map_err(|e| match e.what() {
+            // Said in the C header's words.
+            What::NoRings => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
+            _ => e,
+        })?;
+        Reader::over_rings(rings, callbacks, c_face::BASE_SAMPLE_TYPE, c_face::max_delay(set))
     })())
 }
 
@@ -720,7 +791,12 @@ pub unsafe extern "C" fn perfbuf_events_reader(
 /// into `*out` (set `out->sz`; see `perfbuf_decode`), with the layout of
 /// the event it came from. Returns that event's id (>= 0), -ENOENT for a
 /// record of no event in the set (removed meanwhile), or another -errno
-/// as `perfbuf_decode`.
+/// as `perfbuf_decode`. A `PERF_RECORD_LOST` comes back as the id of the
+/// event whose records did not fit (the kernel writes the loss with that
+/// event's id), with `out->lost` the number lost; -ENOENT, and `*out`
+/// untouched, if that event was removed since (`perfbuf_ring_stats`
+/// counts every loss either way). Event ids are dense: 0, 1, 2... in the
+/// order of successful adds, never reused (a removed id stays a gap).
 ///
 /// # Safety
 /// `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`
@@ -857,6 +933,6 @@ pub unsafe extern "C" fn perfbuf_events_field_name(
 }
 
 const _: () = {
-    assert!(size_of::<perfbuf_events_opts>() == 72);
-    assert!(size_of::<perfbuf_event_desc>() == 104);
+    assert!(size_of::<perfbuf_events_opts>() == 80);
+    assert!(size_of::<perfbuf_event_desc>() == 112);
 };

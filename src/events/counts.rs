@@ -38,18 +38,20 @@ impl Counts {
         &mut self,
         words: &[u64],
         group: bool,
+        lost: bool,
         event_of: impl Fn(u64) -> Option<EventId>,
     ) -> Result<()> {
         let bad = || Error::new(libc::EIO, crate::error::What::EventSet(crate::error::SetStep::Read, -1));
-        // GROUP: nr, enabled, running, {value, id} * nr.
-        // Alone: value, enabled, running, id.
+        // GROUP: nr, enabled, running, {value, id[, lost]} * nr.
+        // Alone: value, enabled, running, id[, lost].
+        let stride = if lost { 3 } else { 2 };
         let (enabled, running, pairs): (u64, u64, Vec<(u64, u64)>) = if group {
             let [nr, enabled, running, rest @ ..] = words else { return Err(bad()) };
             let nr = usize::try_from(*nr).map_err(|_| bad())?;
-            if rest.len() < nr.checked_mul(2).ok_or_else(bad)? {
+            if rest.len() < nr.checked_mul(stride).ok_or_else(bad)? {
                 return Err(bad());
             }
-            (*enabled, *running, rest.chunks_exact(2).take(nr).map(|p| (p[0], p[1])).collect())
+            (*enabled, *running, rest.chunks_exact(stride).take(nr).map(|p| (p[0], p[1])).collect())
         } else {
             let [value, enabled, running, id, ..] = words else { return Err(bad()) };
             (*enabled, *running, vec![(*value, *id)])
@@ -75,18 +77,18 @@ mod tests {
     fn sums_lone_and_group_reads() {
         let ev = |id: u64| Some(EventId(id as u32 / 10));
         let mut c = Counts::default();
-        c.add_read(&[5, 100, 100, 10], false, ev).unwrap();
-        c.add_read(&[7, 100, 50, 11], false, ev).unwrap();
+        c.add_read(&[5, 100, 100, 10], false, false, ev).unwrap();
+        c.add_read(&[7, 100, 50, 11], false, false, ev).unwrap();
         assert_eq!(c.values, vec![(EventId(1), 12)]);
         assert_eq!((c.time_enabled, c.time_running), (200, 150));
         assert_eq!(c.scaled(EventId(1)), Some(16));
 
         let mut g = Counts::default();
-        g.add_read(&[2, 10, 10, 1, 20, 2, 30], true, ev).unwrap();
-        g.add_read(&[2, 10, 10, 3, 21, 4, 31], true, ev).unwrap();
+        g.add_read(&[2, 10, 10, 1, 20, 2, 30], true, false, ev).unwrap();
+        g.add_read(&[2, 10, 10, 3, 21, 4, 31], true, false, ev).unwrap();
         assert_eq!(g.values, vec![(EventId(2), 4), (EventId(3), 6)]);
-        assert!(g.add_read(&[3, 1, 1, 1, 2], true, ev).is_err());
-        assert!(g.add_read(&[1, 2], false, ev).is_err());
-        assert!(g.add_read(&[u64::MAX, 1, 1], true, ev).is_err());
+        assert!(g.add_read(&[3, 1, 1, 1, 2], true, false, ev).is_err());
+        assert!(g.add_read(&[1, 2], false, false, ev).is_err());
+        assert!(g.add_read(&[u64::MAX, 1, 1], true, false, ev).is_err());
     }
 }

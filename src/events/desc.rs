@@ -5,7 +5,9 @@ use crate::kernel::{PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_SW_CPU_CLOCK, PERF_SAMP
 use std::ffi::CString;
 use std::path::PathBuf;
 
-/// An event's id in its [`super::EventSet`]: never reused within a set.
+/// An event's id in its [`super::EventSet`]: dense, 0, 1, 2... in the
+/// order events were added (a failed add takes none), never reused within
+/// a set (a removed event's id stays a gap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventId(pub(crate) u32);
 
@@ -92,11 +94,15 @@ pub struct Event {
     pub(crate) sample_type: u64,
     pub(crate) filter: Option<String>,
     pub(crate) group: Group,
+    /// A probe's fetch arguments (kernel dynamic-event syntax).
+    pub(crate) args: Option<String>,
+    /// Enabled as it is added.
+    pub(crate) enabled: bool,
 }
 
 impl Event {
     fn new(kind: Kind, sampling: Sampling, sample_type: u64) -> Event {
-        Event { kind, sampling, sample_type, filter: None, group: Group::Alone }
+        Event { kind, sampling, sample_type, filter: None, group: Group::Alone, args: None, enabled: false }
     }
 
     fn tracing(kind: Kind) -> Event {
@@ -192,9 +198,17 @@ impl Event {
     /// sharing a ring needs: it opens the event disabled, with
     /// `sample_id_all`, `PERF_SAMPLE_IDENTIFIER | IP | TID | TIME | CPU`
     /// added to its `sample_type`, `CLOCK_MONOTONIC` and the set's wake-ups.
+    ///
+    /// The caller's `freq` and `sample_freq` (or `sample_period`), its
+    /// other flags (`exclude_*`, `inherit`, `precise_ip`, `mmap`...) and
+    /// its `read_format` bits `GROUP` and `LOST` are kept; only the flags
+    /// above, `write_backward` and `watermark` are the set's.
     pub fn raw(attr: PerfEventAttr) -> Event {
-        let sampling =
-            if attr.sample_period == 0 { Sampling::Count } else { Sampling::Period(attr.sample_period) };
+        let sampling = match attr.sample_period {
+            0 => Sampling::Count,
+            hz if attr.has(crate::kernel::ATTR_FLAG_FREQ) => Sampling::Frequency(hz),
+            n => Sampling::Period(n),
+        };
         Event::new(Kind::Raw(attr), sampling, attr.sample_type)
     }
 
@@ -242,10 +256,37 @@ impl Event {
     }
 
     /// An ftrace filter for a tracing event (`"common_pid != 1"`,
-    /// `"filename ~ \"*/sh\""`), applied by the kernel. The kernel cannot
-    /// change a filter later: remove the event and add it again.
+    /// `"filename ~ \"*/sh\""`), applied by the kernel. To change or
+    /// clear it later: [`super::EventSet::set_filter`].
     pub fn filter(mut self, filter: &str) -> Event {
         self.filter = Some(filter.to_owned());
+        self
+    }
+
+    /// For a kprobe, kretprobe, uprobe or uretprobe: what each hit
+    /// fetches, in the kernel's dynamic-event syntax (`NAME=FETCHARG[:TYPE]`
+    /// separated by spaces: `fd=%di:s32 path=+0(%si):string ret=$retval:s64`,
+    /// `$arg1`, `$comm`, `+8(%di):u32`, bitfields `:b4@2/32`...; see the
+    /// kernel's kprobetrace.rst and uprobetracer.rst). The probe is then
+    /// created through tracefs (`kprobe_events`, `uprobe_events`) in a group
+    /// of this process and set, `perfbuf_<pid>_<pidns>_<n>`, and its samples carry
+    /// the values as tracepoint fields ([`super::EventSample::field`]). The
+    /// probe is deleted when the event is removed or the set dropped, and a
+    /// set created after a crash deletes the groups of processes that are
+    /// gone. A definition the kernel rejects fails with EINVAL and the
+    /// kernel's complaint (from tracefs `error_log`) in the error's text.
+    /// Without arguments probes go through the PMUs and tracefs is not
+    /// written. Adding an event of another kind with arguments fails with
+    /// EINVAL.
+    pub fn args(mut self, args: &str) -> Event {
+        self.args = Some(args.to_owned());
+        self
+    }
+
+    /// Enabled as soon as it is added (a failure to enable fails the add,
+    /// with nothing left open).
+    pub fn enabled(mut self) -> Event {
+        self.enabled = true;
         self
     }
 

@@ -5,7 +5,7 @@
 //!
 //! Layout: `desc` describes events and targets; `set` opens them (with
 //! `pmu` for the kprobe and uprobe PMUs, `tracefs` for tracepoints, `elf`
-//! for uprobe symbols); `table` attributes records to events and decodes
+//! for uprobe symbols, `probe_events` for probes with arguments); `table` attributes records to events and decodes
 //! them ([`mod@format`] decodes tracepoint fields); `counts` reads counters.
 
 mod counts;
@@ -13,6 +13,7 @@ mod desc;
 pub(crate) mod elf;
 pub mod format;
 pub(crate) mod pmu;
+mod probe_events;
 mod set;
 mod sideband;
 mod table;

@@ -7,6 +7,7 @@
 use super::counts::Counts;
 use super::desc::{Event, EventId, Group, Kind, Sampling, Target, UprobeAt};
 use super::pmu::{DynamicPmu, EVENT_SOURCES, ProbePmu};
+use super::probe_events::{self, Definition, ProbeEvent, ProbeType};
 use super::sideband::Sideband;
 use super::table::{Decoder, Layout};
 use super::tracefs::Tracefs;
@@ -37,6 +38,15 @@ pub(crate) const BASE_SAMPLE_TYPE: u64 = kernel::PERF_SAMPLE_IDENTIFIER
 /// The errors a hardware event falls back to software on: a machine or
 /// virtual machine without the PMU (what profilers check for).
 const FALLBACK_ERRNOS: [i32; 5] = [libc::EOPNOTSUPP, libc::ENOENT, libc::ENODEV, libc::EINVAL, libc::EACCES];
+
+/// The caller's `read_format` bits a raw attr keeps (the counts reader
+/// understands them).
+const READ_FORMATS_KEPT: u64 = kernel::PERF_FORMAT_GROUP | kernel::PERF_FORMAT_LOST;
+
+/// The flags a set's default attr gives its events: `inherit`,
+/// `exclude_user`, `_kernel`, `_hv`, `_idle`, `_host`, `_guest`,
+/// `_callchain_kernel`, `_callchain_user`.
+const DEFAULT_ATTR_FLAGS: u64 = kernel::ATTR_FLAG_INHERIT | 0b1111 << 4 | 0b1111 << 19;
 
 /// What kind of event was opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +135,8 @@ struct Instance {
 /// A set's event, opened.
 struct Opened {
     kind: EventKind,
-    /// The attr as the kernel got it (CPU and target aside).
+    /// The attr as the kernel got it (CPU and target aside): for the
+    /// perf.data writer, and to open the event again with another filter.
     attr: PerfEventAttr,
     /// What it is, for people (`"sched:sched_switch"`, `"software"`).
     name: String,
@@ -137,6 +148,11 @@ struct Opened {
     instances: Vec<Instance>,
     enabled: bool,
     bpf_attached: bool,
+    /// A probe with arguments: its dynamic event, deleted after the
+    /// instances are closed.
+    probe: Option<ProbeEvent>,
+    /// What a probe PMU attr's `config1` points to (symbol or path).
+    target_name: Option<CString>,
 }
 
 /// Options of an [`EventSet`]: see [`EventSet::builder`].
@@ -150,6 +166,7 @@ pub struct EventSetBuilder {
     max_delay: Option<Duration>,
     inherit: bool,
     sideband: Sideband,
+    default_attr: Option<PerfEventAttr>,
 }
 
 impl EventSetBuilder {
@@ -165,6 +182,19 @@ impl EventSetBuilder {
     /// drains them. Needs rings (EINVAL with `pages(0)`).
     pub fn sideband(mut self, records: Sideband) -> Self {
         self.sideband = records;
+        self
+    }
+
+    /// The attr fields every event added without its own attr (every
+    /// kind but [`Event::raw`]) takes: `sample_type` bits (added to the
+    /// event's), the exclusion flags (`exclude_user`, `exclude_kernel`,
+    /// `exclude_hv`, `exclude_idle`, `exclude_host`, `exclude_guest`,
+    /// `exclude_callchain_*`), `inherit`, `sample_regs_user`,
+    /// `sample_stack_user` and `sample_max_stack`; and, for a software or
+    /// hardware event left counting, its `sample_period` or (with `freq`)
+    /// `sample_freq`. Other fields are the set's or the event's.
+    pub fn default_attr(mut self, attr: PerfEventAttr) -> Self {
+        self.default_attr = Some(attr);
         self
     }
 
@@ -259,11 +289,14 @@ pub struct EventSet {
     max_delay: Option<Duration>,
     inherit: bool,
     sideband: Sideband,
+    default_attr: Option<PerfEventAttr>,
     owners: Vec<RingOwner>,
     events: BTreeMap<EventId, Opened>,
     next_id: u32,
     decoder: Decoder,
     tracefs: Option<Tracefs>,
+    /// The tracefs group of this set's probes with arguments, once it has one.
+    probe_group: Option<String>,
 }
 
 impl EventSet {
@@ -278,6 +311,7 @@ impl EventSet {
             max_delay: None,
             inherit: false,
             sideband: Sideband::NONE,
+            default_attr: None,
         }
     }
 
@@ -320,12 +354,18 @@ impl EventSet {
             max_delay: b.max_delay,
             inherit: b.inherit,
             sideband: b.sideband,
+            default_attr: b.default_attr,
             owners: Vec::new(),
             events: BTreeMap::new(),
             next_id: 0,
             decoder: Decoder::default(),
             tracefs: None,
+            probe_group: None,
         };
+        // A crashed monitor's probes with arguments would stay forever.
+        if let Ok(tracefs) = Tracefs::find() {
+            probe_events::remove_orphans(&tracefs);
+        }
         if b.pages > 0 {
             let page_size = cpu::page_size();
             for i in 0..set.cpus.len() {
@@ -465,6 +505,10 @@ impl EventSet {
             _ => None,
         };
         let mut attr = resolved.attr;
+        if let Some(name) = &resolved.target_name {
+            // The kept copy: the attr may be used again (`set_filter`).
+            attr.config1 = name.as_ptr() as u64;
+        }
         let mut fallback = None;
         let mut kind = resolved.kind;
         let mut instances: Vec<Instance> = Vec::new();
@@ -502,10 +546,14 @@ impl EventSet {
                         log::info(format_args!("event set: cpu #{cpu} went offline, skipped"));
                         continue;
                     }
-                    Err(e) => return Err(log::failed(e.with(What::EventSet(SetStep::OpenEvent, cpu)))),
+                    Err(e) => {
+                        let e = e.with(What::EventSet(SetStep::OpenEvent, cpu)).about(&resolved.name);
+                        return Err(log::failed(e));
+                    }
                 };
                 let owner = self.owners.iter().find(|o| o.cpu == cpu);
-                instances.push(self.connect(fd, cpu, t, owner, event.filter.as_deref())?);
+                let connected = self.connect(fd, cpu, t, owner, event.filter.as_deref());
+                instances.push(connected.map_err(|e| e.about(&resolved.name))?);
             }
         }
         if instances.is_empty() {
@@ -534,10 +582,67 @@ impl EventSet {
                 instances,
                 enabled: false,
                 bpf_attached: false,
+                probe: resolved.probe,
+                target_name: resolved.target_name,
             },
         );
         self.next_id += 1;
+        if event.enabled
+            && let Err(e) = self.enable(id)
+        {
+            let _ = self.remove(id);
+            // A failed add takes no id: ids stay dense.
+            self.next_id -= 1;
+            return Err(e);
+        }
         Ok(id)
+    }
+
+    /// Changes (`Some`) or clears (`None`) the ftrace filter of a tracing
+    /// event. The kernel sets a perf event's filter once, so the event is
+    /// opened again on every CPU and target with the new filter, and takes
+    /// the old one's place: disabled then enabled CPU by CPU if it was
+    /// enabled (a hit in between is not seen), its samples still in the
+    /// rings attributed to it. Fails with nothing changed when the kernel
+    /// refuses (EINVAL for a bad filter); EBUSY for an event with a BPF
+    /// program or in a counter group.
+    pub fn set_filter(&mut self, id: EventId, filter: Option<&str>) -> Result<()> {
+        let opened = self.opened(id)?;
+        if opened.bpf_attached || opened.group != Group::Alone {
+            return Err(Error::new(
+                libc::EBUSY,
+                What::Arg("the filter of an event with a BPF program or in a counter group cannot change"),
+            ));
+        }
+        let mut attr = opened.attr;
+        if let Some(name) = &opened.target_name {
+            attr.config1 = name.as_ptr() as u64;
+        }
+        let mut fresh = Vec::with_capacity(opened.instances.len());
+        for old in &opened.instances {
+            let (pid, flags) = self.targets[old.target].pid_and_flags();
+            let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, old.cpu, None, flags)
+                .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenEvent, old.cpu))))?;
+            let owner = self.owners.iter().find(|o| o.cpu == old.cpu);
+            fresh.push(self.connect(fd, old.cpu, old.target, owner, filter)?);
+        }
+        self.decoder.write().add_ids(id, fresh.iter().map(|i| i.id));
+        let opened = self.opened_mut(id)?;
+        if opened.enabled {
+            for (old, new) in opened.instances.iter().zip(&fresh) {
+                let _ = sys::perf_ioctl(old.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
+                if let Err(e) = sys::perf_ioctl(new.fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0) {
+                    log::warn(format_args!(
+                        "event #{}: cannot enable it again on cpu #{}: {e}",
+                        id.0, new.cpu
+                    ));
+                }
+            }
+        }
+        for old in core::mem::replace(&mut opened.instances, fresh) {
+            let _ = sys::perf_ioctl(old.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
+        }
+        Ok(())
     }
 
     /// Sends a new kernel event's records to its CPU's ring, sets its
@@ -556,7 +661,11 @@ impl EventSet {
         }
         if let Some(filter) = filter {
             let filter = CString::new(filter).map_err(|_| log::invalid("a filter cannot contain NUL"))?;
-            sys::perf_set_filter(fd.as_fd(), &filter).map_err(step(SetStep::SetFilter))?;
+            sys::perf_set_filter(fd.as_fd(), &filter).map_err(|e| {
+                log::failed(
+                    e.with(What::EventSet(SetStep::SetFilter, cpu)).about(format_args!("filter {filter:?}")),
+                )
+            })?;
         }
         let id = sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?;
         Ok(Instance { cpu, target, fd, id, link: None })
@@ -567,52 +676,135 @@ impl EventSet {
     fn resolve<'e>(&mut self, event: &'e Event) -> Result<Resolved<'e>> {
         let mut format = None;
         let mut fallback = None;
-        let mut keep = None;
+        let mut target_name = None;
+        let mut probe = None;
+        if event.args.is_some() && !matches!(event.kind, Kind::Kprobe { .. } | Kind::Uprobe { .. }) {
+            return Err(log::invalid("only kprobes and uprobes take arguments"));
+        }
         let (base, kind, name) = match &event.kind {
-            Kind::Software(config) => {
-                (typed(kernel::PERF_TYPE_SOFTWARE, *config), EventKind::Software, "software".into())
-            }
+            Kind::Software(config) => (
+                typed(kernel::PERF_TYPE_SOFTWARE, *config),
+                EventKind::Software,
+                format!("software event {config:#x}"),
+            ),
             Kind::Hardware { config, fallback: fb } => {
                 fallback = *fb;
-                (typed(kernel::PERF_TYPE_HARDWARE, *config), EventKind::Hardware, "hardware".into())
+                (
+                    typed(kernel::PERF_TYPE_HARDWARE, *config),
+                    EventKind::Hardware,
+                    format!("hardware event {config:#x}"),
+                )
             }
             Kind::Tracepoint(name) => {
-                let tracefs = match &self.tracefs {
-                    Some(t) => t,
-                    None => self.tracefs.insert(Tracefs::find()?),
-                };
-                let tp = tracefs.tracepoint(name)?;
+                let tracefs = self.tracefs()?;
+                let tp = tracefs.tracepoint(name).map_err(log::failed)?;
                 log::debug(format_args!("tracepoint {name}: id {} in {}", tp.id, tracefs.root().display()));
                 format = Some(tp.format.clone());
-                (typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), EventKind::Tracepoint, name.clone())
+                (
+                    typed(kernel::PERF_TYPE_TRACEPOINT, tp.id),
+                    EventKind::Tracepoint,
+                    format!("tracepoint {name}"),
+                )
             }
             Kind::Kprobe { symbol, offset, retprobe } => {
-                let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe)?;
-                let attr = *pmu.attr(symbol, *offset, *retprobe, 0)?.attr();
-                (attr, EventKind::Kprobe, format!("kprobe {}", symbol.to_string_lossy()))
+                let what = format!(
+                    "{} {}",
+                    if *retprobe { "kretprobe" } else { "kprobe" },
+                    symbol.to_string_lossy()
+                );
+                let attr = match &event.args {
+                    Some(args) => {
+                        let location = match offset {
+                            0 => symbol.to_string_lossy().into_owned(),
+                            off => format!("{}+{off}", symbol.to_string_lossy()),
+                        };
+                        let def =
+                            Definition { type_: ProbeType::Kprobe, retprobe: *retprobe, location, args };
+                        let (attr, (tp_format, created)) =
+                            self.define_probe(&def).map_err(|e| log::failed(e.about(&what)))?;
+                        format = Some(tp_format);
+                        probe = Some(created);
+                        attr
+                    }
+                    None => {
+                        let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe)
+                            .map_err(|e| log::failed(e.about(&what)))?;
+                        let attr = *pmu
+                            .attr(symbol, *offset, *retprobe, 0)
+                            .map_err(|e| log::failed(e.about(&what)))?
+                            .attr();
+                        target_name = Some(symbol.clone());
+                        attr
+                    }
+                };
+                (attr, EventKind::Kprobe, what)
             }
             Kind::Uprobe { path, at, retprobe, ref_ctr_offset } => {
+                let kind_name = if *retprobe { "uretprobe" } else { "uprobe" };
+                let what = match at {
+                    UprobeAt::Symbol(s) => format!("{kind_name} {}:{s}", path.display()),
+                    UprobeAt::Offset(o) => format!("{kind_name} {}:{o:#x}", path.display()),
+                };
+                let fail = |e: Error| log::failed(e.about(&what));
                 let offset = match at {
-                    UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s)?,
+                    UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s).map_err(fail)?,
                     UprobeAt::Offset(o) => *o,
                 };
-                let c_path = CString::new(path.as_os_str().as_bytes())
-                    .map_err(|_| log::invalid("a path cannot contain NUL"))?;
-                let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Uprobe)?;
-                let attr = *pmu.attr(&c_path, offset, *retprobe, *ref_ctr_offset)?.attr();
-                keep = Some(c_path);
-                (attr, EventKind::Uprobe, format!("uprobe {}:{offset:#x}", path.display()))
+                let attr = match &event.args {
+                    Some(args) => {
+                        let location = uprobe_location(path, offset, *ref_ctr_offset).map_err(fail)?;
+                        let def =
+                            Definition { type_: ProbeType::Uprobe, retprobe: *retprobe, location, args };
+                        let (attr, (tp_format, created)) = self.define_probe(&def).map_err(fail)?;
+                        format = Some(tp_format);
+                        probe = Some(created);
+                        attr
+                    }
+                    None => {
+                        let c_path = CString::new(path.as_os_str().as_bytes())
+                            .map_err(|_| fail(Error::invalid("a path cannot contain NUL")))?;
+                        let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Uprobe).map_err(fail)?;
+                        let attr =
+                            *pmu.attr(&c_path, offset, *retprobe, *ref_ctr_offset).map_err(fail)?.attr();
+                        target_name = Some(c_path);
+                        attr
+                    }
+                };
+                (attr, EventKind::Uprobe, what)
             }
-            Kind::Raw(attr) => (*attr, EventKind::Raw, "raw".into()),
+            Kind::Raw(attr) => {
+                (*attr, EventKind::Raw, format!("raw event type {} config {:#x}", attr.type_, attr.config))
+            }
         };
         let mut attr = self.common_attr(base);
         attr.sample_type |= event.sample_type;
+        // A raw attr keeps the caller's read_format bits (the counts
+        // reader follows them); every event gets what counts need.
+        let callers_read_format =
+            if kind == EventKind::Raw { base.read_format & READ_FORMATS_KEPT } else { 0 };
         attr.read_format = kernel::PERF_FORMAT_TOTAL_TIME_ENABLED
             | kernel::PERF_FORMAT_TOTAL_TIME_RUNNING
             | kernel::PERF_FORMAT_ID
+            | callers_read_format
             | if event.group == Group::Leader { kernel::PERF_FORMAT_GROUP } else { 0 };
+        let mut sampling = event.sampling;
+        if let Some(d) = self.default_attr.filter(|_| kind != EventKind::Raw) {
+            attr.sample_type |= d.sample_type;
+            attr.flags |= d.flags & DEFAULT_ATTR_FLAGS;
+            attr.sample_regs_user |= d.sample_regs_user;
+            attr.sample_stack_user = attr.sample_stack_user.max(d.sample_stack_user);
+            attr.sample_max_stack = attr.sample_max_stack.max(d.sample_max_stack);
+            let counts_only = matches!(event.kind, Kind::Software(_) | Kind::Hardware { .. });
+            if counts_only && sampling == Sampling::Count && d.sample_period != 0 {
+                sampling = if d.has(kernel::ATTR_FLAG_FREQ) {
+                    Sampling::Frequency(d.sample_period)
+                } else {
+                    Sampling::Period(d.sample_period)
+                };
+            }
+        }
         attr.flags &= !kernel::ATTR_FLAG_FREQ;
-        attr.sample_period = match event.sampling {
+        attr.sample_period = match sampling {
             Sampling::Count => 0,
             Sampling::Period(n) => n,
             Sampling::Frequency(hz) => {
@@ -623,7 +815,35 @@ impl EventSet {
         if self.inherit && self.targets.iter().any(|t| matches!(t.target, Target::Pid(_))) {
             attr.flags |= kernel::ATTR_FLAG_INHERIT;
         }
-        Ok(Resolved { attr, kind, name, format, fallback, _path: keep, _event: core::marker::PhantomData })
+        Ok(Resolved {
+            attr,
+            kind,
+            name,
+            format,
+            fallback,
+            probe,
+            target_name,
+            _event: core::marker::PhantomData,
+        })
+    }
+
+    /// The set's tracefs, found once.
+    fn tracefs(&mut self) -> Result<&Tracefs> {
+        if self.tracefs.is_none() {
+            self.tracefs = Some(Tracefs::find().map_err(log::failed)?);
+        }
+        Ok(self.tracefs.as_ref().unwrap_or_else(|| unreachable!()))
+    }
+
+    /// Defines a probe with arguments in the set's group, named after the
+    /// event's id to be: its tracepoint attr and format, and the probe.
+    fn define_probe(&mut self, def: &Definition<'_>) -> Result<(PerfEventAttr, (Arc<Format>, ProbeEvent))> {
+        let group = self.probe_group.get_or_insert_with(probe_events::new_group).clone();
+        let event = format!("e{}", self.next_id);
+        let tracefs = self.tracefs()?;
+        let (probe, tp) = ProbeEvent::create(tracefs, def, &group, &event)?;
+        log::debug(format_args!("probe {group}/{event}: tracepoint id {}", tp.id));
+        Ok((typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), (tp.format, probe)))
     }
 
     fn opened(&self, id: EventId) -> Result<&Opened> {
@@ -760,7 +980,7 @@ impl EventSet {
             kind: e.kind,
             type_: e.type_,
             config: e.config,
-            fallback: e.fallback,
+            fallback: e.fallback.clone(),
             sample_type: e.sample_type,
             cpus,
             instances: e.instances.len(),
@@ -810,16 +1030,17 @@ impl EventSet {
 
     fn read_where(&self, id: EventId, pick: impl Fn(&Instance) -> bool) -> Result<Counts> {
         let e = self.opened(id)?;
-        let group = e.group == Group::Leader;
+        let group = e.attr.read_format & kernel::PERF_FORMAT_GROUP != 0;
+        let lost = e.attr.read_format & kernel::PERF_FORMAT_LOST != 0;
         let members =
             if group { self.events.values().filter(|m| m.group == Group::Member(id)).count() } else { 0 };
-        let mut words = vec![0u64; 4 + 2 * (members + 1)];
+        let mut words = vec![0u64; 4 + 3 * (members + 1)];
         let mut counts = Counts::default();
         let table = self.decoder.read();
         for inst in e.instances.iter().filter(|i| pick(i)) {
             let n = sys::read_counts(inst.fd.as_fd(), &mut words)
                 .map_err(|err| log::failed(err.with(What::EventSet(SetStep::Read, inst.cpu))))?;
-            counts.add_read(&words[..n], group, |kid| table.event_of_id(kid))?;
+            counts.add_read(&words[..n], group, lost, |kid| table.event_of_id(kid))?;
         }
         Ok(counts)
     }
@@ -848,7 +1069,7 @@ impl EventSet {
     /// owner, for events added later.
     pub(crate) fn take_rings(&mut self) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
         if self.owners.is_empty() {
-            return Err(log::invalid("the event set has no rings (built with pages(0))"));
+            return Err(log::failed(Error::new(libc::EINVAL, What::NoRings)));
         }
         if self.owners.iter().any(|o| o.ring.is_none()) {
             return Err(Error::new(libc::EBUSY, What::Arg("the event set's rings already have a reader")));
@@ -891,12 +1112,28 @@ impl Drop for EventSet {
     }
 }
 
-/// Closes an event: every link before any event fd.
+/// Closes an event: every link before any event fd, every fd before its
+/// probe's definition (the kernel keeps a probe in use).
 fn close(mut opened: Opened) {
     opened.instances.iter_mut().for_each(|i| drop(i.link.take()));
     for inst in opened.instances {
         let _ = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
     }
+    drop(opened.probe);
+}
+
+/// A uprobe's place for `uprobe_events`: `PATH:0xOFFSET[(0xREF)]`, with
+/// the path made absolute (the kernel splits the line at spaces).
+fn uprobe_location(path: &std::path::Path, offset: u64, ref_ctr_offset: u64) -> Result<String> {
+    let abs =
+        std::fs::canonicalize(path).map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let text = abs.to_str().filter(|t| !t.contains(char::is_whitespace)).ok_or(Error::invalid(
+        "a uprobe with arguments needs a path without spaces or non-UTF-8 bytes (uprobe_events splits at spaces)",
+    ))?;
+    Ok(match ref_ctr_offset {
+        0 => format!("{text}:{offset:#x}"),
+        r => format!("{text}:{offset:#x}({r:#x})"),
+    })
 }
 
 /// Whether instance `n` of an event takes the program. A sampling event
@@ -923,8 +1160,10 @@ struct Resolved<'e> {
     name: String,
     format: Option<Arc<Format>>,
     fallback: Option<u64>,
-    /// A uprobe's path: `attr.config1` points into it until the opens end.
-    _path: Option<CString>,
+    /// A probe with arguments, defined in tracefs.
+    probe: Option<ProbeEvent>,
+    /// A probe PMU's symbol or path, which `attr.config1` points to.
+    target_name: Option<CString>,
     #[allow(dead_code, reason = "a kprobe's attr points into the event's symbol")]
     _event: core::marker::PhantomData<&'e Event>,
 }

@@ -39,6 +39,11 @@ impl IdTable {
         self.owner_layout = layout;
     }
 
+    /// More kernel ids of `event` (opened again with another filter).
+    pub(crate) fn add_ids(&mut self, event: EventId, ids: impl Iterator<Item = u64>) {
+        self.ids.extend(ids.map(|id| (id, event)));
+    }
+
     pub(crate) fn remove(&mut self, event: EventId) {
         self.ids.retain(|_, e| *e != event);
         self.layouts.remove(&event);

@@ -71,8 +71,9 @@ impl Tracefs {
         let format_path = dir.join("format");
         let bytes = std::fs::read(&format_path).map_err(|e| {
             // The error cannot carry the name, so say here which one and where.
-            warn(format_args!("tracepoint {subsystem}:{event}: cannot read {}: {e}", format_path.display()));
+            debug(format_args!("tracepoint {subsystem}:{event}: cannot read {}: {e}", format_path.display()));
             Error::new(e.raw_os_error().unwrap_or(libc::EIO), What::NoTracepoint)
+                .about(format_args!("tracepoint {subsystem}:{event}"))
         })?;
         let format = String::from_utf8(bytes)
             .map_err(|_| "the file is not UTF-8".to_owned())
@@ -80,6 +81,7 @@ impl Tracefs {
             .map_err(|why| {
                 warn(format_args!("tracepoint {subsystem}:{event}: {}: {why}", format_path.display()));
                 Error::new(libc::EINVAL, What::TracepointFormat)
+                    .about(format_args!("tracepoint {subsystem}:{event}"))
             })?;
         let id = u64::from(format.id());
         // The `id` file and the format's `ID:` come from the same number; a
@@ -171,7 +173,8 @@ fn octal_byte(digits: [u8; 3]) -> Option<u8> {
 /// "subsystem:event" or "subsystem/event", as two names that are safe to
 /// join under `events/`.
 fn split_tracepoint_name(name: &str) -> Result<(&str, &str)> {
-    let invalid = || Error::invalid("tracepoint names are subsystem:event");
+    let invalid =
+        || Error::invalid("tracepoint names are subsystem:event").about(format_args!("tracepoint {name:?}"));
     let mut parts = name.split([':', '/']);
     let (Some(subsystem), Some(event), None) = (parts.next(), parts.next(), parts.next()) else {
         return Err(invalid());
@@ -323,7 +326,11 @@ mod tests {
             &format!("sched:{long}"),
         ] {
             let e = tracefs.tracepoint(name).unwrap_err();
-            assert_eq!(e, Error::invalid("tracepoint names are subsystem:event"), "{name:?}");
+            assert_eq!(
+                e,
+                Error::invalid("tracepoint names are subsystem:event")
+                    .about(format_args!("tracepoint {name:?}"))
+            );
         }
         assert!(split_tracepoint_name(&format!("sched:{}", &long[1..])).is_ok());
     }
@@ -333,11 +340,19 @@ mod tests {
         let dirs = fake_tracefs(EXEC_FORMAT);
         let tracefs = Tracefs::at(dirs.path().to_path_buf());
         for name in ["sched:sched_process_fork", "nosuchsystem:sched_process_exec"] {
-            assert_eq!(tracefs.tracepoint(name).unwrap_err(), Error::new(libc::ENOENT, What::NoTracepoint));
+            let e = tracefs.tracepoint(name).unwrap_err();
+            assert_eq!(
+                e,
+                Error::new(libc::ENOENT, What::NoTracepoint).about(format_args!("tracepoint {name}"))
+            );
+            assert!(e.to_string().starts_with(&format!("tracepoint {name}: no such tracepoint")), "{e}");
         }
         let nowhere = Tracefs::at(dirs.path().join("nowhere"));
         let e = nowhere.tracepoint("sched:sched_process_exec").unwrap_err();
-        assert_eq!(e, Error::new(libc::ENOENT, What::NoTracepoint));
+        assert_eq!(
+            (e.errno(), e.what(), e.subject()),
+            (libc::ENOENT, What::NoTracepoint, Some("tracepoint sched:sched_process_exec"))
+        );
         assert!(e.hint().is_some());
     }
 
@@ -347,12 +362,13 @@ mod tests {
             let dirs = fake_tracefs(format);
             let e =
                 Tracefs::at(dirs.path().to_path_buf()).tracepoint("sched:sched_process_exec").unwrap_err();
-            assert_eq!(e, Error::new(libc::EINVAL, What::TracepointFormat), "{format:?}");
+            assert_eq!((e.errno(), e.what()), (libc::EINVAL, What::TracepointFormat), "{format:?}");
+            assert_eq!(e.subject(), Some("tracepoint sched:sched_process_exec"));
         }
         let dirs = ScratchDir::new("tracefs");
         dirs.write("events/sched/sched_process_exec/format", b"name: \xff\n");
         let e = Tracefs::at(dirs.path().to_path_buf()).tracepoint("sched:sched_process_exec").unwrap_err();
-        assert_eq!(e, Error::new(libc::EINVAL, What::TracepointFormat));
+        assert_eq!((e.errno(), e.what()), (libc::EINVAL, What::TracepointFormat));
     }
 
     #[test]
@@ -360,7 +376,7 @@ mod tests {
         let dirs = ScratchDir::new("tracefs");
         dirs.write("events/sched/sched_process_exec/format/oops", "");
         let e = Tracefs::at(dirs.path().to_path_buf()).tracepoint("sched:sched_process_exec").unwrap_err();
-        assert_eq!(e, Error::new(libc::EISDIR, What::NoTracepoint));
+        assert_eq!((e.errno(), e.what()), (libc::EISDIR, What::NoTracepoint));
     }
 
     #[test]

@@ -73,7 +73,7 @@ def test_struct_layouts_match_c(tmp_path: Path) -> None:
             py_layout[f"{cname}.{fname}"] = f"{desc.offset} {desc.size}"
     assert py_layout == c_layout
     # The sizes libperfbuf itself asserts (capi/src/events.rs).
-    assert ctypes.sizeof(_lib.EventsOpts) == 72 and ctypes.sizeof(_lib.EventDesc) == 104
+    assert ctypes.sizeof(_lib.EventsOpts) == 80 and ctypes.sizeof(_lib.EventDesc) == 112
 
 
 def test_only_perfbuf_names(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -315,7 +315,8 @@ class EventSet:
              name: Optional[bytes] = None, symbol: Optional[bytes] = None, offset: int = 0,
              ref_ctr_offset: int = 0, period: int = 0, freq: int = 0, sample_type: int = 0,
              filter: Optional[bytes] = None, attr: Optional[bytes] = None, group_leader: bool = False,
-             member_of: Optional[int] = None, label: Optional[str] = None) -> int:
+             member_of: Optional[int] = None, label: Optional[str] = None, args: Optional[bytes] = None,
+             enabled: bool = False) -> int:
         period, freq = _as_u64("period", period), _as_u64("freq", freq)
         if period and freq:
             raise ValueError("give period (a sample every N occurrences) or freq (samples per second), not both")
@@ -326,9 +327,12 @@ class EventSet:
                               offset=_as_u64("offset", offset),
                               ref_ctr_offset=_as_u64("ref_ctr_offset", ref_ctr_offset),
                               period=freq or period, sample_type=_as_u64("sample_type", sample_type),
-                              filter=filter)
+                              filter=filter, args=args)
+        if not isinstance(enabled, bool):
+            raise TypeError(f"enabled must be a bool, not {type(enabled).__name__}")
         desc.flags = flags | (_lib.PERFBUF_EVENT_F_FREQ if freq else 0) \
-            | (_lib.PERFBUF_EVENT_F_GROUP_LEADER if group_leader else 0)
+            | (_lib.PERFBUF_EVENT_F_GROUP_LEADER if group_leader else 0) \
+            | (_lib.PERFBUF_EVENT_F_ENABLED if enabled else 0)
         if member_of is not None:
             desc.flags |= _lib.PERFBUF_EVENT_F_MEMBER
             desc.leader = self._event(member_of)
@@ -338,7 +342,8 @@ class EventSet:
             desc.attr = ctypes.cast(attr_buf, ctypes.c_void_p)
         ev = self._call(_LIB.perfbuf_events_add, ctypes.byref(desc))
         meta = _Meta(_KINDS[kind], label)
-        if kind == _lib.PERFBUF_EVENT_TRACEPOINT:
+        if kind == _lib.PERFBUF_EVENT_TRACEPOINT or args is not None:
+            # A probe with arguments is a tracepoint too: its fields by name.
             meta.field_names = self._list_fields(ev)
         self._events[ev] = meta
         return ev
@@ -351,7 +356,8 @@ class EventSet:
             ret = _LIB.perfbuf_events_field(self._h, ev, raw, len(raw), name.encode(), ctypes.byref(f))
             if ret == -errno.ENOENT:
                 meta = self._events.get(ev)
-                what = f"event {ev} is a {meta.kind}, not a tracepoint" if meta and meta.kind != "tracepoint" \
+                no_fields = meta and meta.kind != "tracepoint" and meta.field_names is None
+                what = f"event {ev} is a {meta.kind} without arguments, not a tracepoint" if no_fields \
                     else f"tracepoint {meta.name if meta else ev} has no field {name!r}"
                 raise KeyError(f"{name!r}: {what}")
             if ret < 0:
@@ -382,7 +388,7 @@ class EventSet:
 
     def _field_names(self, ev: int) -> tuple[str, ...]:
         meta = self._events.get(ev)
-        if meta is None or meta.kind != "tracepoint":
+        if meta is None or (meta.kind != "tracepoint" and meta.field_names is None):
             return ()
         if meta.field_names is None:
             raise OSError(errno.ENOENT, f"could not list the fields of tracepoint {meta.name}; "
@@ -417,41 +423,52 @@ class EventSet:
 
     # -- adding events ------------------------------------------------------------------
 
-    def add_tracepoint(self, name: str, filter: Optional[str] = None, *, sample_type: int = 0) -> int:
+    def add_tracepoint(self, name: str, filter: Optional[str] = None, *, sample_type: int = 0,
+                       enabled: bool = False) -> int:
         """A tracepoint, ``"subsystem:name"`` (e.g. ``"sched:sched_process_exec"``),
         with an optional ftrace ``filter`` on its fields (e.g.
-        ``'filename ~ "*/sh"'``); every hit is a sample. Returns its id.
-        ``FileNotFoundError`` if there is no such tracepoint, ``OSError(EINVAL)``
-        for a filter the kernel refuses."""
+        ``'filename ~ "*/sh"'``; change it later with :meth:`set_filter`);
+        every hit is a sample; ``enabled=True`` enables it as it is added.
+        Returns its id. ``FileNotFoundError`` if there is no such tracepoint,
+        ``OSError(EINVAL)`` for a filter the kernel refuses."""
         if not isinstance(name, str):
             raise TypeError(f"name must be a str such as 'sched:sched_process_exec', not {type(name).__name__}")
         return self._add(_lib.PERFBUF_EVENT_TRACEPOINT, name=name.encode(),
-                         filter=_optional_str("filter", filter), sample_type=sample_type, label=name)
+                         filter=_optional_str("filter", filter), sample_type=sample_type, label=name,
+                         enabled=enabled)
 
     def add_kprobe(self, symbol: str, offset: int = 0, retprobe: bool = False, *, filter: Optional[str] = None,
-                   sample_type: int = 0) -> int:
+                   sample_type: int = 0, args: Optional[str] = None, enabled: bool = False) -> int:
         """A kprobe (or kretprobe) on kernel function ``symbol`` (+``offset``).
         ``OSError(EOPNOTSUPP)`` on a kernel without the kprobe PMU
-        (CONFIG_KPROBES)."""
+        (CONFIG_KPROBES). ``args``: fetch arguments, as for :meth:`add_uprobe`
+        (``FileNotFoundError`` on a kernel without ``kprobe_events``)."""
         if not isinstance(symbol, str):
             raise TypeError(f"symbol must be a str, not {type(symbol).__name__}")
         return self._add(_lib.PERFBUF_EVENT_KPROBE, flags=_lib.PERFBUF_EVENT_F_RETPROBE if retprobe else 0,
                          name=symbol.encode(), offset=offset, filter=_optional_str("filter", filter),
-                         sample_type=sample_type, label=symbol)
+                         sample_type=sample_type, label=symbol, args=_optional_str("args", args),
+                         enabled=enabled)
 
     def add_uprobe(self, path: Union[str, "os.PathLike[str]"], symbol: Optional[str] = None, offset: int = 0,
                    retprobe: bool = False, ref_ctr_offset: int = 0, *, filter: Optional[str] = None,
-                   sample_type: int = 0) -> int:
+                   sample_type: int = 0, args: Optional[str] = None, enabled: bool = False) -> int:
         """A uprobe (or uretprobe) on function ``symbol`` of the binary or
         shared library at ``path``, or at file ``offset`` without a symbol.
         ``ref_ctr_offset``: a USDT semaphore's file offset.
-        ``FileNotFoundError`` for a missing binary or symbol."""
+        ``args``: what each hit fetches, in the kernel's dynamic-event syntax
+        (``"n=%di:s32 name=+0(%si):ustring"``, ``"ret=$retval:s64"``): the
+        probe is then made through tracefs and its samples carry the values
+        as fields (``sample.field("n")``, ``sample.fields()``).
+        ``OSError(EINVAL)`` with the kernel's complaint for arguments it
+        rejects. ``FileNotFoundError`` for a missing binary or symbol."""
         if symbol is None and retprobe:
             raise ValueError("a uretprobe needs a symbol")
         return self._add(_lib.PERFBUF_EVENT_UPROBE, flags=_lib.PERFBUF_EVENT_F_RETPROBE if retprobe else 0,
                          name=_path("path", path), symbol=_optional_str("symbol", symbol), offset=offset,
                          ref_ctr_offset=ref_ctr_offset, filter=_optional_str("filter", filter),
-                         sample_type=sample_type, label=f"{os.fsdecode(path)}:{symbol or hex(offset)}")
+                         sample_type=sample_type, label=f"{os.fsdecode(path)}:{symbol or hex(offset)}",
+                         args=_optional_str("args", args), enabled=enabled)
 
     def add_software(self, config: Union[int, str], period: int = 0, freq: int = 0, *, sample_type: int = 0,
                      group_leader: bool = False, member_of: Optional[int] = None) -> int:
@@ -497,6 +514,12 @@ class EventSet:
         members). Its samples still in the rings are not delivered."""
         self._call(_LIB.perfbuf_events_remove, self._event(ev))
         self._events.pop(ev, None)
+
+    def set_filter(self, ev: int, filter: Optional[str]) -> None:
+        """Changes the ftrace filter of tracing event ``ev`` (None clears it):
+        the event is opened again with it (the kernel sets a filter once).
+        ``OSError(EINVAL)`` for a filter the kernel refuses, nothing changed."""
+        self._call(_LIB.perfbuf_events_set_filter, self._event(ev), _optional_str("filter", filter))
 
     def enable(self, ev: Optional[int] = None) -> None:
         """Enables event ``ev``, or every event."""

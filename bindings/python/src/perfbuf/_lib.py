@@ -64,7 +64,7 @@ PERFBUF_EVENTS_NO_RINGS, PERFBUF_EVENTS_INHERIT = 1, 2
 (PERFBUF_EVENT_SOFTWARE, PERFBUF_EVENT_HARDWARE, PERFBUF_EVENT_TRACEPOINT, PERFBUF_EVENT_KPROBE,
  PERFBUF_EVENT_UPROBE, PERFBUF_EVENT_RAW) = range(1, 7)
 PERFBUF_EVENT_F_RETPROBE, PERFBUF_EVENT_F_FALLBACK, PERFBUF_EVENT_F_FREQ = 1, 2, 4
-PERFBUF_EVENT_F_GROUP_LEADER, PERFBUF_EVENT_F_MEMBER = 8, 16
+PERFBUF_EVENT_F_GROUP_LEADER, PERFBUF_EVENT_F_MEMBER, PERFBUF_EVENT_F_ENABLED = 8, 16, 32
 PERFBUF_FIELD_INT, PERFBUF_FIELD_UINT, PERFBUF_FIELD_STR, PERFBUF_FIELD_BYTES = 1, 2, 3, 4
 
 _u16, _i64, _char_p = ctypes.c_uint16, ctypes.c_int64, ctypes.c_char_p
@@ -78,7 +78,7 @@ class EventsOpts(ctypes.Structure):
         ("sz", c_size_t), ("cpus", ctypes.POINTER(c_int)), ("cpu_cnt", c_int), ("pid_cnt", c_int),
         ("pids", ctypes.POINTER(c_int)), ("cgroups", ctypes.POINTER(_char_p)), ("cgroup_cnt", c_int),
         ("wakeup_events", c_uint32), ("page_cnt", c_size_t), ("wakeup_bytes", c_uint32),
-        ("max_delay_ms", c_uint32), ("flags", c_uint32), ("reserved", c_uint32),
+        ("max_delay_ms", c_uint32), ("flags", c_uint32), ("reserved", c_uint32), ("default_attr", c_void_p),
     ]
 
 
@@ -89,7 +89,7 @@ class EventDesc(ctypes.Structure):
         ("sz", c_size_t), ("kind", c_uint32), ("flags", c_uint32), ("config", c_uint64),
         ("fallback_config", c_uint64), ("name", _char_p), ("symbol", _char_p), ("offset", c_uint64),
         ("ref_ctr_offset", c_uint64), ("period", c_uint64), ("sample_type", c_uint64), ("filter", _char_p),
-        ("attr", c_void_p), ("leader", c_int), ("reserved", c_int),
+        ("attr", c_void_p), ("leader", c_int), ("reserved", c_int), ("args", _char_p),
     ]
 
 
@@ -249,6 +249,7 @@ OPTIONAL_SIGNATURES = {
     "perfbuf_events_free": (None, [c_void_p]),
     "perfbuf_events_add": (c_int, [c_void_p, ctypes.POINTER(EventDesc)]),
     "perfbuf_events_remove": (c_int, [c_void_p, c_int]),
+    "perfbuf_events_set_filter": (c_int, [c_void_p, c_int, _char_p]),
     "perfbuf_events_enable": (c_int, [c_void_p, c_int]),
     "perfbuf_events_disable": (c_int, [c_void_p, c_int]),
     "perfbuf_events_attach_bpf": (c_int, [c_void_p, c_int, c_int]),

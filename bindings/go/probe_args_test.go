@@ -1,0 +1,114 @@
+package perfbuf
+
+// Probes with fetch arguments on the real kernel: a uprobe on a C function
+// of this test binary reads an int, a string and a struct field at each
+// call, a uretprobe reads $retval, rejected arguments carry the kernel's
+// words, SetFilter changes and clears a filter, Enabled adds an event
+// enabled, and the probes go with their set.
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"perfbuf.dev/perfbuf/internal/probeargs"
+)
+
+func needUprobeEvents(t *testing.T) {
+	t.Helper()
+	needEvents(t)
+	if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
+		needRoot(t, err)
+	}
+}
+
+func ourProbes(t *testing.T) int {
+	t.Helper()
+	text, err := os.ReadFile("/sys/kernel/tracing/uprobe_events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(text), ":perfbuf_"+strconv.Itoa(os.Getpid())+"_")
+}
+
+func TestProbeArguments(t *testing.T) {
+	needUprobeEvents(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"alpha", "", "with spaces", "z"}
+	onThread(func(tid int) {
+		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		entry, err1 := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probeargs.Symbol, Args: probeargs.Args()})
+		exit, err2 := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probeargs.Symbol, Retprobe: true,
+			Args: "ret=$retval:s64", Enabled: true})
+		if err1 != nil || err2 != nil {
+			t.Error(err1, err2)
+			return
+		}
+		if n := ourProbes(t); n != 2 {
+			t.Errorf("%d probes defined", n)
+		}
+		r, err := s.NewReader(EventReaderOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer r.Close()
+		s.Enable(entry)
+		var want []int64
+		for i := 0; i < 20; i++ {
+			want = append(want, probeargs.Call(i-5, names[i%4], uint32(i*3+1)))
+		}
+		r.Consume()
+		got := drain(t, r, 20*time.Millisecond)
+		calls, rets := 0, 0
+		for _, g := range got {
+			switch g.Event {
+			case entry:
+				f, err := g.Fields()
+				i := calls
+				calls++
+				if err != nil || f["n"].Int != int64(i-5) || string(f["name"].Bytes) != names[i%4] || f["count"].Uint != uint64(i*3+1) {
+					t.Errorf("call %d: %v %v", i, f, err)
+				}
+			case exit:
+				v, err := g.Field("ret")
+				if err != nil || rets >= len(want) || v.Int != want[rets] {
+					t.Errorf("return %d: %v %v", rets, v, err)
+				}
+				rets++
+			}
+		}
+		if calls != 20 || rets != 20 {
+			t.Errorf("%d calls, %d returns; want 20 each", calls, rets)
+		}
+		_, err = s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probeargs.Symbol, Args: "n=%nosuchreg:s32"})
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "Invalid register name") ||
+			!strings.Contains(err.Error(), probeargs.Symbol) {
+			t.Errorf("rejected arguments: %v", err)
+		}
+		if err := s.SetFilter(entry, "no_such_field == 1"); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("a bad filter: %v", err)
+		}
+		if err := s.SetFilter(entry, "n > 0"); err != nil {
+			t.Error(err)
+		}
+		if err := s.SetFilter(entry, ""); err != nil {
+			t.Error(err)
+		}
+	})
+	if n := ourProbes(t); n != 0 {
+		t.Errorf("%d probes left after Close", n)
+	}
+}
