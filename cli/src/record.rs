@@ -149,7 +149,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         _ => "all tasks".to_string(),
     };
-    let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), &e))?;
+    let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = Vec::new();
     for (w, ev) in wanted.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| match w {
@@ -160,10 +160,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         if let Wanted::Sampling(_) = w {
             name.push_str(&format!(" at {} Hz", args.freq));
         }
-        if let Ok(info) = set.info(id)
-            && let Some(why) = info.fallback
-        {
-            name.push_str(&format!(" (no hardware PMU: {why}; sampling cpu-clock instead)"));
+        if set.info(id).is_ok_and(|info| info.fallback.is_some()) {
+            name.push_str(" (no hardware PMU here: cpu-clock instead)");
         }
         names.push(name);
     }

@@ -164,8 +164,16 @@ pub fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
     Failure::lib(&format!("cannot open {spec}"), e)
 }
 
-/// Why building the set failed; `--cpu` given: ENODEV is the user's.
-pub fn build_failure(cpus_given: bool, e: &perfbuf::Error) -> Failure {
+/// Why building the set failed; `--cpu` given: ENODEV is the user's;
+/// `--pid` given: ESRCH is a process that is not there.
+pub fn build_failure(cpus_given: bool, pid: Option<i32>, e: &perfbuf::Error) -> Failure {
+    if let Some(pid) = pid
+        && e.errno() == libc::ESRCH
+    {
+        return Failure::run(format!(
+            "--pid {pid}: no such process (`ps -p {pid}` to check; give a running pid)"
+        ));
+    }
     if cpus_given && e.errno() == libc::ENODEV {
         return Failure::usage(format!(
             "--cpu: none of these CPUs is online; online: {}",
@@ -206,7 +214,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
     if let Some(cg) = &args.cgroup {
         builder = builder.cgroup(cg);
     }
-    let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), &e))?;
+    let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = HashMap::new();
     for (spec, ev) in specs.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| add_failure(spec, &e))?;
