@@ -147,6 +147,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             builder = builder.pid(pid);
             format!("pid {pid}")
         }
+        (Some(_), _) => "all tasks while the command runs".to_string(),
         _ => "all tasks".to_string(),
     };
     let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;

@@ -99,9 +99,9 @@ fn record_a_command_and_perf_report_shows_its_hot_function() {
 }
 
 #[test]
-fn record_sigint_finishes_a_file_perf_reads() {
+fn record_sigint_and_sigterm_finish_a_file_perf_reads() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !ready("record_sigint_finishes_a_file_perf_reads") {
+    if !ready("record_sigint_and_sigterm_finish_a_file_perf_reads") {
         return;
     }
     let dir = tempdir("record-sigint");
@@ -128,6 +128,25 @@ fn record_sigint_finishes_a_file_perf_reads() {
     assert_eq!(script_samples(&file, "cpu-clock").len(), summary_samples(summary), "{summary}");
     let top = top_symbol(&file, "pbspin");
     assert!(top.contains("[.] perfbuf_spin_here"), "top of perf report: {top}");
+    // SIGTERM ends a recording the same way.
+    let file = dir.join("term.data");
+    let mut child = Command::new(BIN)
+        .args(["record", "-e", "sched:sched_switch", "-o", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "recording sched:sched_switch", &mut seen);
+    assert!(Command::new(&bin).arg("0.2").status().unwrap().success());
+    // SAFETY: signals our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{seen:?}");
+    wait_for(&rx, "stopped by signal", &mut seen);
+    let summary = seen.last().unwrap();
+    assert_eq!(script_samples(&file, "sched:sched_switch").len(), summary_samples(summary), "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
