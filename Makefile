@@ -34,7 +34,7 @@ lib:
 	$(CARGO) build --release -p perfbuf-capi
 	$(call c_names,$(REL))
 
-# The command, perfbuf (cli/: trace, dump), over the Rust API.
+# The command, perfbuf (cli/: trace, dump, record), over the Rust API.
 cli:
 	$(CARGO) build --release -p perfbuf-cli
 

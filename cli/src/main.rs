@@ -1,22 +1,22 @@
 //! `perfbuf`, the command over the perfbuf library: trace tracepoints and
-//! probes, dump BPF perf event arrays.
+//! probes, dump BPF perf event arrays, record to perf.data.
 
 mod bpf;
 mod child;
 mod dump;
 mod fail;
 mod output;
+mod record;
 mod run;
 mod spec;
 mod trace;
 
 use clap::{Parser, Subcommand};
-use fail::Failure;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const ABOUT: &str = "Trace kernel tracepoints and uprobes, or dump what BPF programs send to a perf event array, \
-through the perfbuf library. Needs root.";
+const ABOUT: &str = "Trace kernel tracepoints and uprobes, dump what BPF programs send to a perf event array, \
+or record a profile to perf.data, through the perfbuf library. Needs root.";
 
 const AFTER: &str = "\
 Examples:
@@ -26,6 +26,7 @@ Examples:
   perfbuf trace 'u:/bin/bash:readline%return'            each return from bash's readline
   perfbuf dump /sys/fs/bpf/events                        a pinned perf event array, as hex
   perfbuf dump id:42 --json --order                      map id 42 as JSON, ordered by timestamp
+  perfbuf record -g -- ./myprog                          profile a command into perf.data (perf report)
 
 Exit status: 0 when done (also after Ctrl-C or SIGTERM, which drain the rings and print the summary),
 1 for a run-time failure, 2 for a usage error. A status line (records/s, lost, per-CPU backlog) is
@@ -86,8 +87,34 @@ Examples:
   perfbuf dump id:42 --wakeup-records 64 --max-delay 5ms";
 
 const RECORD_AFTER: &str = "\
-Not available in this build: the perf.data writer is not part of this build's library. Use
-`perfbuf trace --json` to capture events, or perf record.";
+perfbuf record writes what it samples to a perf.data file (-o) that `perf report`, `perf script` and
+the tools built on perf.data read, as perf record does. Without -e it samples cpu-clock at -F Hz.
+
+EVENT (-e, repeatable):
+  cpu-clock                 the CPU clock, a software timer every machine has, sampled at -F Hz
+  task-clock                the task clock (time on CPU of the watched tasks), sampled at -F Hz
+  cycles                    CPU cycles at -F Hz; where there is no hardware PMU (virtual machines) the
+                            CPU clock instead, which the first line says
+  anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return], k:SYMBOL[%return];
+                            recorded on every hit, with its raw fields (perf script shows them)
+-F applies to the sampling events; the default is 999 Hz (perf record's is 4000), at most
+/proc/sys/kernel/perf_event_max_sample_rate. -g adds call chains (frame pointers: build programs with
+-fno-omit-frame-pointer for user-space stacks) to every event.
+
+What is watched: with -- COMMAND, the command and its children, from its exec to its exit (-a: the
+whole machine while it runs); with --pid, that process; otherwise every task, until Ctrl-C, SIGTERM or
+--duration. Process records (COMM, FORK, EXIT, MMAP2) are always written, and those of the processes
+already running are read from /proc, so perf report names programs and symbols. An existing file is
+overwritten. At the end: samples, lost records, bytes and the file, on stderr; exit 0.
+
+Examples:
+  perfbuf record -- ./myprog arg                          profile a command at 999 Hz into perf.data
+  perfbuf record -g -o prof.data -- make -j2              with call chains, into prof.data
+  perfbuf record -F 99 --duration 10s                     the whole machine for 10 s
+  perfbuf record -e cycles -e sched:sched_switch --pid 1234
+  perfbuf record --cpu 0 -e 'u:/usr/bin/bash:readline'
+  perf report -i perf.data --stdio --sort comm,sym        then read it with perf
+  perf script -i perf.data";
 
 #[derive(Subcommand)]
 enum Command {
@@ -173,25 +200,37 @@ enum Command {
         #[arg(long, value_parser = run::parse_duration)]
         duration: Option<Duration>,
     },
-    /// Record to perf.data (not available in this build)
+    /// Record samples, tracepoints and probes to perf.data, for perf report
     #[command(after_help = RECORD_AFTER)]
     Record {
-        /// Events to record
+        /// An event to record (repeatable; default cpu-clock): cpu-clock, task-clock, cycles, or as trace
         #[arg(short = 'e', long = "event", value_name = "EVENT")]
         events: Vec<String>,
-        /// Sampling frequency
-        #[arg(short = 'F', long = "freq", value_name = "HZ")]
-        freq: Option<u64>,
-        /// Call graphs
+        /// Samples a second for cpu-clock, task-clock and cycles
+        #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = record::DEFAULT_HZ)]
+        freq: u64,
+        /// Record call chains
         #[arg(short = 'g')]
         callgraph: bool,
-        /// Side-band process records (fork, exec, exit)
-        #[arg(long)]
-        task: bool,
+        /// Only this process (and its threads)
+        #[arg(long, conflicts_with = "command")]
+        pid: Option<i32>,
+        /// With a command: the whole machine while it runs, not only the command
+        #[arg(short = 'a', long = "all-cpus", requires = "command")]
+        all: bool,
+        /// Only these CPUs: 0,2-3
+        #[arg(long, value_name = "LIST", value_parser = run::parse_cpu_list)]
+        cpu: Option<run::CpuList>,
         /// Output file
-        #[arg(short = 'o', long, default_value = "perf.data")]
+        #[arg(short = 'o', long, default_value = "perf.data", value_name = "FILE")]
         output: PathBuf,
-        /// The command to record
+        /// Stop after this long: 10, 10s, 500ms, 2m
+        #[arg(long, value_parser = run::parse_duration)]
+        duration: Option<Duration>,
+        /// Ring pages per CPU, a power of two
+        #[arg(long, default_value_t = 128, value_name = "N")]
+        pages: usize,
+        /// Start this command and record it and its children; stop when it exits
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
@@ -243,10 +282,20 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
             count,
             duration,
         }),
-        Command::Record { .. } => Err(Failure::run(
-            "record is not available in this build: its library has no perf.data writer yet (use `perfbuf trace \
-             --json`, or perf record)",
-        )),
+        Command::Record { events, freq, callgraph, pid, all, cpu, output, duration, pages, command } => {
+            record::run(record::RecordArgs {
+                events,
+                freq,
+                callgraph,
+                pid,
+                all,
+                cpus: cpu.map(|c| c.0),
+                output,
+                duration,
+                pages,
+                command,
+            })
+        }
     }
 }
 

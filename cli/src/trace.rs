@@ -95,7 +95,7 @@ impl Sink {
 
 /// The library's event for a spec, after the checks whose messages the
 /// library cannot phrase for a command line.
-fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
+pub fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
     match spec {
         Spec::Tracepoint { system, name } => {
             let ev = Event::tracepoint(&format!("{system}:{name}"));
@@ -139,7 +139,7 @@ fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
 }
 
 /// Why adding `spec` failed, in the user's terms.
-fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
+pub fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
     let text = e.to_string();
     if let Spec::Probe(p) = spec
         && p.binary.is_some()
@@ -162,6 +162,25 @@ fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
         return Failure::usage(format!("unknown event {spec}: {}", e.hint().unwrap_or_default()));
     }
     Failure::lib(&format!("cannot open {spec}"), e)
+}
+
+/// Why building the set failed; `--cpu` given: ENODEV is the user's;
+/// `--pid` given: ESRCH is a process that is not there.
+pub fn build_failure(cpus_given: bool, pid: Option<i32>, e: &perfbuf::Error) -> Failure {
+    if let Some(pid) = pid
+        && e.errno() == libc::ESRCH
+    {
+        return Failure::run(format!(
+            "--pid {pid}: no such process (`ps -p {pid}` to check; give a running pid)"
+        ));
+    }
+    if cpus_given && e.errno() == libc::ENODEV {
+        return Failure::usage(format!(
+            "--cpu: none of these CPUs is online; online: {}",
+            std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default().trim()
+        ));
+    }
+    Failure::lib("cannot open the event set", e)
 }
 
 pub fn run(args: TraceArgs) -> Result<()> {
@@ -195,13 +214,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
     if let Some(cg) = &args.cgroup {
         builder = builder.cgroup(cg);
     }
-    let mut set = builder.build().map_err(|e| match (&args.cpus, e.errno()) {
-        (Some(_), libc::ENODEV) => Failure::usage(format!(
-            "--cpu: none of these CPUs is online; online: {}",
-            std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default().trim()
-        )),
-        _ => Failure::lib("cannot open the event set", &e),
-    })?;
+    let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = HashMap::new();
     for (spec, ev) in specs.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| add_failure(spec, &e))?;

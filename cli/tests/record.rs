@@ -1,0 +1,214 @@
+//! `perfbuf record` on the real kernel (root), its files read back by
+//! Linux's `perf` (`perf report`, `perf script`): a command's profile, a
+//! recording ended by SIGINT, tracepoints, usage errors. Without root or
+//! perf these fail under CI=true and are skipped (with a message) otherwise.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Root and Linux's perf, or a skip (a failure under CI=true).
+fn ready(name: &str) -> bool {
+    if !root_or_skip(name) {
+        return false;
+    }
+    if Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(!producer::ci(), "{name}: needs perf (apt-get install linux-perf) (CI=true)");
+    eprintln!("{name}: skipped, needs perf (apt-get install linux-perf)");
+    false
+}
+
+/// tests/perfdata/spinner.c (spins in `perfbuf_spin_here` for its argument
+/// in seconds), built with frame pointers into `dir` as `pbspin`.
+fn spinner(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/perfdata/spinner.c");
+    let bin = dir.join("pbspin");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(cc)
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot compile the spinner");
+    bin
+}
+
+fn perf(args: &[&str], file: &Path) -> String {
+    let out: Output = Command::new("perf").args(args).arg("-i").arg(file).output().unwrap();
+    assert!(out.status.success(), "perf {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The first entry of `perf report` for the comm `comm`, by symbol.
+fn top_symbol(file: &Path, comm: &str) -> String {
+    let report =
+        perf(&["report", "--stdio", "--no-children", "-g", "none", "--comm", comm, "--sort", "sym"], file);
+    report
+        .lines()
+        .find(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no entry in perf report: {report}"))
+        .to_owned()
+}
+
+/// `N samples` in the summary line.
+fn summary_samples(summary: &str) -> usize {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let at = words.iter().position(|w| w.starts_with("samples")).unwrap_or_else(|| panic!("{summary}"));
+    words[at - 1].parse().unwrap()
+}
+
+/// Samples `perf script` lists (one line each without call chains).
+fn script_samples(file: &Path, event: &str) -> Vec<String> {
+    perf(&["script", "-F", "comm,pid,event,trace"], file)
+        .lines()
+        .filter(|l| l.contains(&format!("{event}:")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn record_a_command_and_perf_report_shows_its_hot_function() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !ready("record_a_command_and_perf_report_shows_its_hot_function") {
+        return;
+    }
+    let dir = tempdir("record");
+    let bin = spinner(&dir);
+    let file = dir.join("cmd.data");
+    let out = run(&["record", "-g", "-o", file.to_str().unwrap(), "--", bin.to_str().unwrap(), "1.0"]);
+    let summary = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{summary}");
+    assert!(summary.contains("command ended") && summary.contains("exited with status 0"), "{summary}");
+    assert!(summary.contains(&format!("written to {}", file.display())), "{summary}");
+    let top = top_symbol(&file, "pbspin");
+    assert!(top.contains("[.] perfbuf_spin_here"), "top of perf report: {top}");
+    // perf reads every sample written, all of the command (nothing else is
+    // watched), and -g gave them call chains through main.
+    let samples = script_samples(&file, "cpu-clock");
+    assert_eq!(samples.len(), summary_samples(&summary), "{summary}");
+    assert!(samples.len() > 10 && samples.iter().all(|l| l.contains("pbspin")), "{samples:?}");
+    let chains = perf(&["script", "-F", "comm,ip,sym"], &file);
+    assert!(chains.contains("perfbuf_spin_here") && chains.contains("main"), "{chains}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_sigint_and_sigterm_finish_a_file_perf_reads() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !ready("record_sigint_and_sigterm_finish_a_file_perf_reads") {
+        return;
+    }
+    let dir = tempdir("record-sigint");
+    let bin = spinner(&dir);
+    let file = dir.join("all.data");
+    let mut child = Command::new(BIN)
+        .args(["record", "-o", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "recording cpu-clock at 999 Hz of all tasks", &mut seen);
+    assert!(Command::new(&bin).arg("0.5").status().unwrap().success());
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{seen:?}");
+    wait_for(&rx, "stopped by signal", &mut seen);
+    let summary = seen.last().unwrap();
+    assert!(summary.contains(" lost, ") && summary.contains(" bytes written to "), "{summary}");
+    // The file is whole: perf lists every sample, and the spinner, started
+    // after the recording, is named and symbolized.
+    assert_eq!(script_samples(&file, "cpu-clock").len(), summary_samples(summary), "{summary}");
+    let top = top_symbol(&file, "pbspin");
+    assert!(top.contains("[.] perfbuf_spin_here"), "top of perf report: {top}");
+    // SIGTERM ends a recording the same way.
+    let file = dir.join("term.data");
+    let mut child = Command::new(BIN)
+        .args(["record", "-e", "sched:sched_switch", "-o", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "recording sched:sched_switch", &mut seen);
+    assert!(Command::new(&bin).arg("0.2").status().unwrap().success());
+    // SAFETY: signals our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{seen:?}");
+    wait_for(&rx, "stopped by signal", &mut seen);
+    let summary = seen.last().unwrap();
+    assert_eq!(script_samples(&file, "sched:sched_switch").len(), summary_samples(summary), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_tracepoints_of_a_command_for_perf_script() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !ready("record_tracepoints_of_a_command_for_perf_script") {
+        return;
+    }
+    let dir = tempdir("record-tp");
+    let mark = marked_binary(&dir);
+    let pids = dir.join("pids");
+    let file = dir.join("exec.data");
+    let n = 12;
+    let out = run(&[
+        "record",
+        "-e",
+        "sched:sched_process_exec",
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &exec_script(&mark, &pids, n),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // perf script decodes the fields (the file carries the formats).
+    let name = mark.to_str().unwrap();
+    let execs: Vec<String> = script_samples(&file, "sched:sched_process_exec")
+        .into_iter()
+        .filter(|l| l.contains(&format!("filename={name} ")))
+        .collect();
+    assert_eq!(execs.len(), n, "{execs:?}");
+    let recorded: BTreeSet<u32> = execs
+        .iter()
+        .map(|l| l.split("pid=").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(recorded, read_pids(&pids));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_errors_are_one_line_with_the_fix() {
+    for args in [
+        &["record", "-F", "0"][..],
+        &["record", "-e", "nonsense"],
+        &["record", "--pages", "3"],
+        &["record", "--pid", "1", "--", "true"],
+        &["record", "-a"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+    }
+    let err = text(&run(&["record", "-e", "cpuclock"]).stderr);
+    assert!(err.lines().count() == 1 && err.contains("cpu-clock, task-clock, cycles"), "{err}");
+    let out = run(&["record", "-o", "/nonexistent-dir/x.data", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.contains("/nonexistent-dir/x.data") && err.contains("-o"),
+        "{err}"
+    );
+    let help = text(&run(&["record", "--help"]).stdout);
+    assert!(help.contains("Examples:") && help.contains("perf report") && help.contains("999 Hz"), "{help}");
+}
