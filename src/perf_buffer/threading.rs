@@ -82,44 +82,31 @@ pub trait Boxes<'a, F>: Threading {
         F: FnMut(u32, &[u8]) -> ControlFlow<()> + 'a;
 }
 
-impl<'a, F: Send + 'a> Boxes<'a, F> for Sendable {
-    fn sample(f: F) -> Self::SampleFn<'a>
-    where
-        F: FnMut(u32, &[u8]) + 'a,
-    {
-        Box::new(f)
-    }
-    fn lost(f: F) -> Self::LostFn<'a>
-    where
-        F: FnMut(u32, u64) + 'a,
-    {
-        Box::new(f)
-    }
-    fn record(f: F) -> Self::RecordFn<'a>
-    where
-        F: FnMut(u32, &[u8]) -> ControlFlow<()> + 'a,
-    {
-        Box::new(f)
-    }
+/// The same boxing for both: only the bound on `F` differs.
+macro_rules! impl_boxes {
+    ($threading:ty $(, $bound:path)?) => {
+        impl<'a, F: 'a $(+ $bound)?> Boxes<'a, F> for $threading {
+            fn sample(f: F) -> Self::SampleFn<'a>
+            where
+                F: FnMut(u32, &[u8]) + 'a,
+            {
+                Box::new(f)
+            }
+            fn lost(f: F) -> Self::LostFn<'a>
+            where
+                F: FnMut(u32, u64) + 'a,
+            {
+                Box::new(f)
+            }
+            fn record(f: F) -> Self::RecordFn<'a>
+            where
+                F: FnMut(u32, &[u8]) -> ControlFlow<()> + 'a,
+            {
+                Box::new(f)
+            }
+        }
+    };
 }
 
-impl<'a, F: 'a> Boxes<'a, F> for Local {
-    fn sample(f: F) -> Self::SampleFn<'a>
-    where
-        F: FnMut(u32, &[u8]) + 'a,
-    {
-        Box::new(f)
-    }
-    fn lost(f: F) -> Self::LostFn<'a>
-    where
-        F: FnMut(u32, u64) + 'a,
-    {
-        Box::new(f)
-    }
-    fn record(f: F) -> Self::RecordFn<'a>
-    where
-        F: FnMut(u32, &[u8]) -> ControlFlow<()> + 'a,
-    {
-        Box::new(f)
-    }
-}
+impl_boxes!(Sendable, Send);
+impl_boxes!(Local);
