@@ -301,8 +301,9 @@ static void test_event_set_steps(void)
 		const char *point;
 		enum set_step step;
 	} points[] = {
-		{"perf_event_open", STEP_NEW}, {"mmap", STEP_NEW},	{"perf_event_open", STEP_ADD},
-		{"set_output", STEP_ADD},      {"set_filter", STEP_ADD}, {"event_id", STEP_ADD},
+		{"perf_event_open", STEP_NEW}, {"mmap", STEP_NEW},	{"event_id", STEP_NEW},
+		{"perf_event_open", STEP_ADD}, {"set_output", STEP_ADD}, {"set_filter", STEP_ADD},
+		{"event_id", STEP_ADD},
 		{"attach", STEP_ATTACH},       {"enable", STEP_ENABLE},
 	};
 	int prog = bpf_trivial_prog(BPF_PROG_TYPE_PERF_EVENT);
@@ -314,9 +315,10 @@ static void test_event_set_steps(void)
 	EXPECT(run_set_steps(prog, &err, &leaked) == STEP_DONE && !leaked, "unarmed: %s", strerror(err));
 	int fds = count_open_fds(), maps = count_lines("/proc/self/maps", NULL);
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
-		/* The opens at construction are the rings' (CPU 0, CPU 1); at add,
-		 * the event's: skip the construction's first. */
-		unsigned skip = !strcmp(points[i].point, "perf_event_open") && points[i].step == STEP_ADD ? 2 : 0;
+		/* The opens and id reads at construction are the rings' owners'
+		 * (CPU 0, CPU 1); at add, the event's: skip the construction's first. */
+		int at_new_too = !strcmp(points[i].point, "perf_event_open") || !strcmp(points[i].point, "event_id");
+		unsigned skip = at_new_too && points[i].step == STEP_ADD ? 2 : 0;
 		for (unsigned cpu = 0; cpu < 2; cpu++) {
 			int err = 0, leaked = 0, injected = EMFILE + (int)cpu;
 			EXPECT(perfbuf_fault_arm(points[i].point, skip + cpu + 1, injected) == 0, "arm");

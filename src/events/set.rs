@@ -700,11 +700,9 @@ impl EventSet {
                 let tp = tracefs.tracepoint(name).map_err(log::failed)?;
                 log::debug(format_args!("tracepoint {name}: id {} in {}", tp.id, tracefs.root().display()));
                 format = Some(tp.format.clone());
-                (
-                    typed(kernel::PERF_TYPE_TRACEPOINT, tp.id),
-                    EventKind::Tracepoint,
-                    format!("tracepoint {name}"),
-                )
+                // Its name is `subsystem:name`, as perf and the perf.data
+                // writer name it (errors about it still say which it is).
+                (typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), EventKind::Tracepoint, name.clone())
             }
             Kind::Kprobe { symbol, offset, retprobe } => {
                 let what = format!(
