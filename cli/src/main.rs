@@ -104,7 +104,8 @@ EVENT (-e, repeatable):
   cycles                    CPU cycles at -F Hz; where there is no hardware PMU (virtual machines) the
                             CPU clock instead, which the first line says
   anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return], k:SYMBOL[%return];
-                            recorded on every hit, with its raw fields (perf script shows them)
+                            recorded on every hit, with its raw fields (perf script shows them);
+                            probe arguments are refused (perf.data would not carry their format)
 -F applies to the sampling events; the default is 999 Hz (perf record's is 4000), at most
 /proc/sys/kernel/perf_event_max_sample_rate. -g adds call chains (frame pointers: build programs with
 -fno-omit-frame-pointer for user-space stacks) to every event.
