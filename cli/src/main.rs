@@ -55,7 +55,7 @@ A probe may be followed, in the same argument, by arguments as perf probe writes
   the kernel refuses fails with its complaint (tracefs error_log).
 
 Output, one line per record, in time order across CPUs:
-  SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= for probes)
+  SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= when no fields)
   SECONDS.MICROS cpuN PID/TID fork: pid=N ppid=N tid=N ptid=N    with --task (also exit:)
   SECONDS.MICROS cpuN PID/TID comm: pid=N tid=N name=\"NAME\" exec=1  with --task; exec=0: a rename
   LOST N records on cpuN (EVENT)                       the kernel dropped N records: its ring was full
