@@ -23,7 +23,8 @@ Examples:
   perfbuf trace sched:sched_process_exec                 every exec on the machine, until Ctrl-C
   perfbuf trace sched:sched_process_exec -- make         the execs of a command and its children
   perfbuf trace --json --count 10 sched:sched_switch     ten context switches as JSON lines
-  perfbuf trace 'u:/bin/bash:readline%return'            each return from bash's readline
+  perfbuf trace 'u:/bin/bash:readline%return line=+0($retval):string'   each line bash's readline returns
+  perfbuf trace --task -- sh -c 'ls; date'               forks, execs and exits of a command
   perfbuf dump /sys/fs/bpf/events                        a pinned perf event array, as hex
   perfbuf dump id:42 --json --order                      map id 42 as JSON, ordered by timestamp
   perfbuf record -g -- ./myprog                          profile a command into perf.data (perf report)
@@ -49,14 +50,20 @@ A probe may be followed, in the same argument, by arguments as perf probe writes
   'u:/bin/bash:readline%return line=+0($retval):string'
   ARG = NAME=FETCH[:TYPE]; FETCH = $argN | $retval | $stackN | %REG | @ADDR | +OFF(FETCH) | -OFF(FETCH);
   TYPE = u8..u64 | s8..s64 | x8..x64 | string (default u64).
-  (This build parses them but its library cannot fetch them yet: a probe with arguments is refused.)
+  The probe is then defined through tracefs (uprobe_events / kprobe_events) and its arguments print as
+  fields by name: 'u:/path/prog:func n=%di:s32', 'u:/path/prog:func%return r=$retval:s32'. A definition
+  the kernel refuses fails with its complaint (tracefs error_log).
 
 Output, one line per record, in time order across CPUs:
-  SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= for probes)
+  SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= when no fields)
+  SECONDS.MICROS cpuN PID/TID fork: pid=N ppid=N tid=N ptid=N    with --task (also exit:)
+  SECONDS.MICROS cpuN PID/TID comm: pid=N tid=N name=\"NAME\" exec=1  with --task; exec=0: a rename
   LOST N records on cpuN (EVENT)                       the kernel dropped N records: its ring was full
 With --json, one object per line (the schema only ever gains fields):
   {\"type\":\"sample\",\"event\":\"sched:sched_process_exec\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"ip\":N,
    \"fields\":{\"filename\":\"/usr/bin/true\",\"pid\":N,\"old_pid\":N}}
+  {\"type\":\"fork\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"ppid\":N,\"tid\":N,\"ptid\":N}  (--task; \"exit\" alike)
+  {\"type\":\"comm\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"name\":\"NAME\",\"exec\":true}  (--task)
   {\"type\":\"lost\",\"event\":NAME|null,\"cpu\":N,\"lost\":N}
   {\"type\":\"other\",\"event\":NAME|null,\"cpu\":N,\"record_type\":N,\"size\":N}
 time_ns is CLOCK_MONOTONIC. A summary (records, lost per CPU) goes to stderr at exit.
@@ -65,7 +72,8 @@ Examples:
   perfbuf trace sched:sched_process_exec
   perfbuf trace sched:sched_process_exec sched:sched_process_exit -- sh -c 'ls; date'
   perfbuf trace --filter 'prev_pid == 0' --cpu 0 --duration 2s sched:sched_switch
-  perfbuf trace --pid 1234 'u:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc'
+  perfbuf trace --pid 1234 'u:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64'
+  perfbuf trace --task -- make                          the forks, execs and exits of make and its children
   perfbuf trace --cgroup /sys/fs/cgroup/system.slice --json syscalls:sys_enter_openat";
 
 const DUMP_AFTER: &str = "\
@@ -96,7 +104,8 @@ EVENT (-e, repeatable):
   cycles                    CPU cycles at -F Hz; where there is no hardware PMU (virtual machines) the
                             CPU clock instead, which the first line says
   anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return], k:SYMBOL[%return];
-                            recorded on every hit, with its raw fields (perf script shows them)
+                            recorded on every hit, with its raw fields (perf script shows them);
+                            probe arguments are refused (perf.data would not carry their format)
 -F applies to the sampling events; the default is 999 Hz (perf record's is 4000), at most
 /proc/sys/kernel/perf_event_max_sample_rate. -g adds call chains (frame pointers: build programs with
 -fno-omit-frame-pointer for user-space stacks) to every event.
@@ -122,7 +131,7 @@ enum Command {
     #[command(after_help = TRACE_AFTER)]
     Trace {
         #[arg(
-            required = true,
+            required_unless_present = "task",
             value_name = "EVENT",
             help = "Events: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return] [ARGS], k:SYMBOL[%return] (see below)"
         )]
@@ -148,6 +157,9 @@ enum Command {
         /// JSON lines (schema below)
         #[arg(long)]
         json: bool,
+        /// Process records too: fork, comm (name set, exec=1 by an exec) and exit of the traced tasks
+        #[arg(long)]
+        task: bool,
         /// Ring pages per CPU, a power of two
         #[arg(long, default_value_t = 64, value_name = "N")]
         pages: usize,
@@ -238,7 +250,7 @@ enum Command {
 
 fn dispatch(cli: Cli) -> fail::Result<()> {
     match cli.command {
-        Command::Trace { events, filter, pid, cgroup, cpu, duration, count, json, pages, command } => {
+        Command::Trace { events, filter, pid, cgroup, cpu, duration, count, json, task, pages, command } => {
             trace::run(trace::TraceArgs {
                 events,
                 filter,
@@ -248,6 +260,7 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
                 duration,
                 count,
                 json,
+                task,
                 pages,
                 command,
             })

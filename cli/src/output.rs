@@ -7,8 +7,14 @@
 //!   events without a format (probes without arguments).
 //! - `{"type":"lost","event":NAME|null,"cpu":N,"lost":N}`: records the
 //!   kernel dropped for lack of space in that CPU's ring.
+//! - `{"type":"fork","time_ns":N,"cpu":N,"pid":N,"ppid":N,"tid":N,"ptid":N}`,
+//!   `{"type":"exit",...}` with the same fields, and
+//!   `{"type":"comm","time_ns":N,"cpu":N,"pid":N,"tid":N,"name":S,"exec":B}`:
+//!   side-band process records (`--task`); `exec` is true when an exec set
+//!   the name.
 //! - `{"type":"other","event":NAME|null,"cpu":N,"record_type":N,"size":N}`.
 
+use perfbuf::decode::Body;
 use perfbuf::tracepoint::Value;
 use serde_json::{Map, Value as Json, json};
 use std::fmt::Write as _;
@@ -50,17 +56,53 @@ pub struct Head<'a> {
     pub ip: u64,
 }
 
+/// `SECONDS.MICROS cpuN PID/TID`, the start of every timed line.
+fn stamp(time_ns: u64, cpu: u32, pid: u32, tid: u32) -> String {
+    format!("{}.{:06} cpu{cpu} {pid}/{tid}", time_ns / 1_000_000_000, time_ns % 1_000_000_000 / 1000)
+}
+
+/// A fork, exit or comm record as a line; `None` for other bodies.
+pub fn task_line(json: bool, time_ns: u64, cpu: u32, body: &Body<'_>) -> Option<String> {
+    let (kind, t) = match body {
+        Body::Fork(t) => ("fork", t),
+        Body::Exit(t) => ("exit", t),
+        Body::Comm(c) => {
+            let name = String::from_utf8_lossy(c.comm);
+            return Some(if json {
+                json!({"type": "comm", "time_ns": time_ns, "cpu": cpu, "pid": c.pid, "tid": c.tid,
+                       "name": name, "exec": c.exec})
+                .to_string()
+            } else {
+                format!(
+                    "{} comm: pid={} tid={} name={name:?} exec={}",
+                    stamp(time_ns, cpu, c.pid, c.tid),
+                    c.pid,
+                    c.tid,
+                    u8::from(c.exec)
+                )
+            });
+        }
+        _ => return None,
+    };
+    Some(if json {
+        json!({"type": kind, "time_ns": time_ns, "cpu": cpu, "pid": t.pid, "ppid": t.ppid, "tid": t.tid,
+               "ptid": t.ptid})
+        .to_string()
+    } else {
+        format!(
+            "{} {kind}: pid={} ppid={} tid={} ptid={}",
+            stamp(time_ns, cpu, t.pid, t.tid),
+            t.pid,
+            t.ppid,
+            t.tid,
+            t.ptid
+        )
+    })
+}
+
 /// A sample as a text line: `TIME CPU PID/TID EVENT: name=value ...`.
 pub fn sample_text<'v>(h: &Head<'_>, fields: impl Iterator<Item = (&'v str, Option<Value<'v>>)>) -> String {
-    let mut line = format!(
-        "{}.{:06} cpu{} {}/{} {}:",
-        h.time_ns / 1_000_000_000,
-        h.time_ns % 1_000_000_000 / 1000,
-        h.cpu,
-        h.pid,
-        h.tid,
-        h.event
-    );
+    let mut line = format!("{} {}:", stamp(h.time_ns, h.cpu, h.pid, h.tid), h.event);
     let mut any = false;
     for (name, v) in fields {
         any = true;

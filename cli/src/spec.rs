@@ -67,6 +67,30 @@ impl fmt::Display for Spec {
     }
 }
 
+impl fmt::Display for ArgType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgType::Unsigned(b) => write!(f, "u{b}"),
+            ArgType::Signed(b) => write!(f, "s{b}"),
+            ArgType::Hex(b) => write!(f, "x{b}"),
+            ArgType::String => f.write_str("string"),
+        }
+    }
+}
+
+/// The kernel's dynamic-event syntax (`NAME=FETCH:TYPE`), which is also
+/// the one parsed here.
+impl fmt::Display for ProbeArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}:{}", self.name, self.fetch, self.type_)
+    }
+}
+
+/// A probe's arguments as the kernel takes them, space-separated.
+pub fn kernel_args(args: &[ProbeArg]) -> String {
+    args.iter().map(ProbeArg::to_string).collect::<Vec<_>>().join(" ")
+}
+
 /// Parses one EVENT argument; the error says what is wrong and how to
 /// write it.
 pub fn parse(text: &str) -> Result<Spec, String> {
@@ -220,6 +244,11 @@ mod tests {
         assert_eq!(p.args[0].type_, ArgType::Signed(32));
         assert_eq!(p.args[1].type_, ArgType::Unsigned(64));
         assert_eq!(p.args[2].type_, ArgType::Hex(64));
+        assert_eq!(kernel_args(&p.args), "a=$arg1:s32 b=%di:u64 c=-8(+16(%sp)):x64");
+        let Spec::Probe(p) = parse("u:/x/y:f%return r=+0($retval):string n=$retval:u8").unwrap() else {
+            panic!("not a probe")
+        };
+        assert_eq!(kernel_args(&p.args), "r=+0($retval):string n=$retval:u8");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::fail::{Failure, Result, check_pages, need_root};
 use crate::output::{self, Head};
 use crate::run::{Status, catch_stop_signals, poll_result, stop_requested};
 use crate::spec::{self, Spec};
-use perfbuf::events::{Event, EventId, EventRecord, EventSet};
+use perfbuf::events::{Event, EventId, EventRecord, EventSet, Sideband};
 use perfbuf::{OrderKey, PerfBuffer};
 use std::collections::HashMap;
 use std::io::Write;
@@ -24,6 +24,8 @@ pub struct TraceArgs {
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub json: bool,
+    /// Side-band process records too: fork, comm (exec), exit.
+    pub task: bool,
     pub pages: usize,
     pub command: Vec<String>,
 }
@@ -82,6 +84,18 @@ impl Sink {
                 let line = output::lost_line(self.json, name, cpu, lost);
                 self.emit(line);
             }
+            EventRecord::Sideband { cpu, record, .. } => {
+                if self.limit.is_some_and(|n| self.samples >= n) {
+                    return;
+                }
+                // Its time is the sample_id trailer's, the key the
+                // reader ordered it by.
+                let time = record.sample_id().and_then(|id| id.time).unwrap_or(0);
+                if let Some(line) = output::task_line(self.json, time, cpu, &record.body) {
+                    self.samples += 1;
+                    self.emit(line);
+                }
+            }
             EventRecord::Other { event, cpu, record } => {
                 self.others += 1;
                 let name = event.and_then(|e| self.names.get(&e)).map(String::as_str);
@@ -104,38 +118,34 @@ pub fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
                 None => ev,
             })
         }
-        Spec::Probe(p) => {
-            if !p.args.is_empty() {
-                return Err(Failure::run(format!(
-                    "{spec}: probe arguments ({}) are not supported by this build's library yet; trace the probe \
-                     without them",
-                    p.args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
-                )));
-            }
-            match &p.binary {
-                Some(bin) => {
-                    if !Path::new(bin).is_file() {
-                        return Err(Failure::usage(format!(
-                            "{spec}: no such binary {bin} (give the full path of an ELF file)"
-                        )));
-                    }
-                    let ev =
-                        if p.ret { Event::uretprobe(bin, &p.symbol) } else { Event::uprobe(bin, &p.symbol) };
-                    Ok(if p.offset != 0 { ev.offset(p.offset) } else { ev })
+        Spec::Probe(p) => match &p.binary {
+            Some(bin) => {
+                if !Path::new(bin).is_file() {
+                    return Err(Failure::usage(format!(
+                        "{spec}: no such binary {bin} (give the full path of an ELF file)"
+                    )));
                 }
-                None => {
-                    if !Path::new("/sys/bus/event_source/devices/kprobe").exists() {
-                        return Err(Failure::run(format!(
-                            "{spec}: this kernel has no kprobes (built without CONFIG_KPROBES); use a tracepoint \
+                let ev = if p.ret { Event::uretprobe(bin, &p.symbol) } else { Event::uprobe(bin, &p.symbol) };
+                Ok(with_args(if p.offset != 0 { ev.offset(p.offset) } else { ev }, p))
+            }
+            None => {
+                if !Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+                    return Err(Failure::run(format!(
+                        "{spec}: this kernel has no kprobes (built without CONFIG_KPROBES); use a tracepoint \
                              (ls /sys/kernel/tracing/events) or a uprobe"
-                        )));
-                    }
-                    let ev = if p.ret { Event::kretprobe(&p.symbol) } else { Event::kprobe(&p.symbol) };
-                    Ok(if p.offset != 0 { ev.offset(p.offset) } else { ev })
+                    )));
                 }
+                let ev = if p.ret { Event::kretprobe(&p.symbol) } else { Event::kprobe(&p.symbol) };
+                Ok(with_args(if p.offset != 0 { ev.offset(p.offset) } else { ev }, p))
             }
-        }
+        },
     }
+}
+
+/// The probe's arguments, if any, handed to the library (which then
+/// defines the probe through tracefs, so its samples have fields).
+fn with_args(ev: Event, p: &spec::Probe) -> Event {
+    if p.args.is_empty() { ev } else { ev.args(&spec::kernel_args(&p.args)) }
 }
 
 /// Why adding `spec` failed, in the user's terms.
@@ -203,6 +213,9 @@ pub fn run(args: TraceArgs) -> Result<()> {
     let mut child = if args.command.is_empty() { None } else { Some(Child::fork(&args.command)?) };
 
     let mut builder = EventSet::builder().pages(args.pages);
+    if args.task {
+        builder = builder.sideband(Sideband::COMM | Sideband::TASK);
+    }
     if let Some(cpus) = &args.cpus {
         builder = builder.cpus(cpus);
     }
@@ -242,9 +255,13 @@ pub fn run(args: TraceArgs) -> Result<()> {
     if let Some(c) = &mut child {
         c.start();
     }
+    let mut what: Vec<String> = specs.iter().map(Spec::to_string).collect();
+    if args.task {
+        what.push("fork/exec/exit".into());
+    }
     eprintln!(
         "perfbuf trace: tracing {} on CPUs {} (Ctrl-C to stop)",
-        specs.iter().map(Spec::to_string).collect::<Vec<_>>().join(", "),
+        what.join(", "),
         set.cpus().iter().map(u32::to_string).collect::<Vec<_>>().join(",")
     );
     let started = Instant::now();

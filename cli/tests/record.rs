@@ -200,6 +200,15 @@ fn record_errors_are_one_line_with_the_fix() {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
     }
+    // Probe arguments: refused before anything is opened (perf.data would
+    // lack their format).
+    let out = run(&["record", "-e", "u:/bin/sh:main n=%di:s32", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.contains("probe arguments") && err.contains("perfbuf trace"),
+        "{err}"
+    );
     let err = text(&run(&["record", "-e", "cpuclock"]).stderr);
     assert!(err.lines().count() == 1 && err.contains("cpu-clock, task-clock, cycles"), "{err}");
     let out = run(&["record", "-o", "/nonexistent-dir/x.data", "--", "true"]);

@@ -129,6 +129,7 @@ fn usage_errors_exit_2_with_one_line() {
         &["trace", "u:/bin/sh:main r=$retval"],
         &["dump", "/nonexistent/map"],
         &["trace"],
+        &["trace", "--task", "sched:sched_switch x=1"],
     ] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
@@ -141,6 +142,10 @@ fn usage_errors_exit_2_with_one_line() {
     }
     let help = text(&run(&["trace", "--help"]).stdout);
     assert!(help.contains("Examples:") && help.contains("%return") && help.contains("\"type\":\"sample\""));
+    assert!(
+        help.contains("--task") && help.contains("\"type\":\"fork\"") && help.contains("$retval:s32"),
+        "{help}"
+    );
 }
 
 /// A program calling `perfbuf_mark(i)` for i in 1..=n (n its argument),
@@ -184,16 +189,121 @@ fn trace_uprobe_and_uretprobe_of_a_command() {
     assert_eq!(events, want);
     let pids: BTreeSet<u64> = records.iter().map(|r| r["pid"].as_u64().unwrap()).collect();
     assert_eq!(pids.len(), 1);
-    // Probe arguments: parsed, then refused by this build with a clear line.
-    let out = run(&["trace", &format!("{ret} r=$retval:s32"), "--", name, "1"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("not supported") && err.lines().count() == 1, "{err}");
     // A symbol the binary lacks.
     let out = run(&["trace", &format!("u:{name}:no_such_symbol")]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no_such_symbol not found"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn trace_probe_arguments_print_the_values_passed_and_returned() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_probe_arguments_print_the_values_passed_and_returned") {
+        return;
+    }
+    let dir = tempdir("probe-args");
+    let bin = marked_program(&dir);
+    let name = bin.to_str().unwrap();
+    let n = 9;
+    // perfbuf_mark(i) for i in 1..=n returns 2i: the first argument is
+    // in %di (x86_64), the return value in $retval.
+    let entry = format!("u:{name}:perfbuf_mark");
+    let ret = format!("u:{name}:perfbuf_mark%return");
+    let out = run(&[
+        "trace",
+        "--json",
+        &format!("{entry} n=%di:s32"),
+        &format!("{ret} r=$retval:s32"),
+        "--",
+        name,
+        &n.to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let records: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let passed: Vec<i64> = records
+        .iter()
+        .filter(|r| r["event"] == entry.as_str())
+        .map(|r| r["fields"]["n"].as_i64().unwrap_or_else(|| panic!("no n in {r}")))
+        .collect();
+    let returned: Vec<i64> = records
+        .iter()
+        .filter(|r| r["event"] == ret.as_str())
+        .map(|r| r["fields"]["r"].as_i64().unwrap_or_else(|| panic!("no r in {r}")))
+        .collect();
+    assert_eq!(passed, (1..=n).collect::<Vec<i64>>());
+    assert_eq!(returned, (1..=n).map(|i| 2 * i).collect::<Vec<i64>>());
+    assert_eq!(records.len(), 2 * n as usize);
+    // Text: the argument by name.
+    let out = run(&["trace", &format!("{entry} n=%di:s32"), "--", name, "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (line, i) in lines.iter().zip(1..) {
+        assert!(line.contains(&format!("{entry}:")) && line.ends_with(&format!(" n={i}")), "{line}");
+    }
+    // A definition the kernel refuses: one line with the probe and the
+    // kernel's complaint (tracefs error_log).
+    let out = run(&["trace", &format!("{entry} x=%nosuchreg:s32"), "--", name, "1"]);
+    let err = text(&out.stderr);
+    assert!(matches!(out.status.code(), Some(1 | 2)), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&entry) && err.contains("Invalid register"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn trace_task_shows_fork_exec_exit_of_the_command_in_time_order() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_task_shows_fork_exec_exit_of_the_command_in_time_order") {
+        return;
+    }
+    let dir = tempdir("task");
+    let mark = marked_binary(&dir);
+    let (shell, kid) = (dir.join("shell"), dir.join("kid"));
+    let script =
+        format!("echo $$ > {}; {} & echo $! > {}; wait", shell.display(), mark.display(), kid.display());
+    let out = run(&["trace", "--task", "--json", "--", "sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shell = *read_pids(&shell).first().unwrap() as u64;
+    let kid = *read_pids(&kid).first().unwrap() as u64;
+    let records: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut last = 0;
+    for r in &records {
+        let time = r["time_ns"].as_u64().unwrap_or_else(|| panic!("no time in {r}"));
+        assert!(time >= last, "out of order: {r}");
+        last = time;
+        // Only the command's tree: the shell and its child.
+        assert!(r["pid"] == shell || r["pid"] == kid, "{r}");
+    }
+    let at = |kind: &str, pid: u64| {
+        records
+            .iter()
+            .position(|r| r["type"] == kind && r["pid"] == pid)
+            .unwrap_or_else(|| panic!("no {kind} of {pid} in {records:?}"))
+    };
+    let (fork, exit) = (at("fork", kid), at("exit", kid));
+    assert_eq!(records[fork]["ppid"], shell, "{}", records[fork]);
+    assert_eq!(records[fork]["tid"], kid);
+    let comm = records
+        .iter()
+        .position(|r| r["type"] == "comm" && r["pid"] == kid && r["exec"] == true)
+        .unwrap_or_else(|| panic!("no exec comm of {kid} in {records:?}"));
+    let base = mark.file_name().unwrap().to_str().unwrap();
+    assert_eq!(records[comm]["name"], base[..base.len().min(15)], "{}", records[comm]);
+    assert!(fork < comm && comm < exit, "{records:?}");
+    assert_eq!(records[exit]["ppid"], shell);
+    // The shell's own exec and exit are there too.
+    assert!(records.iter().any(|r| r["type"] == "comm" && r["pid"] == shell && r["name"] == "sh"));
+    at("exit", shell);
+    // Text lines.
+    let out = run(&["trace", "--task", "--", "sh", "-c", &format!("{} & wait", mark.display())]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for what in [" fork: pid=", " exit: pid=", &format!(" name=\"{}\" exec=1", &base[..base.len().min(15)])] {
+        assert!(stdout.contains(what), "{what} in {stdout}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
