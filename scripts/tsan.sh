@@ -42,10 +42,12 @@ rt=$sysroot/lib/rustlib/$triple/lib/librustc-nightly_rt.tsan.a
 # The release profile, as shipped; only the cdylib (the staticlib would
 # bundle a second copy of std). Building std dominates the time.
 start=$(date +%s)
-CARGO_TARGET_DIR=$out RUSTFLAGS="-Zsanitizer=thread" cargo +nightly rustc --quiet --release --lib --crate-type cdylib \
-	-Zbuild-std=std,panic_abort --target "$triple"
+# The C library is the capi/ crate; its cdylib is named as make lib names it.
+CARGO_TARGET_DIR=$out RUSTFLAGS="-Zsanitizer=thread" cargo +nightly rustc --quiet --release -p perfbuf-capi --lib \
+	--crate-type cdylib -Zbuild-std=std,panic_abort --target "$triple"
 libdir=$out/$triple/release
 lib=$libdir/libperfbuf.so
+cp -f "$libdir/libperfbuf_capi.so" "$lib"
 ln -sf libperfbuf.so "$libdir/libperfbuf.so.0"
 build_s=$(($(date +%s) - start))
 
