@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"perfbuf.dev/perfbuf/internal/probeargs"
 )
@@ -70,8 +69,7 @@ func TestProbeArguments(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			want = append(want, probeargs.Call(i-5, names[i%4], uint32(i*3+1)))
 		}
-		r.Consume()
-		got := drain(t, r, 20*time.Millisecond)
+		got := drainNow(t, r)
 		calls, rets := 0, 0
 		for _, g := range got {
 			switch g.Event {

@@ -94,6 +94,8 @@ class sdist_with_workspace(sdist):
         text, n = re.subn(r"^(default-)?members\s*=\s*\[[^\]]*\]", r'\1members = [".", "capi"]',
                           manifest.read_text(), flags=re.MULTILINE)
         assert n, "Cargo.toml: no [workspace] members to rewrite"
+        # Nor its examples: a target declared by name must have its file.
+        text = re.sub(r"^\[\[example\]\]\n(?:[^\[\n].*\n|\n)*", "", text, flags=re.MULTILINE)
         manifest.write_text(text)
         # cargo reads its configuration from the working directory up: the
         # build runs at the sdist's top.
