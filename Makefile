@@ -183,7 +183,7 @@ tsan:
 
 # Coverage-guided fuzzing (libFuzzer + ASan, nightly) of the ring reader and
 # the decoder from the checked-in seed corpus: FUZZ_SECONDS per target.
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 fuzz-smoke:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-smoke.sh
 
