@@ -136,6 +136,31 @@ def test_ring_view_shows_head_advancing(producer) -> None:
         view[0]
 
 
+def test_peek_advance_publish(producer) -> None:
+    # A reader of its own: each record peeked is the producer's, in order;
+    # nothing reaches the callbacks; publish frees the space.
+    seen = []
+    with PerfBuffer(producer.map_fd, page_cnt=2, on_sample=lambda c, d: seen.append(d)) as pb:
+        for i in range(3):
+            assert producer.emit(0, 40, 20 + i) == 0
+        for i in range(3):
+            rec = pb.peek(0)
+            assert rec is not None
+            rtype, _, size = struct.unpack_from("<IHH", rec, 0)
+            assert (rtype, size) == (9, len(rec))  # PERF_RECORD_SAMPLE, whole
+            assert rec[12:12 + 40] == producer.expected(40, 20 + i)  # after header and raw size
+            assert pb.peek(0) == rec  # peek does not consume
+            pb.advance(0)
+        assert pb.peek(0) is None
+        with pytest.raises(OSError):
+            pb.advance(0)
+        assert pb.stats(0)["pending_bytes"] > 0  # advanced, not yet published
+        pb.publish(0)
+        assert pb.stats(0)["pending_bytes"] == 0
+        pb.consume()
+    assert seen == []
+
+
 def test_wake_from_another_thread(producer) -> None:
     with PerfBuffer(producer.map_fd) as pb:
         t = threading.Timer(0.05, pb.wake)

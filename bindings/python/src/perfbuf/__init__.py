@@ -448,6 +448,34 @@ class _RingReader:
         # long as some view of the mapping is.
         return memoryview(mem).cast("B").toreadonly()
 
+    def peek(self, index: int) -> Optional[bytes]:
+        """The next record of ring ``index``, whole (its ``perf_event_header``
+        included), as bytes; ``None`` when the ring is empty. A reader of
+        your own, as C's ``perfbuf_ring_peek``: the record stays in the ring
+        (and the buffer's callbacks do not see it) until :meth:`advance`
+        moves past it; :meth:`publish` then frees its space for the kernel."""
+        i = self._index(index)
+        rec, size = ctypes.c_void_p(), ctypes.c_size_t()
+        pb = self._acquire()
+        try:  # copied while the record cannot move
+            ret = _LIB.perfbuf_ring_peek(pb, i, ctypes.byref(rec), ctypes.byref(size))
+            data = ctypes.string_at(rec.value, size.value) if ret == 1 and rec.value else None
+        finally:
+            self._lock.release()
+        if ret < 0:
+            raise _os_error(-ret, "perfbuf_ring_peek")
+        return data
+
+    def advance(self, index: int) -> None:
+        """Moves ring ``index``'s read position past the record :meth:`peek`
+        shows (``OSError`` ENODATA when there is none)."""
+        self._control(_LIB.perfbuf_ring_advance, self._index(index))
+
+    def publish(self, index: int) -> None:
+        """Frees the space of every record of ring ``index`` advanced past
+        (publishes the read position as the ring's ``data_tail``)."""
+        self._control(_LIB.perfbuf_ring_publish, self._index(index))
+
     def _exported_views(self) -> int:
         self._ring_mems = [r for r in self._ring_mems if r() is not None]
         return len(self._ring_mems)

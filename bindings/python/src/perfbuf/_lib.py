@@ -238,6 +238,9 @@ SIGNATURES = {
     "perfbuf_resume": (c_int, [c_void_p]),
     "perfbuf_buffer_cpu": (c_int, [c_void_p, c_size_t]),
     "perfbuf_ring_stats": (c_int, [c_void_p, c_size_t, ctypes.POINTER(RingStats)]),
+    "perfbuf_ring_peek": (c_int, [c_void_p, c_size_t, ctypes.POINTER(c_void_p), ctypes.POINTER(c_size_t)]),
+    "perfbuf_ring_advance": (c_int, [c_void_p, c_size_t]),
+    "perfbuf_ring_publish": (c_int, [c_void_p, c_size_t]),
 }
 
 # Event sets and ordered reading: declared when the library has them (an
