@@ -114,6 +114,13 @@ type EventSetOptions struct {
 	// MaxDelay bounds how long a sample may wait below the batch (default
 	// 10ms, at most 1m; rounded up to whole milliseconds).
 	MaxDelay time.Duration
+	// Sideband asks every CPU's ring for side-band records by name:
+	// "comm" (with the exec bit), "task" (fork, exit), "mmap" (mmap2 of
+	// executable mappings), "mmap_data" (data mappings too), "build_id"
+	// (build ids instead of device and inode), "switch", "namespaces",
+	// "cgroup", "ksymbol", "bpf_event". The EventReader delivers them,
+	// decoded, as EventSamples with Sideband set (sideband.go).
+	Sideband []string
 }
 
 // Event describes an event to Add. Events are added disabled.
@@ -233,6 +240,7 @@ type EventSet struct {
 	closed     bool
 	readerOpen bool
 	events     map[int]*eventMeta
+	sideband   bool // asked for side-band records by name
 }
 
 // NewEventSet opens an event set with no events yet.
@@ -268,6 +276,11 @@ func NewEventSet(opts EventSetOptions) (*EventSet, error) {
 	if opts.Inherit {
 		o.flags |= C.PERFBUF_EVENTS_INHERIT
 	}
+	sbFlags, err := sidebandOptFlags(opts.Sideband)
+	if err != nil {
+		return nil, invalid(op, "EventSetOptions.Sideband: "+err.Error())
+	}
+	o.flags |= sbFlags
 	// The arrays go in C memory: Go memory passed to C may not hold pointers.
 	var frees []unsafe.Pointer
 	defer func() {
@@ -314,7 +327,7 @@ func NewEventSet(opts EventSetOptions) (*EventSet, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return &EventSet{cset: cset, events: map[int]*eventMeta{}}, nil
+	return &EventSet{cset: cset, events: map[int]*eventMeta{}, sideband: sbFlags != 0}, nil
 }
 
 func (s *EventSet) errClosed(op string) error {
@@ -636,9 +649,11 @@ type EventReaderOptions struct {
 	// Flush at the end for those still held back.
 	OrderByTime bool
 	// AllRecords hands over the records that are neither samples nor lost
-	// reports (throttling, side-band records) raw, as EventSamples with
-	// Event -1, their Type and Record; without it they are only counted
-	// (Others).
+	// reports: side-band records decoded (Sideband), the others
+	// (throttling, kinds not decoded) raw, as EventSamples with Event -1,
+	// their Type and Record. Without it they are only counted (Others),
+	// except side-band records of a set that asked for them by name
+	// (EventSetOptions.Sideband), which are always delivered.
 	AllRecords bool
 }
 
@@ -684,6 +699,11 @@ type EventSample struct {
 	Record []byte
 	// DecodeErr is why a sample could not be decoded (a *Error), or nil.
 	DecodeErr error
+	// Sideband is a side-band record, decoded (Type is its PERF_RECORD_*;
+	// Event the id of the event that asked for it, or -1 for the set's
+	// own; PID, TID, Time from the record, Time and CPU as its sample_id
+	// trailer gives them); nil for samples and lost reports.
+	Sideband *SidebandRecord
 	// SampleFields has the sample's other fields, as C's decoder gives
 	// them (set when the event's SampleType asked for them).
 	SampleFields
@@ -872,12 +892,27 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 			out.Raw = C.GoBytes(s.raw, C.int(s.raw_size))
 		}
 		out.SampleFields = decodeFields(&s, readFormat)
-	default: // THROTTLE, UNTHROTTLE, side-band records
+	default: // side-band records, THROTTLE, UNTHROTTLE
 		r.others.Add(1)
-		if !r.allRecords {
-			return
+		set.mu.Lock()
+		sb, sbEvent, sbTime, errno := decodeSideband(set.cset, rec)
+		asked := set.sideband
+		set.mu.Unlock()
+		switch {
+		case errno == 0 && (asked || r.allRecords):
+			out.Event, out.Sideband = sbEvent, sb
+			out.PID, out.TID, out.Time = sb.PID, sb.TID, sbTime
+		case r.allRecords, asked && errno != syscall.EOPNOTSUPP:
+			// Not decoded (throttling, or a side-band record this package
+			// cannot decode): handed over raw rather than dropped.
+			out.Event, out.Record = -1, raw()
+			if errno != syscall.EOPNOTSUPP && errno != syscall.ENOENT {
+				r.undecodable.Add(1)
+				out.DecodeErr = &Error{Op: "Read", Errno: errno, Reason: "cannot decode the side-band record: " + errno.Error()}
+			}
+		default:
+			return // counted (Others)
 		}
-		out.Event, out.Record = -1, raw()
 	}
 	r.queue = append(r.queue, out)
 }
@@ -895,6 +930,7 @@ var cStructSizes = map[string]uintptr{
 	"perfbuf_sample":      unsafe.Sizeof(C.struct_perfbuf_sample{}),
 	"perfbuf_opts":        unsafe.Sizeof(C.struct_perfbuf_opts{}),
 	"perfbuf_ring_stats":  unsafe.Sizeof(C.struct_perfbuf_ring_stats{}),
+	"perfbuf_sideband":    unsafe.Sizeof(C.struct_perfbuf_sideband{}),
 }
 
 // ---- tracepoint fields ---------------------------------------------------
