@@ -797,13 +797,13 @@ func (r *EventReader) Consume() error {
 // that were in the rings, not delivered.
 func (r *EventReader) Unattributed() uint64 { return r.unattributed.Load() }
 
-// Undecodable is the number of samples libperfbuf could not decode: each
-// was handed over raw (Event -1, Record, DecodeErr).
+// Undecodable is the number of samples (and side-band records)
+// libperfbuf could not decode: each was handed over raw (Event -1,
+// Record, DecodeErr).
 func (r *EventReader) Undecodable() uint64 { return r.undecodable.Load() }
 
 // Others is the number of records that are neither samples nor lost
-// reports (throttling, side-band records); with AllRecords they were
-// handed over raw too.
+// reports (side-band records, throttling), whether delivered or not.
 func (r *EventReader) Others() uint64 { return r.others.Load() }
 
 // Close unblocks a concurrent Read (which returns ErrClosed) and frees the

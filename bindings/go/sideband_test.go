@@ -16,12 +16,13 @@ const sidebandMarker = "pb_go_sb_mark"
 
 // A child that forks, execs a marked binary and exits shows up, in time
 // order with the exec tracepoint's sample, as FORK (with this process as
-// its parent), COMM with the exec bit and the marked name, and EXIT.
+// its parent), COMM with the exec bit and the marked name, MMAP2 of the
+// marked binary's code (its device and inode), and EXIT.
 func TestSidebandForkExecExit(t *testing.T) {
 	needEvents(t)
 	exe := filepath.Join(t.TempDir(), sidebandMarker)
 	copyFile(t, "/bin/true", exe)
-	s := newSet(t, EventSetOptions{Sideband: []string{"comm", "task"}, Pages: 64})
+	s := newSet(t, EventSetOptions{Sideband: []string{"comm", "task", "mmap"}, Pages: 64})
 	ev := mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
 	r, err := s.NewReader(EventReaderOptions{OrderByTime: true})
 	if err != nil {
@@ -69,6 +70,10 @@ func TestSidebandForkExecExit(t *testing.T) {
 			if g.Event == ev && g.PID == child {
 				kinds, mine = append(kinds, "exec"), append(mine, g)
 			}
+		case sb.Kind == "mmap2":
+			if sb.PID == child && sb.Name == exe {
+				kinds, mine = append(kinds, sb.Kind), append(mine, g)
+			}
 		case sb.Kind == "fork" || sb.Kind == "comm" || sb.Kind == "exit":
 			if sb.TID == child {
 				kinds, mine = append(kinds, sb.Kind), append(mine, g)
@@ -80,16 +85,26 @@ func TestSidebandForkExecExit(t *testing.T) {
 			t.Fatalf("a side-band record not asked for: %+v", *sb)
 		}
 	}
-	if strings.Join(kinds, " ") != "fork comm exec exit" {
+	if strings.Join(kinds, " ") != "fork comm mmap2 exec exit" {
 		t.Fatalf("the child's records: %s", strings.Join(kinds, " "))
 	}
-	fork, comm, exit := mine[0].Sideband, mine[1].Sideband, mine[3].Sideband
+	fork, comm, mm, exit := mine[0].Sideband, mine[1].Sideband, mine[2].Sideband, mine[4].Sideband
 	me := uint32(os.Getpid())
 	if fork.PID != child || fork.PPID != me || fork.TaskTime == 0 {
 		t.Fatalf("fork: %+v (child %d, parent %d)", *fork, child, me)
 	}
 	if !comm.Exec || comm.Name != sidebandMarker || comm.PID != child {
 		t.Fatalf("comm: %+v", *comm)
+	}
+	t.Logf("fork %+v\ncomm %+v\nmmap2 %+v\nexit %+v", *fork, *comm, *mm, *exit)
+	var st syscall.Stat_t
+	if err := syscall.Stat(exe, &st); err != nil {
+		t.Fatal(err)
+	}
+	major, minor := uint32(st.Dev>>8&0xfff|st.Dev>>32&^0xfff), uint32(st.Dev&0xff|st.Dev>>12&^0xff)
+	if mm.Ino != st.Ino || mm.Maj != major || mm.Min != minor || mm.BuildID != nil || mm.Data ||
+		mm.Prot&syscall.PROT_EXEC == 0 || mm.Addr == 0 || mm.Len == 0 || mm.Addr%4096 != 0 || mm.Pgoff%4096 != 0 {
+		t.Fatalf("mmap2: %+v (inode %d, device %d:%d)", *mm, st.Ino, major, minor)
 	}
 	if exit.PID != child || exit.PPID != me {
 		t.Fatalf("exit: %+v", *exit)
