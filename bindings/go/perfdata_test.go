@@ -1,0 +1,235 @@
+package perfbuf
+
+// perf.data out through the Go face: what PerfDataWriter writes is read
+// back by perf itself (perf script, perf evlist). Needs root, tracefs and
+// perf (linux-perf); under CI=true nothing is skipped.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"perfbuf.dev/perfbuf/internal/producer"
+)
+
+func needPerf(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("perf"); err != nil {
+		needRoot(t, fmt.Errorf("perf is not installed (apt-get install linux-perf): %v", err))
+	}
+}
+
+// perfOutput runs perf with args and returns its standard output.
+func perfOutput(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("perf", args...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("perf %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return string(out)
+}
+
+func TestPerfDataEventSetReadByPerfScript(t *testing.T) {
+	needEvents(t)
+	needPerf(t)
+	path := filepath.Join(t.TempDir(), "go.data")
+	s := newSet(t, EventSetOptions{})
+	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
+	mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Frequency: 99})
+	w, err := NewPerfDataWriter(path, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Path() != path {
+		t.Fatalf("Path() = %q", w.Path())
+	}
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := s.Enable(AllEvents); err != nil {
+		t.Fatal(err)
+	}
+	// Polls written while the children run, and a busy spell so that the
+	// 99 Hz CPU clock samples: the deadline only catches a hang.
+	written := 0
+	pids := execTrue(t, 4)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		spinAll(allCPUs(), 50*time.Millisecond)
+		n, err := w.Poll(r, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written += n
+		if written >= len(pids)+4 {
+			break
+		}
+	}
+	if err := s.Disable(AllEvents); err != nil {
+		t.Fatal(err)
+	}
+	n, err := w.Drain(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written += n
+	if written < len(pids)+1 {
+		t.Fatalf("%d records written, want the %d execs and samples", written, len(pids))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := w.Drain(r); !errors.Is(err, syscall.EBADF) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Drain after Close: %v", err)
+	}
+
+	script := perfOutput(t, "script", "-F", "pid,event,trace", "-i", path)
+	for _, pid := range pids {
+		found := false
+		for _, line := range strings.Split(script, "\n") {
+			f := strings.Fields(line)
+			if len(f) > 0 && f[0] == fmt.Sprint(pid) && strings.Contains(line, "sched:sched_process_exec") &&
+				strings.Contains(line, "filename=/bin/true") {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("perf script has no exec of /bin/true by pid %d:\n%s", pid, script)
+		}
+	}
+	clock := 0
+	for _, line := range strings.Split(perfOutput(t, "script", "-F", "pid,event", "-i", path), "\n") {
+		if strings.Contains(line, "cpu-clock") {
+			clock++
+		}
+	}
+	if clock == 0 {
+		t.Fatalf("perf script shows no cpu-clock sample:\n%s", script)
+	}
+	var names []string
+	for _, line := range strings.Split(perfOutput(t, "evlist", "-i", path), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			names = append(names, line)
+		}
+	}
+	if strings.Join(names, ",") != "sched:sched_process_exec,cpu-clock,dummy" {
+		t.Fatalf("perf evlist: %q", names)
+	}
+	t.Logf("%d records written; perf script: %d execs of /bin/true, %d cpu-clock samples", written, len(pids), clock)
+}
+
+func TestPerfDataBPFOutputReadByPerfScript(t *testing.T) {
+	needPerf(t)
+	p := openProducer(t)
+	rd, err := NewReader(p.MapFD(), 8*os.Getpagesize(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	path := filepath.Join(t.TempDir(), "bpf.data")
+	w, err := NewPerfDataWriterBPFOutput(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	emitEach(t, p, 0, 24, 7, 10)
+	emitEach(t, p, 1, 24, 7, 10)
+	// The samples are in the rings already (bpf_perf_event_output wrote
+	// them before Emit returned): Poll finds the rings signalled.
+	n, err := w.Poll(rd, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 20 {
+		t.Fatalf("%d records written, want 20", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// libbpf's attr samples nothing but the raw data: perf script's
+	// default ip and symbol fields have to go.
+	script := perfOutput(t, "script", "-F", "-ip,-sym,-dso,-symoff", "-i", path)
+	var hex []string
+	for _, b := range producer.Expected(24, 7)[:8] {
+		hex = append(hex, fmt.Sprintf("%02x", b))
+	}
+	if c := strings.Count(script, "bpf-output"); c != 20 {
+		t.Fatalf("perf script shows %d bpf-output samples, want 20:\n%s", c, script)
+	}
+	if c := strings.Count(script, strings.Join(hex, " ")); c != 20 {
+		t.Fatalf("perf script shows the bytes %s %d times, want 20:\n%s", strings.Join(hex, " "), c, script)
+	}
+}
+
+func TestPerfDataErrorsNameThePath(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such", "dir.data")
+	_, err := NewPerfDataWriterBPFOutput(missing)
+	var perr *Error
+	if !errors.As(err, &perr) || !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("NewPerfDataWriterBPFOutput(%s): %v", missing, err)
+	}
+	if perr.Op != "NewPerfDataWriterBPFOutput" {
+		t.Fatalf("Op %q", perr.Op)
+	}
+	if _, err := NewPerfDataWriter(missing, nil); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("a nil set: %v", err)
+	}
+	needEvents(t)
+	s := newSet(t, EventSetOptions{})
+	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
+	if _, err := NewPerfDataWriter(missing, s); !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("NewPerfDataWriter(%s): %v", missing, err)
+	}
+	s.Close()
+	if _, err := NewPerfDataWriter(filepath.Join(t.TempDir(), "x.data"), s); !errors.Is(err, syscall.EBADF) {
+		t.Fatalf("a closed set: %v", err)
+	}
+}
+
+func TestPerfDataPollEndsWhenTheReaderCloses(t *testing.T) {
+	needEvents(t)
+	s := newSet(t, EventSetOptions{})
+	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
+	w, err := NewPerfDataWriter(filepath.Join(t.TempDir(), "closed.data"), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Poll(r, -1)
+		done <- err
+	}()
+	waitInPoll(t, &r.rings)
+	r.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Poll ended by Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Poll still blocked 30s after the reader's Close")
+	}
+	if _, err := w.Poll(r, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Poll on a closed reader: %v", err)
+	}
+}
