@@ -119,22 +119,26 @@ fn an_async_reader_in_a_tokio_task_under_load() {
     let records = 300_000u64;
     let extras = Arc::new(AtomicU64::new(0));
     let (loaded, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    let writer = std::thread::spawn({
-        let (p, extras, loaded, stop) = (p.clone(), extras.clone(), loaded.clone(), stop.clone());
-        move || {
-            emit_then_extras(&p, records, &extras, &|| {
-                loaded.store(true, Relaxed);
-                stop.load(Relaxed)
-            })
-        }
-    });
-    let mut pb = rt.block_on(async {
+    // The buffer exists before the first record is sent (a record sent
+    // before is refused by BPF, ENOENT, and never counted).
+    let (mut pb, writer) = rt.block_on(async {
         let pb = counts.buffer(p.map().try_clone_to_owned().unwrap(), 1).unwrap();
         let mut reader = perfbuf::AsyncPerfBuffer::new(pb).unwrap();
+        let writer = std::thread::spawn({
+            let (p, extras, loaded, stop) = (p.clone(), extras.clone(), loaded.clone(), stop.clone());
+            move || {
+                emit_then_extras(&p, records, &extras, &|| {
+                    loaded.store(true, Relaxed);
+                    stop.load(Relaxed)
+                })
+            }
+        });
         let task = tokio::spawn({
             let (counts, extras, loaded) = (counts.clone(), extras.clone(), loaded.clone());
             async move {
+                let deadline = Instant::now() + Duration::from_secs(60);
                 while !(loaded.load(Relaxed) && counts.total() >= records + extras.load(Relaxed)) {
+                    assert!(Instant::now() < deadline, "records unaccounted for after 60 s");
                     tokio::time::timeout(Duration::from_secs(30), reader.readable())
                         .await
                         .expect("no record for 30 s")
@@ -143,7 +147,7 @@ fn an_async_reader_in_a_tokio_task_under_load() {
                 reader.into_inner()
             }
         });
-        task.await.unwrap()
+        (task.await.unwrap(), writer)
     });
     stop.store(true, Relaxed);
     writer.join().unwrap();
