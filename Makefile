@@ -21,7 +21,7 @@ HARNESS   := c-tests/harness.c c-tests/scenarios.c c-tests/producer.c c-tests/te
 HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
-PHONY_EXTRA := cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
+PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
 .PHONY: interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
@@ -206,12 +206,18 @@ bench-peers: | $(BUILD)
 
 # The same binary on libbpf and on libperfbuf (LD_PRELOAD), alternating;
 # the BPF ring buffer and the peer readers on the same producer; medians
-# with spread, ratios, JSON in build/bench.json, plot in docs/.
+# with spread and ratios. The raw results go to docs/bench.json, beside the
+# plot, and README's and docs/performance.md's tables are generated from it
+# (bench-report-check, in make test, fails when they differ).
 bench: $(BUILD)/perfbench lib bench-peers
-	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) $(BUILD)/bench.json --reps $(BENCH_REPS) \
+	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) docs/bench.json --reps $(BENCH_REPS) \
 		--rows $(BENCH_ROWS) --peers-dir $(BUILD)
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
-	python3 bench/plot.py $(BUILD)/bench.json docs/bench.png
+	python3 bench/plot.py docs/bench.json docs/bench.png
+	python3 bench/report.py docs/bench.json --update README.md docs/performance.md
+
+bench-report-check:
+	python3 bench/report.py docs/bench.json --check README.md docs/performance.md
 
 # The recording row (not part of make bench's table yet): a syscall
 # tracepoint read only, into perf.data on tmpfs, and by perf record.
@@ -415,7 +421,7 @@ lint:
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint bench-report-check cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.

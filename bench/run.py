@@ -138,10 +138,18 @@ READERS = [
 ]
 
 
+def human(v):
+    """2035074 -> '2.04 M', 64769 -> '64.8 k', 1996.3 -> '1996', 26.7 -> '26.7'."""
+    for at, div, unit in ((1e6, 1e6, " M"), (1e4, 1e3, " k")):
+        if abs(v) >= at:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def readers_table(by):
     def fmt(r, k):
         lo, hi = r[k + "_spread"]
-        return f"{r[k]:.4g} ({lo:.4g}–{hi:.4g})"
+        return f"{human(r[k])} ({human(lo)}–{human(hi)})"
 
     lines = ["| row | reader | runs | records/s | reader CPU ns/record | lost (of produced) | "
              "records/s vs libbpf | CPU/record vs libbpf |", "|---|---|---|---|---|---|---|---|"]
@@ -151,8 +159,8 @@ def readers_table(by):
             r = by.get((row, mode, lib))
             if not r or "records_per_s" not in r:
                 continue
-            lost = f"{r['lost']:.0f} ({r['lost_spread'][0]:.0f}–{r['lost_spread'][1]:.0f}) of {r.get('produced', 0):.0f}"
-            if "ringbuf_output_failed" in r:
+            lost = f"{human(r['lost'])} ({human(r['lost_spread'][0])}–{human(r['lost_spread'][1])}) of {human(r.get('produced', 0))}"
+            if r["lost"] and "ringbuf_output_failed" in r:
                 lost += " (failed bpf_ringbuf_output calls)"
             rate = r["records_per_s"] / base["records_per_s"] if base.get("records_per_s") else None
             cpu = (r["reader_cpu_ns_per_record"] / base["reader_cpu_ns_per_record"]
@@ -181,8 +189,26 @@ def goals_table(by):
             return f"{fast[k] / other[k]:.2f}" if other and other.get(k) else "—"
         lines.append(f"| {label} | {ratio(ceil, 'records_per_s')} | {ratio(ceil, 'reader_cpu_ns_per_record')} | "
                      f"{ratio(rb, 'records_per_s')} | {ratio(rb, 'reader_cpu_ns_per_record')} | "
-                     f"{fast['lost']:.0f} of {fast.get('produced', 0):.0f} |")
+                     f"{human(fast['lost'])} of {human(fast.get('produced', 0))} |")
     return lines
+
+
+def conditions(reps, rows):
+    """What a reader of the figures needs to judge them (kept in the JSON)."""
+    def out(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, cwd=os.path.dirname(
+                os.path.abspath(__file__))).stdout.strip()
+        except OSError:
+            return "?"
+    libbpf = out(["pkg-config", "--modversion", "libbpf"]) or "?"
+    cpus = os.cpu_count()
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                  if line.startswith("model name")), "")
+    return {"commit": out(["git", "rev-parse", "--short", "HEAD"]) or "?",
+            "date": out(["date", "-u", "+%Y-%m-%d %H:%M UTC"]), "kernel": os.uname().release,
+            "libbpf": libbpf, "machine": f"{cpus} CPUs" + (f" ({model})" if model else ""), "reps": reps, "rows": rows,
+            "loadavg_start": f"{os.getloadavg()[0]:.2f}"}
 
 
 def kind(row):
@@ -208,6 +234,7 @@ def main():
             raise SystemExit(f"unknown row group {g!r}; known: {','.join(GROUPS)}")
     peers = peer_binaries(a.peers_dir or os.path.dirname(os.path.abspath(a.binary))) if "peers" in groups else []
 
+    meta = conditions(a.reps, a.rows)
     samples = {}  # (row, mode, lib) -> list of result dicts
     for rep in range(a.reps):
         for row in groups:
@@ -266,7 +293,7 @@ def main():
                 base_key = (r["row"], "default", "libbpf")
             base = by.get(base_key, {}).get(k)
             spread = r[k + "_spread"]
-            mine = f"{r[k]:.4g} ({spread[0]:.4g}–{spread[1]:.4g})"
+            mine = f"{human(r[k])} ({human(spread[0])}–{human(spread[1])})"
             if base is None:
                 lines.append(f"| {r['row']} | {r['mode']} | {k} | — | {mine} | — |")
                 continue
@@ -274,7 +301,8 @@ def main():
             ratio = f"{r[k] / base:.2f}" if base else "—"
             if base_key[1] != r["mode"]:
                 ratio += " (vs default)"
-            lines.append(f"| {r['row']} | {r['mode']} | {k} | {base:.4g} ({bspread[0]:.4g}–{bspread[1]:.4g}) | {mine} | {ratio} |")
+            lines.append(f"| {r['row']} | {r['mode']} | {k} | {human(base)} ({human(bspread[0])}–{human(bspread[1])}) | "
+                         f"{mine} | {ratio} |")
     # The target "within 5% of the hand-written reader": consume against the
     # hand reader over the same library's rings, in the same process.
     for lib in ("libbpf", "libperfbuf"):
@@ -300,8 +328,9 @@ def main():
     goals = "\n".join(goals_table(by))
     print()
     print(goals)
+    meta["loadavg_end"] = f"{os.getloadavg()[0]:.2f}"
     with open(a.out, "w") as f:
-        json.dump({"results": results, "icount_per_record": icounts, "table": table, "readers_table": readers,
+        json.dump({"meta": meta, "results": results, "icount_per_record": icounts, "table": table, "readers_table": readers,
                    "goals_table": goals},
                   f, indent=1)
 
