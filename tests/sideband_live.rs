@@ -77,6 +77,42 @@ enum Seen {
     },
 }
 
+impl Seen {
+    /// The side-band records these tests follow (a mapping with no
+    /// device and inode shows zeros there).
+    fn of(body: &Body<'_>) -> Option<Seen> {
+        Some(match body {
+            Body::Fork(t) => Seen::Fork { pid: t.pid, tid: t.tid, ppid: t.ppid, ptid: t.ptid },
+            Body::Exit(t) => Seen::Exit { pid: t.pid, tid: t.tid, ppid: t.ppid },
+            Body::Comm(c) => Seen::Comm {
+                pid: c.pid,
+                tid: c.tid,
+                comm: String::from_utf8_lossy(c.comm).into(),
+                exec: c.exec,
+            },
+            Body::Mmap2(m) => {
+                let (maj, min, ino) = match m.file {
+                    Some(FileId::Inode { maj, min, ino, .. }) => (maj, min, ino),
+                    _ => (0, 0, 0),
+                };
+                Seen::Mmap {
+                    pid: m.pid,
+                    addr: m.addr,
+                    len: m.len,
+                    pgoff: m.pgoff,
+                    maj,
+                    min,
+                    ino,
+                    prot: m.prot,
+                    flags: m.flags,
+                    file: String::from_utf8_lossy(m.filename).into(),
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
 fn builder_or_skip() -> Option<perfbuf::events::EventSetBuilder> {
     let ok = EventSet::builder().build().is_ok() && Path::new("/sys/kernel/tracing/events/sched").exists();
     if ok {
@@ -123,35 +159,7 @@ fn fork_exec_mmap_exit_in_time_order() {
             EventRecord::Sample(s) => seen.push((s.time(), Seen::Exec { pid: s.pid() })),
             EventRecord::Sideband { record, .. } => {
                 let time = record.sample_id().and_then(|id| id.time).unwrap_or(0);
-                let s = match record.body {
-                    Body::Fork(t) => Seen::Fork { pid: t.pid, tid: t.tid, ppid: t.ppid, ptid: t.ptid },
-                    Body::Exit(t) => Seen::Exit { pid: t.pid, tid: t.tid, ppid: t.ppid },
-                    Body::Comm(c) => Seen::Comm {
-                        pid: c.pid,
-                        tid: c.tid,
-                        comm: String::from_utf8_lossy(c.comm).into(),
-                        exec: c.exec,
-                    },
-                    Body::Mmap2(m) => {
-                        let (maj, min, ino) = match m.file {
-                            Some(FileId::Inode { maj, min, ino, .. }) => (maj, min, ino),
-                            _ => (0, 0, 0),
-                        };
-                        Seen::Mmap {
-                            pid: m.pid,
-                            addr: m.addr,
-                            len: m.len,
-                            pgoff: m.pgoff,
-                            maj,
-                            min,
-                            ino,
-                            prot: m.prot,
-                            flags: m.flags,
-                            file: String::from_utf8_lossy(m.filename).into(),
-                        }
-                    }
-                    _ => return,
-                };
+                let Some(s) = Seen::of(&record.body) else { return };
                 seen.push((time, s));
             }
             _ => {}
@@ -331,32 +339,7 @@ fn agrees_with_perf_script() {
                 lost += n;
             }
             let EventRecord::Sideband { record, .. } = rec else { return };
-            let s = match record.body {
-                Body::Fork(t) => Seen::Fork { pid: t.pid, tid: t.tid, ppid: t.ppid, ptid: t.ptid },
-                Body::Exit(t) => Seen::Exit { pid: t.pid, tid: t.tid, ppid: t.ppid },
-                Body::Comm(c) => Seen::Comm {
-                    pid: c.pid,
-                    tid: c.tid,
-                    comm: String::from_utf8_lossy(c.comm).into(),
-                    exec: c.exec,
-                },
-                Body::Mmap2(m) => {
-                    let Some(FileId::Inode { maj, min, ino, .. }) = m.file else { return };
-                    Seen::Mmap {
-                        pid: m.pid,
-                        addr: m.addr,
-                        len: m.len,
-                        pgoff: m.pgoff,
-                        maj,
-                        min,
-                        ino,
-                        prot: m.prot,
-                        flags: m.flags,
-                        file: String::from_utf8_lossy(m.filename).into(),
-                    }
-                }
-                _ => return,
-            };
+            let Some(s) = Seen::of(&record.body) else { return };
             seen.push((0, s));
         })
         .unwrap();
