@@ -223,7 +223,8 @@ type Counts struct {
 type eventMeta struct {
 	kind   EventKind
 	name   string
-	fields []string // a tracepoint's own fields (not common_*); nil if unknown
+	fields []string      // a tracepoint's own fields (not common_*); nil if unknown
+	layout *sampleLayout // asked for once, by the first sample that needs it
 }
 
 // EventSet is a set of perf events other than BPF output (tracepoints,
@@ -840,15 +841,11 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 	set := r.set
 	set.mu.Lock()
 	ev := -C.int(syscall.EBADF)
-	var readFormat uint64
+	var layout sampleLayout
 	if set.cset != nil {
 		ev = C.perfbuf_events_decode(set.cset, hdr, C.size_t(hdr.size), &s)
-		if ev >= 0 && s.read_group != nil && s.read_stride == 2 {
-			var da C.struct_perfbuf_decode_attr
-			da.sz = C.size_t(unsafe.Sizeof(da))
-			if C.perfbuf_events_decode_attr(set.cset, ev, &da) == 0 {
-				readFormat = uint64(da.read_format)
-			}
+		if ev >= 0 && s.present&needsLayout != 0 {
+			layout = set.layoutLocked(int(ev))
 		}
 	}
 	set.mu.Unlock()
@@ -892,7 +889,7 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 		if s.raw != nil && s.raw_size > 0 {
 			out.Raw = C.GoBytes(s.raw, C.int(s.raw_size))
 		}
-		out.SampleFields = decodeFields(&s, readFormat)
+		out.SampleFields = decodeFields(&s, layout)
 	default: // side-band records (asked by name or through raw attr bits), THROTTLE, UNTHROTTLE
 		// Every one is handed over, decoded or raw, and counted (Others).
 		r.others.Add(1)
