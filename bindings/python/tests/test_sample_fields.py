@@ -300,7 +300,7 @@ def test_every_field_of_a_kernel_sample(kind: str) -> None:
                 c = _lib.Sample(sz=ctypes.sizeof(_lib.Sample))
                 buf = ctypes.create_string_buffer(data, len(data))
                 with s._lock:
-                    assert _LIB().perfbuf_events_decode(s._h, buf, len(data), ctypes.byref(c)) == leader
+                    assert perfbuf._LIB.perfbuf_events_decode(s._h, buf, len(data), ctypes.byref(c)) == leader
                 theirs = from_c(c, attr)
                 ours = of_sample(sample, names)
                 assert {k: ours[k] for k in mine} == mine  # the binding = the kernel's layout
@@ -330,14 +330,10 @@ def test_every_field_of_a_kernel_sample(kind: str) -> None:
                 assert all(smp.aux == b"" and smp.present & PERF_SAMPLE_AUX for smp in samples)
 
 
-def _LIB() -> Any:
-    return perfbuf._LIB
-
-
 # ---- a branch stack, built here -------------------------------------------------------------
 
 def test_branch_stack_record() -> None:
-    lib = _LIB()
+    lib = perfbuf._LIB
     lib.perfbuf_decode.restype = ctypes.c_int
     lib.perfbuf_decode.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_lib.DecodeAttr),
                                    ctypes.POINTER(_lib.Sample)]
