@@ -119,7 +119,8 @@ type EventSetOptions struct {
 	// executable mappings), "mmap_data" (data mappings too), "build_id"
 	// (build ids instead of device and inode), "switch", "namespaces",
 	// "cgroup", "ksymbol", "bpf_event". The EventReader delivers them,
-	// decoded, as EventSamples with Sideband set (sideband.go).
+	// decoded, as EventSamples with Sideband set (sideband.go), as it does
+	// those an event's raw attr asks for.
 	Sideband []string
 }
 
@@ -222,7 +223,8 @@ type Counts struct {
 type eventMeta struct {
 	kind   EventKind
 	name   string
-	fields []string // a tracepoint's own fields (not common_*); nil if unknown
+	fields []string      // a tracepoint's own fields (not common_*); nil if unknown
+	layout *sampleLayout // asked for once, by the first sample that needs it
 }
 
 // EventSet is a set of perf events other than BPF output (tracepoints,
@@ -240,7 +242,6 @@ type EventSet struct {
 	closed     bool
 	readerOpen bool
 	events     map[int]*eventMeta
-	sideband   bool // asked for side-band records by name
 }
 
 // NewEventSet opens an event set with no events yet.
@@ -327,7 +328,7 @@ func NewEventSet(opts EventSetOptions) (*EventSet, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return &EventSet{cset: cset, events: map[int]*eventMeta{}, sideband: sbFlags != 0}, nil
+	return &EventSet{cset: cset, events: map[int]*eventMeta{}}, nil
 }
 
 func (s *EventSet) errClosed(op string) error {
@@ -648,12 +649,12 @@ type EventReaderOptions struct {
 	// sample waits until no ring can still hold an earlier one); call
 	// Flush at the end for those still held back.
 	OrderByTime bool
-	// AllRecords hands over the records that are neither samples nor lost
-	// reports: side-band records decoded (Sideband), the others
-	// (throttling, kinds not decoded) raw, as EventSamples with Event -1,
-	// their Type and Record. Without it they are only counted (Others),
-	// except side-band records of a set that asked for them by name
-	// (EventSetOptions.Sideband), which are always delivered.
+	// AllRecords is kept so that programs setting it still compile: the
+	// reader now always hands over the records that are neither samples
+	// nor lost reports (see EventSample.Sideband and Record), as the C
+	// and Python faces do.
+	//
+	// Deprecated: it has no effect.
 	AllRecords bool
 }
 
@@ -666,7 +667,6 @@ type EventReader struct {
 	set          *EventSet
 	queue        []EventSample
 	ordered      bool
-	allRecords   bool
 	unattributed atomic.Uint64
 	undecodable  atomic.Uint64
 	others       atomic.Uint64
@@ -694,8 +694,9 @@ type EventSample struct {
 	// Type is the record's perf_event_header type (PERF_RECORD_SAMPLE: 9).
 	Type uint32
 	// Record is the whole record, header included, when the package could
-	// not decode it (Event -1; DecodeErr says why) or it is not a sample
-	// (with EventReaderOptions.AllRecords); nil otherwise.
+	// not decode it (Event -1; DecodeErr says why) or does not decode its
+	// kind (throttling, a kind it does not know; Event -1, DecodeErr nil);
+	// nil otherwise.
 	Record []byte
 	// DecodeErr is why a sample could not be decoded (a *Error), or nil.
 	DecodeErr error
@@ -715,7 +716,7 @@ type EventSample struct {
 // or before making it: its rings go when it is closed.
 func (s *EventSet) NewReader(opts EventReaderOptions) (*EventReader, error) {
 	const op = "NewReader"
-	r := &EventReader{set: s, ordered: opts.OrderByTime, allRecords: opts.AllRecords}
+	r := &EventReader{set: s, ordered: opts.OrderByTime}
 	r.handle = cgo.NewHandle(r)
 	s.mu.Lock()
 	if s.cset == nil || s.closed {
@@ -803,7 +804,8 @@ func (r *EventReader) Unattributed() uint64 { return r.unattributed.Load() }
 func (r *EventReader) Undecodable() uint64 { return r.undecodable.Load() }
 
 // Others is the number of records that are neither samples nor lost
-// reports (side-band records, throttling), whether delivered or not.
+// reports (side-band records, throttling, kinds not decoded), each
+// delivered: decoded (Sideband) or raw (Record).
 func (r *EventReader) Others() uint64 { return r.others.Load() }
 
 // Close unblocks a concurrent Read (which returns ErrClosed) and frees the
@@ -839,15 +841,11 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 	set := r.set
 	set.mu.Lock()
 	ev := -C.int(syscall.EBADF)
-	var readFormat uint64
+	var layout sampleLayout
 	if set.cset != nil {
 		ev = C.perfbuf_events_decode(set.cset, hdr, C.size_t(hdr.size), &s)
-		if ev >= 0 && s.read_group != nil && s.read_stride == 2 {
-			var da C.struct_perfbuf_decode_attr
-			da.sz = C.size_t(unsafe.Sizeof(da))
-			if C.perfbuf_events_decode_attr(set.cset, ev, &da) == 0 {
-				readFormat = uint64(da.read_format)
-			}
+		if ev >= 0 && s.present&needsLayout != 0 {
+			layout = set.layoutLocked(int(ev))
 		}
 	}
 	set.mu.Unlock()
@@ -891,27 +889,24 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 		if s.raw != nil && s.raw_size > 0 {
 			out.Raw = C.GoBytes(s.raw, C.int(s.raw_size))
 		}
-		out.SampleFields = decodeFields(&s, readFormat)
-	default: // side-band records, THROTTLE, UNTHROTTLE
+		out.SampleFields = decodeFields(&s, layout)
+	default: // side-band records (asked by name or through raw attr bits), THROTTLE, UNTHROTTLE
+		// Every one is handed over, decoded or raw, and counted (Others).
 		r.others.Add(1)
 		set.mu.Lock()
 		sb, sbEvent, sbTime, errno := decodeSideband(set.cset, rec)
-		asked := set.sideband
 		set.mu.Unlock()
-		switch {
-		case errno == 0 && (asked || r.allRecords):
+		if errno == 0 {
 			out.Event, out.Sideband = sbEvent, sb
 			out.PID, out.TID, out.Time = sb.PID, sb.TID, sbTime
-		case r.allRecords, asked && errno != syscall.EOPNOTSUPP:
-			// Not decoded (throttling, or a side-band record this package
-			// cannot decode): handed over raw rather than dropped.
-			out.Event, out.Record = -1, raw()
-			if errno != syscall.EOPNOTSUPP && errno != syscall.ENOENT {
-				r.undecodable.Add(1)
-				out.DecodeErr = &Error{Op: "Read", Errno: errno, Reason: "cannot decode the side-band record: " + errno.Error()}
-			}
-		default:
-			return // counted (Others)
+			break
+		}
+		// Not decoded (throttling, a kind this package does not know, a
+		// record of no event in the set, or a malformed one): raw.
+		out.Event, out.Record = -1, raw()
+		if errno != syscall.EOPNOTSUPP && errno != syscall.ENOENT {
+			r.undecodable.Add(1)
+			out.DecodeErr = &Error{Op: "Read", Errno: errno, Reason: "cannot decode the side-band record: " + errno.Error()}
 		}
 	}
 	r.queue = append(r.queue, out)

@@ -12,6 +12,9 @@ import "unsafe"
 type SampleFields struct {
 	// Present is the PERF_SAMPLE_* bits of the fields the sample carried.
 	Present uint64
+	// Misc is the record header's misc (PERF_RECORD_MISC_*: the CPU mode
+	// the sample was taken in, exact IP...).
+	Misc uint16
 	// Identifier, ID, StreamID: PERF_SAMPLE_IDENTIFIER, _ID, _STREAM_ID.
 	Identifier, ID, StreamID uint64
 	// SampleCPU: PERF_SAMPLE_CPU, the CPU the sample was written on.
@@ -25,11 +28,15 @@ type SampleFields struct {
 	BranchHWIndex  int64
 	BranchCounters []uint64
 	// RegsUserABI and RegsUser: PERF_SAMPLE_REGS_USER (one value per bit
-	// of the attr's sample_regs_user, lowest first); RegsIntr likewise.
-	RegsUserABI, RegsIntrABI uint64
-	RegsUser, RegsIntr       []uint64
-	// StackUser: PERF_SAMPLE_STACK_USER, the bytes actually copied.
-	StackUser []byte
+	// of RegsUserMask, the attr's sample_regs_user, lowest first);
+	// RegsIntr likewise.
+	RegsUserABI, RegsIntrABI   uint64
+	RegsUser, RegsIntr         []uint64
+	RegsUserMask, RegsIntrMask uint64
+	// StackUser: PERF_SAMPLE_STACK_USER, the bytes actually copied (the
+	// dump's dyn_size); StackUserSize the dump's size.
+	StackUser     []byte
+	StackUserSize uint64
 	// Weight (PERF_SAMPLE_WEIGHT or _WEIGHT_STRUCT, the whole word),
 	// DataSrc, Transaction, PhysAddr, Cgroup, DataPageSize, CodePageSize.
 	Weight, DataSrc, Transaction, PhysAddr, Cgroup, DataPageSize, CodePageSize uint64
@@ -37,10 +44,18 @@ type SampleFields struct {
 	Aux []byte
 }
 
-// ReadValues are PERF_SAMPLE_READ's: one value, or a group's.
+// ReadValues are PERF_SAMPLE_READ's: one value, or a group's (Group:
+// PERF_FORMAT_GROUP, the leader first).
 type ReadValues struct {
 	TimeEnabled, TimeRunning uint64
 	Values                   []ReadValue
+	Group                    bool
+}
+
+// WeightStruct splits Weight as PERF_SAMPLE_WEIGHT_STRUCT lays it out:
+// var1_dw (low 32 bits), var2_w and var3_w.
+func (f *SampleFields) WeightStruct() (var1 uint32, var2, var3 uint16) {
+	return uint32(f.Weight), uint16(f.Weight >> 32), uint16(f.Weight >> 48)
 }
 
 // ReadValue is one counter's value; ID and Lost with PERF_FORMAT_ID and
@@ -51,11 +66,37 @@ type ReadValue struct{ Value, ID, Lost uint64 }
 type Branch struct{ From, To, Flags uint64 }
 
 const (
-	perfFormatID    = 1 << 2
-	perfSampleRead  = 1 << 4
-	perfSampleStack = 1 << 13
-	perfSampleAux   = 1 << 20
+	perfFormatID       = 1 << 2
+	perfSampleRead     = 1 << 4
+	perfSampleRegsUser = 1 << 12
+	perfSampleStack    = 1 << 13
+	perfSampleRegsIntr = 1 << 18
+	perfSampleAux      = 1 << 20
+	needsLayout        = perfSampleRead | perfSampleRegsUser | perfSampleRegsIntr
 )
+
+// sampleLayout is what of an event's attr decoding needs beyond the
+// record: what a group entry's second word is, which register each value
+// is.
+type sampleLayout struct{ readFormat, regsUserMask, regsIntrMask uint64 }
+
+// layoutLocked is event ev's sampleLayout, asked for once; s.mu held.
+func (s *EventSet) layoutLocked(ev int) sampleLayout {
+	meta := s.events[ev]
+	if meta != nil && meta.layout != nil {
+		return *meta.layout
+	}
+	var da C.struct_perfbuf_decode_attr
+	da.sz = C.size_t(unsafe.Sizeof(da))
+	if s.cset == nil || C.perfbuf_events_decode_attr(s.cset, C.int(ev), &da) != 0 {
+		return sampleLayout{}
+	}
+	l := sampleLayout{uint64(da.read_format), uint64(da.sample_regs_user), uint64(da.sample_regs_intr)}
+	if meta != nil {
+		meta.layout = &l
+	}
+	return l
+}
 
 func words(p *C.uint64_t, n C.uint64_t) []uint64 {
 	if p == nil || n == 0 {
@@ -73,11 +114,12 @@ func cBytes(p unsafe.Pointer, n C.uint64_t) []byte {
 
 // decodeFields copies what s points into (the ring, valid during the
 // callback) into Go memory.
-// readFormat (the event's attr.read_format) tells what a group entry's
-// second word is when it has two.
-func decodeFields(s *C.struct_perfbuf_sample, readFormat uint64) SampleFields {
+// layout (from the event's attr) tells what a group entry's second word
+// is when it has two, and the register masks.
+func decodeFields(s *C.struct_perfbuf_sample, layout sampleLayout) SampleFields {
+	readFormat := layout.readFormat
 	f := SampleFields{
-		Present: uint64(s.present), Identifier: uint64(s.identifier), ID: uint64(s.id),
+		Present: uint64(s.present), Misc: uint16(s.misc), Identifier: uint64(s.identifier), ID: uint64(s.id),
 		StreamID: uint64(s.stream_id), SampleCPU: uint32(s.cpu), BranchHWIndex: -1,
 		RegsUserABI: uint64(s.regs_user_abi), RegsIntrABI: uint64(s.regs_intr_abi),
 		RegsUser: words(s.regs_user, s.regs_user_nr), RegsIntr: words(s.regs_intr, s.regs_intr_nr),
@@ -97,7 +139,8 @@ func decodeFields(s *C.struct_perfbuf_sample, readFormat uint64) SampleFields {
 	}
 	if s.present&perfSampleRead != 0 {
 		rv := &ReadValues{TimeEnabled: uint64(s.read_time_enabled), TimeRunning: uint64(s.read_time_running)}
-		if s.read_group != nil && s.read_stride > 0 {
+		if s.flags&C.PERFBUF_DECODE_F_READ_GROUP != 0 && s.read_group != nil && s.read_stride > 0 {
+			rv.Group = true
 			group := words(s.read_group, s.read_nr*s.read_stride)
 			stride := int(s.read_stride)
 			for i := 0; i+stride <= len(group); i += stride {
@@ -121,6 +164,13 @@ func decodeFields(s *C.struct_perfbuf_sample, readFormat uint64) SampleFields {
 	}
 	if s.present&perfSampleStack != 0 {
 		f.StackUser = cBytes(s.stack_user, s.stack_user_dyn_size)
+		f.StackUserSize = uint64(s.stack_user_size)
+	}
+	if s.present&perfSampleRegsUser != 0 {
+		f.RegsUserMask = layout.regsUserMask
+	}
+	if s.present&perfSampleRegsIntr != 0 {
+		f.RegsIntrMask = layout.regsIntrMask
 	}
 	if s.present&perfSampleAux != 0 {
 		f.Aux = cBytes(s.aux, s.aux_size)

@@ -1,6 +1,7 @@
 package perfbuf
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -114,8 +115,8 @@ func TestSidebandForkExecExit(t *testing.T) {
 	}
 }
 
-// Without asking by name (nor AllRecords) side-band records are only
-// counted; with AllRecords they come decoded. An unknown name is refused.
+// Side-band records asked for by name come decoded, AllRecords or not
+// (it no longer changes anything). An unknown name is refused.
 func TestSidebandOptions(t *testing.T) {
 	needEvents(t)
 	_, err := NewEventSet(EventSetOptions{Sideband: []string{"comm", "nope"}})
@@ -130,34 +131,86 @@ func TestSidebandOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// As a set whose events asked through raw attr bits, not by name.
-		s.mu.Lock()
-		s.sideband = false
-		s.mu.Unlock()
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			t.Fatal(err)
 		}
 		got := drainNow(t, r)
 		r.Close()
-		if r.Others() < 2 {
-			t.Fatalf("AllRecords %v: others %d", all, r.Others())
-		}
-		if !all && len(got) != 0 {
-			t.Fatalf("delivered without asking: %+v", got[0])
-		}
-		if all {
-			tasks := map[string]bool{}
-			for _, g := range got {
-				if g.Sideband == nil {
-					t.Fatalf("not decoded: %+v", g)
-				}
-				tasks[g.Sideband.Kind] = true
+		tasks := map[string]bool{}
+		for _, g := range got {
+			if g.Sideband == nil {
+				t.Fatalf("AllRecords %v: not decoded: %+v", all, g)
 			}
-			if !tasks["fork"] || !tasks["exit"] {
-				t.Fatalf("kinds %v", tasks)
-			}
+			tasks[g.Sideband.Kind] = true
+		}
+		if !tasks["fork"] || !tasks["exit"] || r.Others() != uint64(len(got)) {
+			t.Fatalf("AllRecords %v: kinds %v, others %d, %d delivered", all, tasks, r.Others(), len(got))
 		}
 	}
+}
+
+// A raw attr asking for context switches through its own bit
+// (attr.context_switch), in a set that asked for no side-band record by
+// name and a reader without AllRecords: the SWITCH records reach Read,
+// decoded, attributed to that event, and counted.
+func TestSidebandThroughRawAttr(t *testing.T) {
+	needEvents(t)
+	const (
+		perfTypeSoftware, perfCountSWDummy = 1, 9
+		attrContextSwitch                  = 1 << 26
+		attrSize                           = 112
+	)
+	attr := make([]byte, attrSize)
+	binary.LittleEndian.PutUint32(attr[0:], perfTypeSoftware)
+	binary.LittleEndian.PutUint32(attr[4:], attrSize)
+	binary.LittleEndian.PutUint64(attr[8:], perfCountSWDummy)
+	binary.LittleEndian.PutUint64(attr[40:], attrContextSwitch)
+	onThread(func(tid int) {
+		setAffinity(t, 0)
+		s, err := NewEventSet(EventSetOptions{CPUs: []int{0}, PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		ev, err := s.Add(Event{Kind: EventRaw, Attr: attr})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		r, err := s.NewReader(EventReaderOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer r.Close()
+		if err := s.Enable(AllEvents); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := 0; i < 5; i++ {
+			time.Sleep(2 * time.Millisecond) // off the CPU and back: a switch out, then in
+		}
+		s.Disable(AllEvents)
+		got := drainNow(t, r)
+		var out, in int
+		for _, g := range got {
+			sb := g.Sideband
+			if sb == nil || sb.Kind != "switch" || g.Event != ev || g.Type != 14 || g.Record != nil ||
+				sb.PID != uint32(os.Getpid()) || sb.TID != uint32(tid) {
+				t.Errorf("not a decoded switch of this thread: %+v (sideband %+v)", g, sb)
+				return
+			}
+			if sb.SwitchOut {
+				out++
+			} else {
+				in++
+			}
+		}
+		if out < 5 || in < 5 || r.Others() != uint64(len(got)) || r.Undecodable() != 0 {
+			t.Errorf("%d out, %d in, others %d of %d delivered, undecodable %d", out, in, r.Others(), len(got), r.Undecodable())
+		}
+	})
 }
 
 func copyFile(t *testing.T, from, to string) {

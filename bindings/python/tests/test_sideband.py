@@ -115,3 +115,45 @@ def test_on_other_and_bad_names() -> None:
     assert others and all(isinstance(o, SidebandRecord) for o in others)
     assert {o.kind for o in others} >= {"fork", "exit"}
     assert not samples  # the tracepoint was never enabled
+
+
+def test_switches_asked_through_a_raw_attr() -> None:
+    """No side-band record asked for by name: a dummy event's own
+    attr.context_switch bit asks for this thread's switches, and they come
+    decoded, attributed to that event, counted in ``other``."""
+    import struct
+    attr = bytearray(112)  # struct perf_event_attr VER5: software dummy, context_switch (flag bit 26)
+    struct.pack_into("<IIQ", attr, 0, 1, 112, 9)
+    struct.pack_into("<Q", attr, 40, 1 << 26)
+    others: list[Any] = []
+    done = threading.Event()
+    tid: list[int] = []
+
+    def sleeper() -> None:
+        os.sched_setaffinity(0, {0})
+        tid.append(threading.get_native_id())
+        done.wait()
+        for _ in range(5):
+            time.sleep(0.002)  # off the CPU and back
+
+    t = threading.Thread(target=sleeper)
+    t.start()
+    while not tid:
+        time.sleep(0.001)
+    try:
+        with EventSet(cpus=[0], pids=tid) as s:
+            ev = s.add_raw(bytes(attr))
+            with s.reader(on_other=others.append) as r:
+                s.enable()
+                done.set()
+                t.join()
+                s.disable()
+                r.consume()
+                assert r.other == len(others) and r.undecodable == 0
+    finally:
+        done.set()
+        t.join()
+    assert others and all(isinstance(o, SidebandRecord) and o.kind == "switch" and o.event == ev
+                          and o.tid == tid[0] for o in others), others
+    outs = sum(o.switch_out for o in others)
+    assert outs >= 5 and len(others) - outs >= 5, (outs, len(others))

@@ -15,12 +15,14 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from . import _LIB, LostFn, _as_int, _as_u32, _callable_or_none, _lib, _os_error, _RingReader
 from . import _sideband
+from . import _sample_fields
+from ._sample_fields import Branch, ReadValue, ReadValues
 from ._sideband import RawRecord, SidebandRecord
 
 _HAS_SIDEBAND = _LIB is not None and _sideband.declare(_LIB)
 
 __all__ = ["EventSet", "EventReader", "EventSample", "EventInfo", "Counts", "HARDWARE", "SOFTWARE", "SidebandRecord",
-           "RawRecord"]
+           "RawRecord", "ReadValues", "ReadValue", "Branch"]
 
 # PERF_COUNT_HW_* and PERF_COUNT_SW_* by perf's names: add_hardware("cycles"),
 # add_software("cpu-clock"). Plain ints work too.
@@ -158,13 +160,30 @@ class EventSample:
     (``sample_type``). A record of lost samples has ``lost`` > 0 and no
     other data.
 
+    Every other field C's decoder gives is an attribute too, set when the
+    event's ``sample_type`` asked for it (``present`` has its
+    ``PERF_SAMPLE_*`` bit; else it reads 0, ``None``, ``()`` or ``b""``):
+    ``misc`` (the header's), ``identifier``, ``id``, ``stream_id``,
+    ``sample_cpu``; ``read`` (:class:`ReadValues`: times and one
+    :class:`ReadValue` per counter, a group's with their ids and, with
+    ``PERF_FORMAT_LOST``, lost counts); ``branches`` (:class:`Branch`
+    tuples), ``branch_hw_index``, ``branch_counters``; ``regs_user`` and
+    ``regs_intr`` (one value per bit of ``regs_user_mask`` /
+    ``regs_intr_mask``, lowest first) with ``regs_user_abi`` /
+    ``regs_intr_abi``; ``stack_user`` (the bytes copied) and
+    ``stack_user_size`` (the dump's size); ``weight`` (the whole word) and
+    ``weight_struct`` (``var1_dw, var2_w, var3_w``); ``data_src``,
+    ``transaction``, ``phys_addr``, ``cgroup``, ``data_page_size``,
+    ``code_page_size``; ``aux`` (bytes). A sample the library cannot
+    decode is not an EventSample: it comes whole as a :class:`RawRecord`.
+
     :meth:`field` and :meth:`fields` decode a tracepoint's fields by name
     from its format file (strings as ``str``, arrays as ``bytes``). They
     work as long as the set (or its reader) is open: a sample does not keep
     the set alive."""
 
     __slots__ = ("event", "cpu", "pid", "tid", "time", "ip", "addr", "period", "callchain", "raw", "lost",
-                 "_set")
+                 "_set") + _sample_fields.SLOTS
 
     def __init__(self, events: "weakref.ref[EventSet]", event: Optional[int], cpu: int, *, pid: int = 0,
                  tid: int = 0, time: int = 0, ip: int = 0, addr: int = 0, period: int = 0,
@@ -172,6 +191,13 @@ class EventSample:
         self._set = events
         self.event, self.cpu, self.pid, self.tid, self.time, self.ip = event, cpu, pid, tid, time, ip
         self.addr, self.period, self.callchain, self.raw, self.lost = addr, period, callchain, raw, lost
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for the fields fill() did not set: the sample did not carry them.
+        try:
+            return _sample_fields.DEFAULTS[name]
+        except KeyError:
+            raise AttributeError(f"'EventSample' object has no attribute {name!r}") from None
 
     def field(self, name: str) -> Union[int, str, bytes]:
         """Tracepoint field ``name``: an int, a str (strings) or bytes
@@ -204,11 +230,12 @@ class EventSample:
 
 
 class _Meta:
-    __slots__ = ("kind", "name", "field_names")
+    __slots__ = ("kind", "name", "field_names", "layout")
 
     def __init__(self, kind: str, name: Optional[str]) -> None:
         self.kind, self.name = kind, name
         self.field_names: Optional[tuple[str, ...]] = None
+        self.layout: Optional[_sample_fields.Layout] = None  # asked for once, by the first sample needing it
 
 
 EventSampleFn = Callable[[EventSample], None]
@@ -401,6 +428,21 @@ class EventSet:
             if self._h is None:
                 return -errno.EBADF
             return int(_LIB.perfbuf_events_decode(self._h, rec, size, ctypes.byref(out)))
+
+    def _layout(self, ev: int) -> Optional[_sample_fields.Layout]:
+        """Event ``ev``'s read_format and register masks (cached), for the
+        reader's callback; None if the library cannot tell."""
+        meta = self._events.get(ev)
+        if meta is not None and meta.layout is not None:
+            return meta.layout
+        a = _lib.DecodeAttr(sz=ctypes.sizeof(_lib.DecodeAttr))
+        with self._lock:
+            if self._h is None or _LIB.perfbuf_events_decode_attr(self._h, ev, ctypes.byref(a)) < 0:
+                return None
+        layout = _sample_fields.Layout(a.read_format, a.sample_regs_user, a.sample_regs_intr)
+        if meta is not None:
+            meta.layout = layout
+        return layout
 
     def _decode_sideband(self, rec: int, size: int, out: _sideband.Sideband) -> int:
         """perfbuf_events_decode_sideband, for the reader's callback."""
@@ -658,7 +700,10 @@ class EventReader(_RingReader):
     as samples with ``lost`` > 0. Every other record goes to ``on_other``
     (to ``on_sample`` without one), counted in :attr:`other`: side-band
     records as :class:`SidebandRecord`, the rest (throttling, kinds not
-    decoded) whole as :class:`RawRecord`."""
+    decoded) whole as :class:`RawRecord`. A sample the library cannot
+    decode goes there too, whole as a :class:`RawRecord` with its
+    ``error``, counted in :attr:`undecodable`: nothing the rings hold is
+    dropped silently."""
 
     def __init__(self, events: EventSet, on_sample: Optional[EventSampleFn] = None,
                  on_lost: Optional[LostFn] = None, *, order_by_time: bool = False,
@@ -681,7 +726,9 @@ class EventReader(_RingReader):
         self.unattributed = 0
         """Samples of events removed from the set, not delivered."""
         self.undecodable = 0
-        """Records that could not be decoded (see ``stats(i)['malformed']`` too)."""
+        """Records that could not be decoded, each handed over whole as a
+        :class:`RawRecord` with its ``error`` (see ``stats(i)['malformed']``
+        too)."""
         # The C callback holds only a weak reference, so that dropping the
         # last reference to the reader frees it at once.
         ref = weakref.ref(self)
@@ -739,18 +786,24 @@ class EventReader(_RingReader):
                 sample = EventSample(events._weak, ev if ev >= 0 else None, cpu, lost=lost)
             elif rtype != PERF_RECORD_SAMPLE:
                 sb = _sideband.Sideband(sz=ctypes.sizeof(_sideband.Sideband))
-                if rtype in _sideband.KINDS and events._decode_sideband(rec, size, sb) == 0:
+                err = -events._decode_sideband(rec, size, sb) if rtype in _sideband.KINDS else errno.EOPNOTSUPP
+                if err == 0:
                     other: Any = SidebandRecord(cpu, sb)
                 else:  # THROTTLE, UNTHROTTLE, a kind not decoded: whole
-                    other = RawRecord(cpu, rtype, ctypes.string_at(rec, size))
+                    if err not in (errno.EOPNOTSUPP, errno.ENOENT):  # malformed
+                        self.undecodable += 1
+                    else:
+                        err = 0
+                    other = RawRecord(cpu, rtype, ctypes.string_at(rec, size), err)
                 self.other += 1
                 self._accept(other)
                 return
-            elif ev < 0:
-                if ev == -errno.ENOENT:
-                    self.unattributed += 1
-                else:
-                    self.undecodable += 1
+            elif ev == -errno.ENOENT:
+                self.unattributed += 1
+                return
+            elif ev < 0:  # handed over whole, never dropped
+                self.undecodable += 1
+                self._accept(RawRecord(cpu, rtype, ctypes.string_at(rec, size), -ev))
                 return
             else:
                 chain: tuple[int, ...] = ()
@@ -761,6 +814,8 @@ class EventReader(_RingReader):
                     addr=s.addr if s.present & PERF_SAMPLE_ADDR else 0,
                     period=s.period if s.present & PERF_SAMPLE_PERIOD else 0, callchain=chain,
                     raw=ctypes.string_at(s.raw, s.raw_size) if s.raw and s.raw_size else b"")
+                layout = events._layout(ev) if s.present & _sample_fields.NEEDS_LAYOUT else None
+                _sample_fields.fill(sample, s, layout)
         except BaseException as e:  # never let an exception reach C
             if self._error is None:
                 self._error = e

@@ -6,6 +6,7 @@ over whole, never dropped)."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 from ctypes import c_int32, c_size_t, c_uint16, c_uint32, c_uint64, c_uint8, c_void_p
 from typing import Iterable, Optional
@@ -114,15 +115,19 @@ class SidebandRecord:
 
 class RawRecord:
     """A record of the rings the binding does not decode (throttling, a
-    record of an event since removed, a kind this library does not know):
-    ``record_type`` (``PERF_RECORD_*``), ``cpu`` and the whole record,
-    header included, in ``data``."""
+    record of an event since removed, a kind this library does not know,
+    a sample or side-band record it cannot decode): ``record_type``
+    (``PERF_RECORD_*``), ``cpu`` and the whole record, header included, in
+    ``data``; ``error`` is why decoding failed (an errno: ``EBADMSG`` for a
+    malformed record, ``EOPNOTSUPP`` for a layout the library does not
+    know), 0 for a kind the binding does not decode."""
 
     lost = 0
 
-    def __init__(self, cpu: int, record_type: int, data: bytes) -> None:
-        self.cpu, self.record_type, self.data = cpu, record_type, data
+    def __init__(self, cpu: int, record_type: int, data: bytes, error: int = 0) -> None:
+        self.cpu, self.record_type, self.data, self.error = cpu, record_type, data, error
 
     def __repr__(self) -> str:
-        return f"RawRecord(type={self.record_type}, cpu={self.cpu}, {len(self.data)} bytes)"
+        err = f", error={errno.errorcode.get(self.error, self.error)}" if self.error else ""
+        return f"RawRecord(type={self.record_type}, cpu={self.cpu}, {len(self.data)} bytes{err})"
 
