@@ -35,6 +35,7 @@ pub mod c_face {
     pub const BASE_SAMPLE_TYPE: u64 = super::set::BASE_SAMPLE_TYPE;
     use super::{EventId, EventSet};
     use crate::error::Result;
+    use crate::reader::lost::LostTally;
     use crate::ring::PerfRing;
     use std::os::fd::OwnedFd;
     use std::time::Duration;
@@ -46,7 +47,8 @@ pub mod c_face {
     }
 
     /// Each CPU's ring for a reader, once (see `EventSet::take_rings`).
-    pub fn take_rings(set: &mut EventSet) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
+    #[allow(clippy::type_complexity)]
+    pub fn take_rings(set: &mut EventSet) -> Result<Vec<(i32, OwnedFd, PerfRing, Option<LostTally>)>> {
         set.take_rings()
     }
 
