@@ -17,6 +17,7 @@ use crate::error::{Error, Result, SetStep, What};
 use crate::kernel::sys::{self, AttrSource};
 use crate::kernel::{self, PerfEventAttr, cpu};
 use crate::log;
+use crate::reader::OwnedRing;
 use crate::reader::config::Wakeup;
 use crate::reader::lost::{Counted, LostTally};
 use crate::ring::PerfRing;
@@ -1085,7 +1086,7 @@ impl EventSet {
     /// Each CPU's ring for a reader, once; EINVAL for a set without rings,
     /// EBUSY for the second call. The set keeps its own fd of each ring's
     /// owner, for events added later.
-    pub(crate) fn take_rings(&mut self) -> Result<Vec<(i32, OwnedFd, PerfRing, Option<LostTally>)>> {
+    pub(crate) fn take_rings(&mut self) -> Result<Vec<OwnedRing>> {
         if self.owners.is_empty() {
             return Err(log::failed(Error::new(libc::EINVAL, What::NoRings)));
         }

@@ -39,6 +39,11 @@ use std::time::Duration;
 use ticker::{TIMER_TOKEN, Ticker};
 use waker::{WAKE_TAG, clear_wake};
 
+/// A ring mapped by someone else, for [`Reader::over_rings`]: its CPU, the
+/// event that owns it, the mapping, and the tally of what the events
+/// writing there lost (if they count it).
+pub type OwnedRing = (i32, OwnedFd, PerfRing, Option<LostTally>);
+
 /// `map_fd` of a reader without a map (over an event set's rings).
 const NO_MAP: RawFd = -1;
 
@@ -140,7 +145,7 @@ impl<H: Handler> Reader<H> {
     /// the rings starts with (for ordering by time); `max_delay` bounds a
     /// batching set's wake-ups.
     pub fn over_rings(
-        rings: Vec<(i32, OwnedFd, PerfRing, Option<LostTally>)>,
+        rings: Vec<OwnedRing>,
         handler: H,
         sample_type: u64,
         max_delay: Option<Duration>,
