@@ -541,7 +541,11 @@ impl crate::events::EventSet {
     /// BPF output (poll, consume, batches, ordering by
     /// [`OrderKey::SampleTime`], stats), handing `f` each record attributed
     /// to its event and decoded. Once per set (EBUSY after); EINVAL for a
-    /// set built without rings. Events added later are read too. The
+    /// set built without rings. Events added later are read too. Its
+    /// [`RingStats::lost`] is exact at any moment on Linux 6.0+ (every
+    /// event of the set counts its losses), and [`PerfBuffer::drain_final`]
+    /// reports what the kernel has not yet written as an
+    /// [`crate::events::EventRecord::Lost`] with no event. The
     /// buffer is `Send`, so `f` must be; see [`Self::local_reader`].
     pub fn reader<'a>(
         &mut self,
