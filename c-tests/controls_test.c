@@ -312,6 +312,79 @@ static void test_stats_and_cpus(void)
 	perf_buffer__free(pb);
 }
 
+/* A 1-page ring on cpu 0 overflowed by `n` 64-byte records, then drained. */
+static struct perf_buffer *overflowed(struct counts *c, unsigned flags, unsigned n)
+{
+	struct perfbuf_opts o = {.sz = sizeof(o), .flags = flags, .cpus = (int[]){0}, .cpu_cnt = 1};
+	struct perf_buffer *pb = flags ? perfbuf_new(prod.map_fd, 1, on_sample, on_lost, c, &o)
+				       : perf_buffer__new(prod.map_fd, 1, on_sample, on_lost, c, NULL);
+	EXPECT(pb, "new: %s", perfbuf_last_error());
+	if (!pb)
+		return NULL;
+	emit(0, 64, 1, n, NULL);
+	perf_buffer__consume(pb);
+	return pb;
+}
+
+/* What a read() of ring 0's event returns: 8 bytes with libbpf's attr, 16
+ * (count, lost) with PERFBUF_F_COUNT_LOST. */
+static long event_read_size(struct perf_buffer *pb)
+{
+	uint64_t words[4];
+	int fd = perf_buffer__buffer_fd(pb, 0);
+	return fd < 0 ? -1 : (long)read(fd, words, sizeof(words));
+}
+
+/* PERFBUF_F_COUNT_LOST: lost == produced - delivered before the kernel
+ * writes its LOST record; the final drain reports it once, the LOST record
+ * written later does not again. libbpf's constructor: today's figures. */
+static void test_count_lost(void)
+{
+	enum { N = 2000 };
+	/* Before Linux 6.0 the flag changes nothing: known once the LOST record comes. */
+	bool exact = kernel_has_format_lost();
+	struct counts c = {0};
+	struct perf_buffer *pb = overflowed(&c, PERFBUF_F_COUNT_LOST, N);
+	if (!pb)
+		return;
+	unsigned long long lost = N - c.samples, unwritten = exact ? lost : 0;
+	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
+	perfbuf_ring_stats(pb, 0, &st);
+	printf("  count_lost: %u delivered, stats lost %llu (%llu unreported), read() %ld bytes\n", c.samples,
+	       (unsigned long long)st.lost, (unsigned long long)st.lost_unreported, event_read_size(pb));
+	EXPECT(c.samples < N && c.lost == 0, "overflow without a LOST record: %u, %llu", c.samples, c.lost);
+	EXPECT(st.lost == unwritten && st.lost_unreported == unwritten, "exact lost %llu/%llu",
+	       (unsigned long long)st.lost, (unsigned long long)st.lost_unreported);
+	EXPECT(event_read_size(pb) == (exact ? 16 : 8), "count_lost event reads {value, lost}");
+	uint64_t reported = 0;
+	EXPECT(perfbuf_drain_final(pb, &reported) == 0 && reported == unwritten, "final drain %llu",
+	       (unsigned long long)reported);
+	EXPECT(c.lost == unwritten && c.lost_records == exact, "one report of %llu: %llu in %u", unwritten, c.lost,
+	       c.lost_records);
+	emit(0, 64, 1, 1, NULL);
+	perf_buffer__consume(pb);
+	perfbuf_ring_stats(pb, 0, &st);
+	EXPECT(c.samples == N - lost + 1 && c.lost == lost && c.lost_records == 1,
+	       "the kernel's LOST record is not reported again: %u samples, %llu lost", c.samples, c.lost);
+	EXPECT(st.lost == lost && st.lost_unreported == 0, "stats after: %llu", (unsigned long long)st.lost);
+	perf_buffer__free(pb);
+
+	struct counts d = {0};
+	pb = overflowed(&d, 0, N);
+	if (!pb)
+		return;
+	lost = N - d.samples;
+	perfbuf_ring_stats(pb, 0, &st);
+	EXPECT(st.lost == 0 && st.lost_unreported == 0, "libbpf's attr has no count: %llu",
+	       (unsigned long long)st.lost);
+	EXPECT(event_read_size(pb) == 8, "libbpf's event reads one count");
+	EXPECT(perfbuf_drain_final(pb, &reported) == 0 && reported == 0 && d.lost == 0, "nothing to report");
+	emit(0, 64, 1, 1, NULL);
+	perf_buffer__consume(pb);
+	EXPECT(d.lost == lost && d.lost_records == 1, "libbpf's LOST record: %llu", d.lost);
+	perf_buffer__free(pb);
+}
+
 /* peek shows the next record without consuming it, advance moves past it,
  * and only publish moves data_tail; records that wrap come out whole. */
 static void test_record_api(void)
@@ -800,7 +873,8 @@ int main(void)
 	producer_open_or_exit(&prod, 0);
 	static const struct test_case tests[] = {{"batching", test_batching}, {"overwrite", test_overwrite},
 		     {"pause", test_pause},	  {"wake", test_wake},
-		     {"stats_and_cpus", test_stats_and_cpus}, {"record_api", test_record_api},
+		     {"stats_and_cpus", test_stats_and_cpus}, {"count_lost", test_count_lost},
+		     {"record_api", test_record_api},
 		     {"batch", test_batch},
 		     {"env_opt_in", test_env_opt_in}, {"adaptive", test_adaptive}, {"spill", test_spill},
 		     {"messages", test_messages}};

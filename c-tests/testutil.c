@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <linux/bpf.h>
+#include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -108,4 +109,20 @@ int ensure_tracefs(void)
 	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL))
 		return -errno;
 	return 0;
+}
+
+bool kernel_has_format_lost(void)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_DUMMY,
+		.read_format = 1u << 4, /* PERF_FORMAT_LOST, named by newer headers only */
+		.disabled = 1,
+	};
+	int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }

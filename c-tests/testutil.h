@@ -45,6 +45,10 @@ long rss_kb(void);
  * _TRACEPOINT, _KPROBE...), loaded with bpf(2); its fd, or -errno. */
 int bpf_trivial_prog(int prog_type);
 
+/* Whether the kernel takes PERF_FORMAT_LOST (Linux 6.0): the exact lost
+ * figures need it. */
+bool kernel_has_format_lost(void);
+
 /* Mounts tracefs at /sys/kernel/tracing unless it is mounted somewhere we
  * look; returns 0, or -errno (not root?). */
 int ensure_tracefs(void);

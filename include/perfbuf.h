@@ -113,6 +113,17 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_F_ADAPTIVE 2
 
 /*
+ `perfbuf_opts.flags`: exact lost figures. Each CPU's event counts the
+ records it could not write (`PERF_FORMAT_LOST`, Linux 6.0+; without it
+ nothing changes), so `lost` in `perfbuf_ring_stats` includes what the
+ kernel has not yet written as a `PERF_RECORD_LOST`, and
+ `perfbuf_drain_final` reports it. A `read()` of `perf_buffer__buffer_fd`
+ then returns 16 bytes (count, lost) instead of libbpf's 8, which is why
+ it is not the default. Ignored with `PERFBUF_F_ADAPTIVE`.
+ */
+#define PERFBUF_F_COUNT_LOST 4
+
+/*
  `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
  (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
  */
@@ -407,7 +418,12 @@ struct perfbuf_ring_stats {
    */
   uint64_t bytes;
   /*
-   Records the kernel reported lost.
+   Records lost so far: what the `PERF_RECORD_LOST` records read from
+   the ring reported (and the lost reports libperfbuf made), plus,
+   where the ring's events count their losses (an event set's rings,
+   a buffer made with `PERFBUF_F_COUNT_LOST`, on Linux 6.0+), what the
+   kernel counted and has not yet written as a LOST record: exact at
+   any moment. Elsewhere only what was reported (libbpf's figure).
    */
   uint64_t lost;
   /*
@@ -452,6 +468,12 @@ struct perfbuf_ring_stats {
    (0: none; see README, the fast mode).
    */
   uint64_t spill_size;
+  /*
+   The part of `lost` no lost report has told the callbacks about yet
+   (0 where the kernel's count is not known); `perfbuf_drain_final`
+   reports it.
+   */
+  uint64_t lost_unreported;
 };
 
 /*
@@ -1556,6 +1578,25 @@ int perfbuf_resume(struct perf_buffer *pb);
 int perfbuf_snapshot(struct perf_buffer *pb, size_t buf_idx);
 
 /*
+ The final drain, once the producers have stopped: reads every ring to
+ its head (an ordered buffer flushes what it holds), then hands the lost
+ callback (`event_cb`: a `PERF_RECORD_LOST` made here, id 0, no
+ `sample_id`) one report per ring of what the kernel counted lost and
+ has not yet written into it as a LOST record, so nothing goes
+ unreported for want of a later record. Only rings whose events count
+ their losses have such a count (`PERFBUF_F_COUNT_LOST`, an event set's
+ rings; Linux 6.0+); elsewhere this is `perf_buffer__consume`. A LOST
+ record the kernel writes afterwards is reduced by what was reported
+ here (dropped when it reports nothing more). Sets `*lost` (if not NULL)
+ to the records reported lost by that last step. Returns 0 or -errno
+ (a callback's stop value as `perf_buffer__consume` returns it).
+
+ # Safety
+ `pb` is a live handle; `lost` is NULL or writable.
+ */
+int perfbuf_drain_final(struct perf_buffer *pb, uint64_t *lost);
+
+/*
  The CPU id ring `buf_idx` reads, or -EINVAL.
 
  # Safety
@@ -1903,9 +1944,10 @@ struct perf_buffer *perfbuf_events_reader(struct perfbuf_events *set, perf_buffe
  record of no event in the set (removed meanwhile), or another -errno
  as `perfbuf_decode`. A `PERF_RECORD_LOST` comes back as the id of the
  event whose records did not fit (the kernel writes the loss with that
- event's id), with `out->lost` the number lost; -ENOENT, and `*out`
- untouched, if that event was removed since (`perfbuf_ring_stats`
- counts every loss either way). Event ids are dense: 0, 1, 2... in the
+ event's id), with `out->lost` the number lost; -ENOENT if it is of no
+ event (removed since, or a report `perfbuf_drain_final` made, id 0),
+ with only `record_type`, `misc`, `size`, `lost_id` and `lost` set in
+ `*out` (`perfbuf_ring_stats` counts every loss either way). Event ids are dense: 0, 1, 2... in the
  order of successful adds, never reused (a removed id stays a gap).
 
  # Safety

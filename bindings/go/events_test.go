@@ -739,6 +739,11 @@ func TestEventLost(t *testing.T) {
 		s.Enable(AllEvents)
 		probe.Call(3000)
 		r.Consume()
+		before, err := r.Stats()
+		if err != nil {
+			t.Error(err)
+			return
+		}
 		probe.Call(1) // the kernel reports the loss with its next write
 		r.Consume()
 		var samples, lost uint64
@@ -752,7 +757,27 @@ func TestEventLost(t *testing.T) {
 		if lost == 0 || samples+lost != 3001 {
 			t.Errorf("samples %d + lost %d != 3001", samples, lost)
 		}
+		// With PERF_FORMAT_LOST the figures knew before the LOST record.
+		if hasFormatLost() && (before[0].Lost != lost || before[0].LostUnreported != lost) {
+			t.Errorf("stats before the LOST record: lost %d (%d unreported), want %d",
+				before[0].Lost, before[0].LostUnreported, lost)
+		}
 	})
+}
+
+// hasFormatLost: Linux 6.0 or later (PERF_FORMAT_LOST).
+func hasFormatLost() bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var b []byte
+	for _, c := range u.Release {
+		b = append(b, byte(c))
+	}
+	var major int
+	fmt.Sscanf(string(b), "%d.", &major)
+	return major >= 6
 }
 
 func TestEventCounterGroup(t *testing.T) {

@@ -14,8 +14,11 @@ type RingStats struct {
 	// CPU is the CPU the ring reads.
 	CPU int
 	// Records and Bytes read from the ring (headers included); Lost is
-	// the samples the kernel reported lost.
-	Records, Bytes, Lost uint64
+	// the records lost so far: exact at any moment where the ring's
+	// events count their losses (an event set's rings on Linux 6.0+),
+	// including the LostUnreported ones the kernel has not yet written
+	// as a lost report; elsewhere what lost reports said.
+	Records, Bytes, Lost, LostUnreported uint64
 	// Wakeups is how often epoll reported the ring ready.
 	Wakeups uint64
 	// PendingBytes wait in the ring now; DataSize is its data area.
@@ -80,6 +83,7 @@ func (r *rings) Stats() ([]RingStats, error) {
 				Resyncs: uint64(st.resyncs), SkippedBytes: uint64(st.skipped_bytes), Malformed: uint64(st.malformed),
 				OverwrittenBytes: uint64(st.overwritten_bytes), Batched: st.batched != 0,
 				BatchSwitches: uint64(st.batch_switches), SpillSize: uint64(st.spill_size),
+				LostUnreported: uint64(st.lost_unreported),
 			})
 		}
 		return 0

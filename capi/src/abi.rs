@@ -99,6 +99,15 @@ pub const PERFBUF_F_OVERWRITE: u32 = 1;
 /// does not suit.
 pub const PERFBUF_F_ADAPTIVE: u32 = 2;
 
+/// `perfbuf_opts.flags`: exact lost figures. Each CPU's event counts the
+/// records it could not write (`PERF_FORMAT_LOST`, Linux 6.0+; without it
+/// nothing changes), so `lost` in `perfbuf_ring_stats` includes what the
+/// kernel has not yet written as a `PERF_RECORD_LOST`, and
+/// `perfbuf_drain_final` reports it. A `read()` of `perf_buffer__buffer_fd`
+/// then returns 16 bytes (count, lost) instead of libbpf's 8, which is why
+/// it is not the default. Ignored with `PERFBUF_F_ADAPTIVE`.
+pub const PERFBUF_F_COUNT_LOST: u32 = 4;
+
 /// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -143,7 +152,12 @@ pub struct perfbuf_ring_stats {
     pub records: u64,
     /// Bytes of those records, headers included.
     pub bytes: u64,
-    /// Records the kernel reported lost.
+    /// Records lost so far: what the `PERF_RECORD_LOST` records read from
+    /// the ring reported (and the lost reports libperfbuf made), plus,
+    /// where the ring's events count their losses (an event set's rings,
+    /// a buffer made with `PERFBUF_F_COUNT_LOST`, on Linux 6.0+), what the
+    /// kernel counted and has not yet written as a LOST record: exact at
+    /// any moment. Elsewhere only what was reported (libbpf's figure).
     pub lost: u64,
     /// Times epoll reported the ring ready.
     pub wakeups: u64,
@@ -167,6 +181,10 @@ pub struct perfbuf_ring_stats {
     /// Size of the data area of the spill ring the fast mode gave this CPU
     /// (0: none; see README, the fast mode).
     pub spill_size: u64,
+    /// The part of `lost` no lost report has told the callbacks about yet
+    /// (0 where the kernel's count is not known); `perfbuf_drain_final`
+    /// reports it.
+    pub lost_unreported: u64,
 }
 
 /// Key function of the ordered reader: the timestamp (or any ordered key)

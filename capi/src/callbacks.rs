@@ -124,14 +124,10 @@ impl Handler for CCallbacks {
     fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
         let ctx = self.ctx;
         match self.kind {
-            Kind::Raw { event } => {
-                if rec.len() >= 8 && crate::ring::Header::of(rec).type_() != crate::kernel::PERF_RECORD_SAMPLE
-                {
-                    deliver::count_lost(rec, stats);
-                }
+            Kind::Raw { event } => deliver::deliver_raw(rec, stats, |rec| {
                 // SAFETY: as in `drain`; `rec` is valid for the call.
                 flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
-            }
+            }),
             Kind::Parsed { sample, lost } => deliver::deliver_parsed(
                 rec,
                 stats,

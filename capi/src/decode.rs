@@ -521,6 +521,19 @@ pub fn decode_to_c(
     }
 }
 
+/// A `PERF_RECORD_LOST` of no known event (one the library made at a final
+/// drain, or of an event removed since) for a `sz`-byte struct: its header
+/// fields, id and count only; `None` for another record.
+pub(crate) fn lost_only(rec: &[u8], sz: usize) -> Option<perfbuf_sample> {
+    let h = decode::header(rec)?;
+    let crate::ring::record::Record::Lost { lost } = crate::ring::record::parse(rec) else { return None };
+    let mut s = perfbuf_sample::empty(sz);
+    (s.record_type, s.misc, s.size) = (h.type_, h.misc, h.size);
+    s.lost_id = rec.get(8..16).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
+    s.lost = lost;
+    Some(s)
+}
+
 /// Decodes one perf record.
 ///
 /// `rec` points to the record (header included), `rec_len` says how many

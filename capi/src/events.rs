@@ -793,9 +793,10 @@ pub unsafe extern "C" fn perfbuf_events_reader(
 /// record of no event in the set (removed meanwhile), or another -errno
 /// as `perfbuf_decode`. A `PERF_RECORD_LOST` comes back as the id of the
 /// event whose records did not fit (the kernel writes the loss with that
-/// event's id), with `out->lost` the number lost; -ENOENT, and `*out`
-/// untouched, if that event was removed since (`perfbuf_ring_stats`
-/// counts every loss either way). Event ids are dense: 0, 1, 2... in the
+/// event's id), with `out->lost` the number lost; -ENOENT if it is of no
+/// event (removed since, or a report `perfbuf_drain_final` made, id 0),
+/// with only `record_type`, `misc`, `size`, `lost_id` and `lost` set in
+/// `*out` (`perfbuf_ring_stats` counts every loss either way). Event ids are dense: 0, 1, 2... in the
 /// order of successful adds, never reused (a removed id stays a gap).
 ///
 /// # Safety
@@ -812,10 +813,17 @@ pub unsafe extern "C" fn perfbuf_events_decode(
         // SAFETY: per this function's contract.
         let (set, rec) = unsafe { (set_ref(set)?, record_bytes(rec, rec_len)?) };
         let decoder = set.decoder();
-        let event = decoder.event_of(rec).ok_or(Error::from_errno(libc::ENOENT))?;
-        let layout = set.decode_attr(event)?;
         // SAFETY: `sz` is out's first field (contract).
         let sz = unsafe { out_sz(out.cast(), super::decode::SAMPLE_MIN_SZ) };
+        let Some(event) = decoder.event_of(rec) else {
+            // A loss keeps its count even when no event is left to name.
+            if let Some(value) = sz.ok().and_then(|sz| super::decode::lost_only(rec, sz)) {
+                // SAFETY: `out` is writable for `out->sz` = `value.sz` bytes.
+                unsafe { write_sized(out, &value, value.sz) };
+            }
+            return Err(Error::from_errno(libc::ENOENT));
+        };
+        let layout = set.decode_attr(event)?;
         let (value, ret) = decode_to_c(Ok(rec), Ok(layout), sz);
         if let Some(value) = value {
             // SAFETY: `out` is writable for `out->sz` = `value.sz` bytes.

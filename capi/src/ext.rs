@@ -20,7 +20,11 @@ use core::ffi::{c_char, c_int, c_void};
 /// # Safety
 /// With `cpu_cnt > 0`, a non-NULL `cpus` holds `cpu_cnt` ints.
 unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Result<Builder<'static>> {
-    let mut b = Builder::for_raw_fd(map_fd).pages(page_cnt).wakeup(o.wakeup).adaptive(o.adaptive);
+    let mut b = Builder::for_raw_fd(map_fd)
+        .pages(page_cnt)
+        .wakeup(o.wakeup)
+        .adaptive(o.adaptive)
+        .count_lost(o.count_lost);
     if let Some(d) = o.max_delay {
         b = b.max_delay(d);
     }
@@ -127,6 +131,33 @@ pub unsafe extern "C" fn perfbuf_snapshot(pb: *mut perf_buffer, buf_idx: usize) 
     ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.snapshot(buf_idx)).map(|n| n as c_int))
 }
 
+/// The final drain, once the producers have stopped: reads every ring to
+/// its head (an ordered buffer flushes what it holds), then hands the lost
+/// callback (`event_cb`: a `PERF_RECORD_LOST` made here, id 0, no
+/// `sample_id`) one report per ring of what the kernel counted lost and
+/// has not yet written into it as a LOST record, so nothing goes
+/// unreported for want of a later record. Only rings whose events count
+/// their losses have such a count (`PERFBUF_F_COUNT_LOST`, an event set's
+/// rings; Linux 6.0+); elsewhere this is `perf_buffer__consume`. A LOST
+/// record the kernel writes afterwards is reduced by what was reported
+/// here (dropped when it reports nothing more). Sets `*lost` (if not NULL)
+/// to the records reported lost by that last step. Returns 0 or -errno
+/// (a callback's stop value as `perf_buffer__consume` returns it).
+///
+/// # Safety
+/// `pb` is a live handle; `lost` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_drain_final(pb: *mut perf_buffer, lost: *mut u64) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.drain_final()).map(|n| {
+        if !lost.is_null() {
+            // SAFETY: `lost` is writable (contract).
+            unsafe { lost.write(n) };
+        }
+        0
+    }))
+}
+
 /// The CPU id ring `buf_idx` reads, or -EINVAL.
 ///
 /// # Safety
@@ -172,6 +203,7 @@ pub unsafe extern "C" fn perfbuf_ring_stats(
             batched: f.batched.into(),
             batch_switches: f.batch_switches,
             spill_size: f.spill_size,
+            lost_unreported: f.lost_unreported,
         };
         // SAFETY: the caller's struct is writable for `sz` bytes.
         unsafe { write_sized(stats, &c, sz) };

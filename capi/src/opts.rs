@@ -6,7 +6,7 @@
 //! (smaller `sz`) gets defaults for the fields it lacks, one from a newer
 //! header (larger `sz`) is accepted only if the bytes we do not know are 0.
 
-use super::abi::{PERFBUF_F_ADAPTIVE, PERFBUF_F_OVERWRITE, PERFBUF_ORDER_SAMPLE_TIME};
+use super::abi::{PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_OVERWRITE, PERFBUF_ORDER_SAMPLE_TIME};
 use super::{check_tail, field};
 use crate::error::Result;
 use crate::log;
@@ -68,6 +68,7 @@ pub(crate) struct ExtOpts {
     pub(crate) max_delay: Option<Duration>,
     pub(crate) overwrite: bool,
     pub(crate) adaptive: bool,
+    pub(crate) count_lost: bool,
     /// Address of the CPU list.
     pub(crate) cpus: usize,
     /// Its length (≤ 0: all CPUs).
@@ -98,6 +99,7 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
         max_delay: None,
         overwrite: false,
         adaptive: false,
+        count_lost: false,
         cpus: 0,
         cpu_cnt: 0,
     };
@@ -105,13 +107,14 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     check_tail(bytes, PERFBUF_OPTS_LAST_END, "perfbuf_opts: bad size or non-zero extra bytes")?;
     let u32_at = |off| field::<4>(bytes, off).map_or(0, u32::from_ne_bytes);
     let flags = u32_at(20);
-    if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE) != 0 {
+    if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE | PERFBUF_F_COUNT_LOST) != 0 {
         return Err(log::invalid("perfbuf_opts: unknown flags"));
     }
     o.wakeup = wakeup(u32_at(8), u32_at(12));
     o.max_delay = max_delay(u32_at(16))?;
     o.overwrite = flags & PERFBUF_F_OVERWRITE != 0;
     o.adaptive = flags & PERFBUF_F_ADAPTIVE != 0;
+    o.count_lost = flags & PERFBUF_F_COUNT_LOST != 0;
     o.cpus = field::<8>(bytes, 24).map_or(0, usize::from_ne_bytes);
     o.cpu_cnt = field::<4>(bytes, 32).map_or(0, i32::from_ne_bytes);
     Ok(o)
@@ -259,8 +262,9 @@ mod tests {
         assert_eq!((o.wakeup, o.max_delay), (Wakeup::Bytes(256), Some(Duration::from_millis(2))));
         assert!(ext_opts(Some(&opts_bytes(40, &[(20, 2)]))).unwrap().adaptive);
         assert!(ext_opts(Some(&opts_bytes(40, &[(20, 1)]))).unwrap().overwrite);
+        assert!(ext_opts(Some(&opts_bytes(40, &[(20, 4)]))).unwrap().count_lost);
         assert_eq!(
-            ext_opts(Some(&opts_bytes(40, &[(20, 4)]))).map(drop),
+            ext_opts(Some(&opts_bytes(40, &[(20, 8)]))).map(drop),
             Err(Error::invalid("perfbuf_opts: unknown flags"))
         );
         assert!(ext_opts(Some(&opts_bytes(48, &[(44, 1)]))).is_err());

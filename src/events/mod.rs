@@ -35,8 +35,7 @@ pub mod c_face {
     pub const BASE_SAMPLE_TYPE: u64 = super::set::BASE_SAMPLE_TYPE;
     use super::{EventId, EventSet};
     use crate::error::Result;
-    use crate::ring::PerfRing;
-    use std::os::fd::OwnedFd;
+    use crate::reader::OwnedRing;
     use std::time::Duration;
 
     /// The id the C face was given as an `int`, unchecked (a wrong one
@@ -46,7 +45,7 @@ pub mod c_face {
     }
 
     /// Each CPU's ring for a reader, once (see `EventSet::take_rings`).
-    pub fn take_rings(set: &mut EventSet) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
+    pub fn take_rings(set: &mut EventSet) -> Result<Vec<OwnedRing>> {
         set.take_rings()
     }
 

@@ -17,7 +17,9 @@ use crate::error::{Error, Result, SetStep, What};
 use crate::kernel::sys::{self, AttrSource};
 use crate::kernel::{self, PerfEventAttr, cpu};
 use crate::log;
+use crate::reader::OwnedRing;
 use crate::reader::config::Wakeup;
+use crate::reader::lost::{Counted, LostTally};
 use crate::ring::PerfRing;
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -114,6 +116,11 @@ impl OpenTarget {
 /// One CPU's ring and the dummy event that owns it.
 struct RingOwner {
     cpu: i32,
+    /// What the events writing into this ring lost, for its reader.
+    tally: LostTally,
+    /// The owner's and side-band events' counts in the tally: dropped
+    /// before their fds (fields drop in order).
+    counted: Vec<Counted>,
     fd: OwnedFd,
     /// Dummy events asking for side-band records of the set's other
     /// targets, writing into this ring.
@@ -126,6 +133,8 @@ struct RingOwner {
 struct Instance {
     cpu: i32,
     target: usize,
+    /// Its losses in its ring's tally: dropped before `fd`.
+    _counted: Option<Counted>,
     fd: OwnedFd,
     id: u64,
     /// Closed before `fd`, which detaches the program.
@@ -394,6 +403,7 @@ impl EventSet {
             ..PerfEventAttr::default()
         });
         attr.flags |= self.sideband.attr_flags();
+        attr.read_format = counted_losses();
         if !self.sideband.is_empty() && self.inherit {
             attr.flags |= kernel::ATTR_FLAG_INHERIT;
         }
@@ -420,6 +430,9 @@ impl EventSet {
                     .map_err(step(SetStep::OpenRing))?;
                 sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
                 ids.push(sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?);
+                // SAFETY: the guard is kept in the same owner, declared
+                // before `sideband`, and side-band fds are never removed.
+                owner.counted.extend(unsafe { owner.tally.count(fd.as_fd(), attr.read_format) });
                 owner.sideband.push(fd);
             }
             for fd in core::iter::once(&owner.fd).chain(&owner.sideband) {
@@ -453,7 +466,10 @@ impl EventSet {
             .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenRing, cpu))))?;
         let ring = PerfRing::map(fd.as_fd(), page_size, pages, true)
             .map_err(|e| log::failed(e.with(What::EventSet(SetStep::MapRing, cpu))))?;
-        Ok(RingOwner { cpu, fd, sideband: Vec::new(), ring: Some(ring) })
+        let tally = LostTally::default();
+        // SAFETY: the guard is kept in the same owner, declared before `fd`.
+        let counted = unsafe { tally.count(fd.as_fd(), attr.read_format) }.into_iter().collect();
+        Ok(RingOwner { cpu, tally, counted, fd, sideband: Vec::new(), ring: Some(ring) })
     }
 
     /// The attr fields every event of the set shares: what a shared ring
@@ -552,7 +568,7 @@ impl EventSet {
                     }
                 };
                 let owner = self.owners.iter().find(|o| o.cpu == cpu);
-                let connected = self.connect(fd, cpu, t, owner, event.filter.as_deref());
+                let connected = self.connect(fd, attr.read_format, cpu, t, owner, event.filter.as_deref());
                 instances.push(connected.map_err(|e| e.about(&resolved.name))?);
             }
         }
@@ -624,7 +640,7 @@ impl EventSet {
             let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, old.cpu, None, flags)
                 .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenEvent, old.cpu))))?;
             let owner = self.owners.iter().find(|o| o.cpu == old.cpu);
-            fresh.push(self.connect(fd, old.cpu, old.target, owner, filter)?);
+            fresh.push(self.connect(fd, attr.read_format, old.cpu, old.target, owner, filter)?);
         }
         self.decoder.write().add_ids(id, fresh.iter().map(|i| i.id));
         let opened = self.opened_mut(id)?;
@@ -650,6 +666,7 @@ impl EventSet {
     fn connect(
         &self,
         fd: OwnedFd,
+        read_format: u64,
         cpu: i32,
         target: usize,
         owner: Option<&RingOwner>,
@@ -668,7 +685,10 @@ impl EventSet {
             })?;
         }
         let id = sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?;
-        Ok(Instance { cpu, target, fd, id, link: None })
+        // SAFETY: the guard is kept in the same instance, declared before
+        // `fd`, and an instance is never taken apart.
+        let counted = owner.and_then(|o| unsafe { o.tally.count(fd.as_fd(), read_format) });
+        Ok(Instance { cpu, target, _counted: counted, fd, id, link: None })
     }
 
     /// The attr for `event` (before the per-CPU opens), and what else
@@ -784,6 +804,7 @@ impl EventSet {
             | kernel::PERF_FORMAT_TOTAL_TIME_RUNNING
             | kernel::PERF_FORMAT_ID
             | callers_read_format
+            | counted_losses()
             | if event.group == Group::Leader { kernel::PERF_FORMAT_GROUP } else { 0 };
         let mut sampling = event.sampling;
         if let Some(d) = self.default_attr.filter(|_| kind != EventKind::Raw) {
@@ -1065,7 +1086,7 @@ impl EventSet {
     /// Each CPU's ring for a reader, once; EINVAL for a set without rings,
     /// EBUSY for the second call. The set keeps its own fd of each ring's
     /// owner, for events added later.
-    pub(crate) fn take_rings(&mut self) -> Result<Vec<(i32, OwnedFd, PerfRing)>> {
+    pub(crate) fn take_rings(&mut self) -> Result<Vec<OwnedRing>> {
         if self.owners.is_empty() {
             return Err(log::failed(Error::new(libc::EINVAL, What::NoRings)));
         }
@@ -1084,7 +1105,10 @@ impl EventSet {
             .owners
             .iter_mut()
             .zip(rings)
-            .filter_map(|(o, fd)| Some((o.cpu, fd, o.ring.take()?)))
+            .filter_map(|(o, fd)| {
+                let tally = (!o.counted.is_empty()).then(|| o.tally.clone());
+                Some((o.cpu, fd, o.ring.take()?, tally))
+            })
             .collect())
     }
 
@@ -1185,6 +1209,12 @@ fn decode_attr(attr: &PerfEventAttr) -> DecodeAttr {
         sample_regs_intr: attr.sample_regs_intr,
         branch_sample_type: attr.branch_sample_type,
     }
+}
+
+/// `PERF_FORMAT_LOST` where the kernel has it: every event of a set
+/// counts what it could not write, for exact lost figures of its ring.
+fn counted_losses() -> u64 {
+    if sys::format_lost_supported() { kernel::PERF_FORMAT_LOST } else { 0 }
 }
 
 fn no_event(id: EventId) -> Error {

@@ -336,6 +336,13 @@ impl FakeKernel {
         }
     }
 
+    /// Sets the `PERF_FORMAT_LOST` count of the event opened as `fd`.
+    pub fn set_lost_samples(&mut self, fd: RawFd, lost: u64) {
+        if let Some(&Obj::Event(e)) = self.fds.get(&fd) {
+            self.events[e].lost_samples = lost;
+        }
+    }
+
     /// Fake objects open now (fds our fake handed out and nobody closed).
     pub fn open_objects(&self) -> usize {
         self.fds.keys().filter(|&&fd| fd_is_open(fd)).count()

@@ -125,10 +125,7 @@ impl<T: Threading> Handler for Closures<'_, T> {
     fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
         let cpu_id = cpu as u32;
         if let Some(record) = &mut self.record {
-            if rec.len() >= 8 && crate::ring::Header::of(rec).type_() != crate::kernel::PERF_RECORD_SAMPLE {
-                deliver::count_lost(rec, stats);
-            }
-            return record(cpu_id, rec).map_break(|()| Halt::Done);
+            return deliver::deliver_raw(rec, stats, |rec| record(cpu_id, rec).map_break(|()| Halt::Done));
         }
         let Closures { sample, lost, .. } = self;
         deliver::deliver_parsed(
@@ -231,9 +228,25 @@ impl<'a, T: Threading> PerfBuffer<'a, T> {
         Ok(RingReader { pb: self, idx })
     }
 
-    /// Ring `idx`'s figures.
+    /// Ring `idx`'s figures (see [`RingStats::lost`] for what `lost`
+    /// counts).
     pub fn stats(&self, idx: usize) -> Result<RingStats> {
         self.reader.figures(idx)
+    }
+
+    /// The final drain, once the producers have stopped: reads every ring
+    /// to its head (an ordered buffer flushes what it holds), then hands
+    /// the lost callback (a record callback: a `PERF_RECORD_LOST` made
+    /// here, id 0) one report per ring of what the kernel counted lost and
+    /// has not yet written into it as a LOST record: nothing goes
+    /// unreported for want of a later record. Only rings whose events
+    /// count their losses ([`Builder::count_lost`], an event set's rings
+    /// on Linux 6.0+) have such a count; elsewhere this is a consume. A
+    /// LOST record the kernel writes afterwards is reduced by what was
+    /// reported here. Returns the number of records reported lost by that
+    /// last step.
+    pub fn drain_final(&mut self) -> Result<u64> {
+        self.reader.drain_final()
     }
 
     /// Stops the kernel's output into every ring: records produced
@@ -480,6 +493,19 @@ impl<'a, T: Threading> Builder<'a, T> {
         self
     }
 
+    /// Exact lost figures (off by default): each CPU's event counts the
+    /// records it could not write (`PERF_FORMAT_LOST`, Linux 6.0+; without
+    /// it, nothing changes), so [`RingStats::lost`] includes the losses
+    /// the kernel has not yet reported in a LOST record, and
+    /// [`PerfBuffer::drain_final`] reports them. A `read()` of
+    /// [`PerfBuffer::ring_event`] then returns 16 bytes (count, lost)
+    /// instead of 8. Ignored in the fast mode and with [`Self::attr`]
+    /// (whose `read_format = PERF_FORMAT_LOST` does the same).
+    pub fn count_lost(mut self, on: bool) -> Self {
+        self.opts.count_lost = on;
+        self
+    }
+
     /// Opens the buffer: one event and ring per CPU, stored in the map.
     pub fn build(self) -> Result<PerfBuffer<'a, T>> {
         let reader = Reader::open(self.opts, self.closures)?;
@@ -515,7 +541,11 @@ impl crate::events::EventSet {
     /// BPF output (poll, consume, batches, ordering by
     /// [`OrderKey::SampleTime`], stats), handing `f` each record attributed
     /// to its event and decoded. Once per set (EBUSY after); EINVAL for a
-    /// set built without rings. Events added later are read too. The
+    /// set built without rings. Events added later are read too. Its
+    /// [`RingStats::lost`] is exact at any moment on Linux 6.0+ (every
+    /// event of the set counts its losses), and [`PerfBuffer::drain_final`]
+    /// reports what the kernel has not yet written as an
+    /// [`crate::events::EventRecord::Lost`] with no event. The
     /// buffer is `Send`, so `f` must be; see [`Self::local_reader`].
     pub fn reader<'a>(
         &mut self,

@@ -3,8 +3,8 @@
 //! through them), checked in one place.
 
 use crate::error::{Error, Result, What};
-use crate::kernel::sys::CallerAttr;
-use crate::kernel::{PERF_SAMPLE_RAW, PerfEventAttr};
+use crate::kernel::sys::{self, CallerAttr};
+use crate::kernel::{PERF_FORMAT_LOST, PERF_SAMPLE_RAW, PerfEventAttr};
 use crate::log;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -79,6 +79,13 @@ pub struct Options {
     pub overwrite: bool,
     /// The opt-in fast mode (see `crate::adaptive`).
     pub adaptive: bool,
+    /// Opt-in: the default event counts its losses (`PERF_FORMAT_LOST`,
+    /// where the kernel has it), so the figures' `lost` is exact at any
+    /// moment. Changes what a `read()` of the ring's event returns (16
+    /// bytes: count and lost), so libbpf's constructors never set it. Not
+    /// with a custom attr (give it `read_format = PERF_FORMAT_LOST`
+    /// instead) nor the fast mode (its events keep libbpf's attr).
+    pub count_lost: bool,
 }
 
 /// What [`Options::plan`] decided.
@@ -104,6 +111,7 @@ impl Options {
             max_delay: None,
             overwrite: false,
             adaptive: false,
+            count_lost: false,
         }
     }
 
@@ -130,7 +138,11 @@ impl Options {
                     Wakeup::Records(n) => (n.max(1), 0),
                     Wakeup::Bytes(n) => (1, n),
                 };
-                (Some(PerfEventAttr::bpf_output_ext(events, bytes, self.overwrite)), PERF_SAMPLE_RAW)
+                let mut attr = PerfEventAttr::bpf_output_ext(events, bytes, self.overwrite);
+                if self.count_lost && !self.adaptive && sys::format_lost_supported() {
+                    attr.read_format = PERF_FORMAT_LOST;
+                }
+                (Some(attr), PERF_SAMPLE_RAW)
             }
             AttrChoice::Custom(a) => (Some(a), a.sample_type),
             AttrChoice::Caller(_, sample_type) => (None, sample_type),

@@ -1,6 +1,7 @@
 //! One CPU of a reader: the caller's event, its rings, what was read, and
 //! the record-by-record cursor.
 
+use super::lost::KernelLost;
 use super::stats::RingStats;
 use crate::adaptive::Lane;
 use crate::error::{Error, Result};
@@ -29,6 +30,8 @@ pub struct CpuBuf {
     cursor: Option<u64>,
     /// The poll round that last drained this ring (one count per round).
     pub drained_round: u64,
+    /// Where the kernel's count of what did not fit in this ring comes from.
+    pub kernel_lost: KernelLost,
 }
 
 impl CpuBuf {
@@ -45,6 +48,7 @@ impl CpuBuf {
             overwritten_bytes: 0,
             cursor: None,
             drained_round: 0,
+            kernel_lost: KernelLost::Unknown,
         }
     }
 
@@ -101,14 +105,22 @@ impl CpuBuf {
         }
     }
 
+    /// The records this ring lost that no lost report has told about yet
+    /// (0 when the kernel's count is unknown).
+    pub fn unreported_lost(&self) -> u64 {
+        self.kernel_lost.read(self.fd.as_fd()).map_or(0, |counted| counted.saturating_sub(self.stats.lost))
+    }
+
     /// Current figures (the fast mode's are filled in by the reader).
     pub fn figures(&self) -> RingStats {
         let all = self.rings.figures();
+        let unreported = self.unreported_lost();
         RingStats {
             cpu: self.cpu,
             records: all.records,
             bytes: all.bytes,
-            lost: self.stats.lost,
+            lost: self.stats.lost + unreported,
+            lost_unreported: unreported,
             wakeups: self.wakeups,
             pending_bytes: self.rings.pending_bytes(),
             data_size: self.rings.main().data_size() as u64,

@@ -4,7 +4,7 @@
 //! (`perf_buffer__process_record`) and the raw every-record mode.
 
 use crate::kernel::PERF_RECORD_SAMPLE;
-use crate::ring::record::{self, DispatchStats, Record};
+use crate::ring::record::{self, DispatchStats, LostRecord, Record};
 use crate::ring::{Header, PerfRing, Stop};
 use core::ops::ControlFlow;
 
@@ -135,10 +135,10 @@ impl Other {
 #[inline(never)]
 fn other_record(rec: &[u8], stats: &mut DispatchStats) -> Other {
     match record::parse(rec) {
-        Record::Lost { lost } => {
-            stats.lost += lost;
-            Other::Lost(lost)
-        }
+        Record::Lost { lost } => match take_lost(lost, stats) {
+            0 => Other::Skip,
+            left => Other::Lost(left),
+        },
         Record::Other { type_ } => {
             crate::log::warn(format_args!("unknown perf sample type {type_}"));
             Other::Unknown(type_)
@@ -166,6 +166,16 @@ pub fn deliver_parsed(
     other_record(rec, stats).deliver(lost)
 }
 
+/// Counts the `lost` records a `PERF_RECORD_LOST` reports, less those an
+/// early report already delivered (`stats.lost_credit`); returns how many
+/// are still to report.
+pub fn take_lost(lost: u64, stats: &mut DispatchStats) -> u64 {
+    let early = lost.min(stats.lost_credit);
+    stats.lost_credit -= early;
+    stats.lost += lost - early;
+    lost - early
+}
+
 /// Every record of a ring, whole, to `record(rec)` (libbpf's raw
 /// `event_cb`); lost reports are counted on the way.
 #[inline(always)]
@@ -178,7 +188,11 @@ where
         &mut (),
         |(), header, rec| {
             if header.type_() != PERF_RECORD_SAMPLE {
-                count_lost(rec, stats);
+                return match count_lost(rec, stats) {
+                    RawLost::Keep => record(rec),
+                    RawLost::Skip => ControlFlow::Continue(()),
+                    RawLost::Made(made) => record(made.bytes()),
+                };
             }
             record(rec)
         },
@@ -186,11 +200,46 @@ where
     )
 }
 
-/// Adds what a `PERF_RECORD_LOST` reports to `stats` (raw mode, batches).
+/// One whole record for a raw reader (records handed over one at a time),
+/// lost reports counted as [`drain_raw`] counts them.
+pub fn deliver_raw(
+    rec: &[u8],
+    stats: &mut DispatchStats,
+    record: impl FnOnce(&[u8]) -> ControlFlow<Halt>,
+) -> ControlFlow<Halt> {
+    if rec.len() < 8 || crate::ring::Header::of(rec).type_() == PERF_RECORD_SAMPLE {
+        return record(rec);
+    }
+    match count_lost(rec, stats) {
+        RawLost::Keep => record(rec),
+        RawLost::Skip => ControlFlow::Continue(()),
+        RawLost::Made(made) => record(made.bytes()),
+    }
+}
+
+/// What a raw reader hands over for a record other than a sample.
+pub enum RawLost {
+    /// The record as it is.
+    Keep,
+    /// Nothing: a LOST record whose losses were all reported early.
+    Skip,
+    /// This record instead: a LOST record reporting only the losses not
+    /// reported early (without the original's `sample_id` trailer).
+    Made(LostRecord),
+}
+
+/// Adds what a `PERF_RECORD_LOST` reports to `stats` (raw mode, batches),
+/// and says what to hand over in its place (see [`RawLost`]).
 #[inline(never)]
-pub fn count_lost(rec: &[u8], stats: &mut DispatchStats) {
-    if let Record::Lost { lost } = record::parse(rec) {
+pub fn count_lost(rec: &[u8], stats: &mut DispatchStats) -> RawLost {
+    let Record::Lost { lost } = record::parse(rec) else { return RawLost::Keep };
+    if stats.lost_credit == 0 {
         stats.lost += lost;
+        return RawLost::Keep;
+    }
+    match take_lost(lost, stats) {
+        0 => RawLost::Skip,
+        left => RawLost::Made(LostRecord::new(left)),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod config;
 pub mod cpu_buf;
 pub mod deliver;
+pub mod lost;
 pub mod stats;
 pub mod ticker;
 pub mod waker;
@@ -19,7 +20,7 @@ use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::clock::Moment;
 use crate::kernel::sys::{self, AttrSource};
-use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE};
+use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_FORMAT_LOST};
 use crate::kernel::{PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_TID};
 use crate::kernel::{PERF_SAMPLE_CPU, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TIME, cpu};
 use crate::log;
@@ -31,11 +32,17 @@ use config::{CpuSelection, Options};
 use core::ops::ControlFlow;
 use cpu_buf::CpuBuf;
 use deliver::{Flow, Halt, Handler};
+use lost::{KernelLost, LostTally};
 use stats::RingStats;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 use ticker::{TIMER_TOKEN, Ticker};
 use waker::{WAKE_TAG, clear_wake};
+
+/// A ring mapped by someone else, for [`Reader::over_rings`]: its CPU, the
+/// event that owns it, the mapping, and the tally of what the events
+/// writing there lost (if they count it).
+pub type OwnedRing = (i32, OwnedFd, PerfRing, Option<LostTally>);
 
 /// `map_fd` of a reader without a map (over an event set's rings).
 const NO_MAP: RawFd = -1;
@@ -112,6 +119,11 @@ impl<H: Handler> Reader<H> {
             }
             reader.add_cpu(cpu, map_key, attr, opts.pages, page_size, opts.overwrite)?;
         }
+        if plan.attr.is_some_and(|a| a.read_format == PERF_FORMAT_LOST) {
+            for buf in &mut reader.bufs {
+                buf.kernel_lost = KernelLost::Own;
+            }
+        }
         if let Some(bound) = plan.max_delay {
             // Ticking at half the bound keeps a record's wait, tick plus the
             // reader's own wake-up, within the bound.
@@ -133,7 +145,7 @@ impl<H: Handler> Reader<H> {
     /// the rings starts with (for ordering by time); `max_delay` bounds a
     /// batching set's wake-ups.
     pub fn over_rings(
-        rings: Vec<(i32, OwnedFd, PerfRing)>,
+        rings: Vec<OwnedRing>,
         handler: H,
         sample_type: u64,
         max_delay: Option<Duration>,
@@ -141,9 +153,11 @@ impl<H: Handler> Reader<H> {
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
         let mut reader = Reader::empty(NO_MAP, handler, epoll, rings.len(), rings.len(), sample_type)?;
         reader.sample_id_all = true;
-        for (cpu, fd, ring) in rings {
+        for (cpu, fd, ring, tally) in rings {
             let (index, raw) = (reader.bufs.len(), fd.as_raw_fd());
-            reader.bufs.push(CpuBuf::new(cpu, cpu, fd, ring, false));
+            let mut buf = CpuBuf::new(cpu, cpu, fd, ring, false);
+            buf.kernel_lost = tally.map_or(KernelLost::Unknown, KernelLost::Tally);
+            reader.bufs.push(buf);
             sys::epoll_add(reader.epoll.as_raw_fd(), raw, index as u64)
                 .map_err(|e| log::failed(e.with(What::EpollAdd(cpu, raw))))?;
         }
@@ -557,6 +571,54 @@ impl<H: Handler> Reader<H> {
         Ok(figures)
     }
 
+    /// Reports, for every ring whose events count their losses (see
+    /// [`RingStats::lost`]), what the kernel counted and no LOST record
+    /// reported yet: one lost report per such ring through the handler
+    /// (a raw handler gets a `PERF_RECORD_LOST` made here, id 0, no
+    /// `sample_id` trailer). A LOST record the kernel writes later for the
+    /// same losses is reduced by what was reported here (dropped if it
+    /// reports nothing more; a batch still carries it whole), so no loss
+    /// is reported or counted twice. Returns the number of records
+    /// reported lost. A handler that stops the read stops this too.
+    pub fn report_unwritten_lost(&mut self) -> Result<u64> {
+        let Reader { bufs, handler, .. } = self;
+        let mut reported = 0;
+        for buf in bufs.iter_mut() {
+            let lost = buf.unreported_lost();
+            if lost == 0 {
+                continue;
+            }
+            let mut stats = buf.stats;
+            // This report is not one the credit covers.
+            let credit = core::mem::take(&mut stats.lost_credit);
+            let ret = handler.deliver(buf.cpu, LostRecord::new(lost).bytes(), &mut stats);
+            stats.lost_credit = credit + lost;
+            buf.stats = stats;
+            reported += lost;
+            match ret {
+                ControlFlow::Continue(()) | ControlFlow::Break(Halt::Done) => {}
+                ControlFlow::Break(halt) => return Err(halt_error(halt)),
+            }
+        }
+        Ok(reported)
+    }
+
+    /// The final drain: every ring read to its head (an ordered reader
+    /// flushes every record it holds), then what the kernel counted lost
+    /// and has not written into a ring yet reported
+    /// ([`Self::report_unwritten_lost`]). Call it once the producers have
+    /// stopped. Returns the number of records reported lost by that last
+    /// step.
+    pub fn drain_final(&mut self) -> Result<u64> {
+        self.reached_head = false;
+        if self.order.is_some() {
+            self.order_round(true)?;
+        } else {
+            self.consume()?;
+        }
+        self.report_unwritten_lost()
+    }
+
     /// Turns on ordered delivery: from now on poll and consume deliver
     /// records from all rings in key order (see [`crate::order`]).
     /// `PERF_SAMPLE_TIME` keys need an attr that samples TIME. The fast
@@ -694,7 +756,7 @@ impl<H: Handler> Reader<H> {
                     |rec| {
                         others.set(others.get() + 1);
                         if let Record::Lost { lost } = record::parse(rec) {
-                            stats.lost += lost;
+                            deliver::take_lost(lost, stats);
                         }
                     },
                     |run, records| {

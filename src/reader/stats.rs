@@ -21,8 +21,18 @@ pub struct RingStats {
     pub records: u64,
     /// Bytes of those records, headers included.
     pub bytes: u64,
-    /// Records the kernel reported lost.
+    /// Records lost so far: what `PERF_RECORD_LOST` reports read from the
+    /// ring said (and the lost reports the library made), plus, where the
+    /// ring's events count their losses (`PERF_FORMAT_LOST`, Linux 6.0: an
+    /// event set's rings, a buffer built with `count_lost`), what the
+    /// kernel counted and has not yet written as a LOST record: exact at
+    /// any moment, not only once the kernel finds room for its report.
+    /// Elsewhere, only what was reported.
     pub lost: u64,
+    /// The part of `lost` no lost report has told the reader about yet
+    /// (`lost` minus what the lost callbacks got; 0 where the kernel's
+    /// count is not known). A final drain reports it.
+    pub lost_unreported: u64,
     /// Times epoll reported the ring ready.
     pub wakeups: u64,
     /// Bytes waiting in the ring now.

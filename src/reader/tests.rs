@@ -489,3 +489,80 @@ fn ordering_stands_the_fast_mode_down_and_delivers_leftovers_first() {
     );
     assert!(!r.timer.as_ref().unwrap().ticking());
 }
+
+/// A 1-page ring on CPU 0 overflowed by 1,000 samples and drained: how
+/// many the kernel refused.
+fn overflow_and_drain(fx: &Fx, r: &mut Reader<Collect>) -> u64 {
+    let refused = fx.emit(0, 1000, 0);
+    assert!(refused > 0, "a 1-page ring must overflow");
+    r.consume().expect("consume");
+    refused
+}
+
+#[test]
+fn counted_losses_are_exact_before_the_kernel_reports_them() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| {
+        o.pages = 1;
+        o.count_lost = true;
+    });
+    let refused = overflow_and_drain(&fx, &mut r);
+    let delivered = r.handler_mut().0.len() as u64;
+    assert_eq!(delivered + refused, 1000);
+    let s = r.figures(0).unwrap();
+    assert_eq!((s.lost, s.lost_unreported), (refused, refused), "exact before any LOST record");
+    assert!(r.handler_mut().1.is_empty(), "no lost callback without a LOST record");
+    // The final drain reports them once.
+    assert_eq!(r.drain_final().unwrap(), refused);
+    assert_eq!(r.handler_mut().1, vec![(0, refused)]);
+    let s = r.figures(0).unwrap();
+    assert_eq!((s.lost, s.lost_unreported), (refused, 0));
+    assert_eq!(r.drain_final().unwrap(), 0, "nothing left to report");
+    // The kernel's LOST record for the same losses arrives with the next
+    // sample: neither reported nor counted again.
+    assert_eq!(fx.emit(0, 1, 5000), 0);
+    r.consume().unwrap();
+    assert_eq!(r.handler_mut().1, vec![(0, refused)]);
+    assert_eq!(r.figures(0).unwrap().lost, refused);
+    // New losses after the early report are reported as usual.
+    let more = fx.emit(0, 1000, 0);
+    r.consume().unwrap();
+    assert_eq!(fx.emit(0, 1, 9000), 0);
+    r.consume().unwrap();
+    assert_eq!(r.handler_mut().1, vec![(0, refused), (0, more)]);
+    assert_eq!(r.figures(0).unwrap().lost, refused + more);
+}
+
+#[test]
+fn libbpfs_event_keeps_its_read_format_and_todays_figures() {
+    let fx = kernel(1, |_| ());
+    let mut r = fx.open(|o| o.pages = 1);
+    let (_, fd) = fx.slot(0);
+    // SAFETY: the reader keeps the slot's event open.
+    let event = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    assert!(sys::read_lost(event).is_err(), "libbpf's attr has no read_format");
+    let refused = overflow_and_drain(&fx, &mut r);
+    let s = r.figures(0).unwrap();
+    assert_eq!((s.lost, s.lost_unreported), (0, 0), "no count without PERF_FORMAT_LOST");
+    assert_eq!(r.drain_final().unwrap(), 0);
+    assert!(r.handler_mut().1.is_empty());
+    assert_eq!(fx.emit(0, 1, 5000), 0);
+    r.consume().unwrap();
+    assert_eq!(r.handler_mut().1, vec![(0, refused)], "the LOST record, as libbpf reports it");
+}
+
+#[test]
+fn without_format_lost_counting_degrades_to_lost_records() {
+    let fx = kernel(1, |k| k.format_lost = false);
+    let mut r = fx.open(|o| {
+        o.pages = 1;
+        o.count_lost = true;
+    });
+    let refused = overflow_and_drain(&fx, &mut r);
+    assert_eq!(r.figures(0).unwrap().lost, 0);
+    assert_eq!(r.drain_final().unwrap(), 0);
+    assert_eq!(fx.emit(0, 1, 5000), 0);
+    r.consume().unwrap();
+    assert_eq!(r.handler_mut().1, vec![(0, refused)]);
+    assert_eq!(r.figures(0).unwrap().lost, refused);
+}

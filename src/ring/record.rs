@@ -46,6 +46,11 @@ pub struct DispatchStats {
     pub lost: u64,
     /// SAMPLE/LOST records too short for their fields, skipped.
     pub malformed: u64,
+    /// Losses reported early (a final drain's report of what the kernel
+    /// counted but had not yet written as a `PERF_RECORD_LOST`): a LOST
+    /// record that arrives later reports them again, and is reduced by
+    /// this much (see `reader::deliver::take_lost`).
+    pub lost_credit: u64,
 }
 
 /// A `PERF_RECORD_LOST` made here, for lost records the kernel counted but

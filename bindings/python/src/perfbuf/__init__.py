@@ -415,7 +415,11 @@ class _RingReader:
         """Ring ``index``'s figures, every field of ``struct
         perfbuf_ring_stats``: cpu, records, bytes, lost, wakeups,
         pending_bytes, data_size, resyncs, skipped_bytes, malformed,
-        overwritten_bytes, batched, batch_switches, spill_size."""
+        overwritten_bytes, batched, batch_switches, spill_size,
+        lost_unreported. ``lost`` is exact at any moment where the ring's
+        events count their losses (an event set's rings on Linux 6.0+): it
+        includes the ``lost_unreported`` records the kernel has not yet
+        written as a lost report."""
         st = _lib.RingStats(sz=ctypes.sizeof(_lib.RingStats))
         self._control(_LIB.perfbuf_ring_stats, self._index(index), ctypes.byref(st))  # type: ignore[arg-type]
         return {name: getattr(st, name) for name, _ in _lib.RingStats._fields_ if name not in ("sz", "reserved")}

@@ -49,7 +49,7 @@ class RingStats(ctypes.Structure):
         ("lost", c_uint64), ("wakeups", c_uint64), ("pending_bytes", c_uint64), ("data_size", c_uint64),
         ("resyncs", c_uint64), ("skipped_bytes", c_uint64), ("malformed", c_uint64),
         ("overwritten_bytes", c_uint64), ("batched", c_uint64), ("batch_switches", c_uint64),
-        ("spill_size", c_uint64),
+        ("spill_size", c_uint64), ("lost_unreported", c_uint64),
     ]
 
 
