@@ -2017,9 +2017,12 @@ struct perfbuf_perfdata *perfbuf_perfdata_new_bpf_output(const char *path);
 int perfbuf_perfdata_drain(struct perfbuf_perfdata *w, struct perf_buffer *pb);
 
 /*
- Waits up to `timeout_ms` (-1: forever) for the kernel to signal a ring
- of `pb`, then `perfbuf_perfdata_drain`s. Returns the records written (0:
- the timeout passed, or a signal came), or -errno.
+ Waits up to `timeout_ms` (-1: forever) for rings of `pb` to hold
+ records, then `perfbuf_perfdata_drain`s. Returns the records written
+ (0: the timeout passed, or a signal came), -ECANCELED after a
+ `perfbuf_wake` (the wake-up is cleared), or -errno. The wait serves the
+ buffer's own wake-up and delay-timer fds, so a loop of polls sleeps
+ between records.
 
  # Safety
  As for [`perfbuf_perfdata_drain`].

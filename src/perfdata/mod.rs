@@ -42,14 +42,13 @@ pub use error::Error;
 
 use crate::events::{Event, EventSet, Target};
 use crate::kernel::{self, PerfEventAttr};
-use crate::perf_buffer::PerfBuffer;
+use crate::perf_buffer::{PerfBuffer, Threading};
 use crate::reader::batch::Batch;
 use crate::ring::Header;
 use layout::{FileHeader, Section};
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -315,7 +314,7 @@ impl PerfDataWriter {
 
     /// Writes every record the rings of `reader` hold now, one write per
     /// run, then ends the round. Returns the records written.
-    pub fn drain(&mut self, reader: &mut PerfBuffer<'_>) -> Result<usize> {
+    pub fn drain<T: Threading>(&mut self, reader: &mut PerfBuffer<'_, T>) -> Result<usize> {
         self.write_runs(|sink| {
             reader.consume_batch(
                 |batch| if sink(batch) { ControlFlow::Continue(()) } else { ControlFlow::Break(()) },
@@ -348,21 +347,20 @@ impl PerfDataWriter {
         Ok(n)
     }
 
-    /// Waits up to `timeout` for the kernel to signal a ring of `reader`,
-    /// then [`Self::drain`]s. Returns the records written (0: timeout).
-    pub fn poll(&mut self, reader: &mut PerfBuffer<'_>, timeout: Duration) -> Result<usize> {
-        let mut pfd = libc::pollfd { fd: reader.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    /// Waits up to `timeout` for rings of `reader` to hold records, then
+    /// [`Self::drain`]s. Returns the records written (0: the timeout passed,
+    /// or a signal came); fails with [`crate::ErrorKind::Cancelled`] after a
+    /// [`crate::Waker::wake`], as [`PerfBuffer::poll`] does. The wait
+    /// serves the reader's own wake-up and delay-timer fds, so a loop of
+    /// polls sleeps between records.
+    pub fn poll<T: Threading>(&mut self, reader: &mut PerfBuffer<'_, T>, timeout: Duration) -> Result<usize> {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd, for the call's duration.
-        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if ready < 0 {
-            let e = crate::Error::last_os();
-            return if e.errno() == libc::EINTR { Ok(0) } else { Err(e.into()) };
+        match reader.wait_ready(ms) {
+            Ok(0) => Ok(0),
+            Ok(_) => self.drain(reader),
+            Err(e) if e.errno() == libc::EINTR => Ok(0),
+            Err(e) => Err(e.into()),
         }
-        if ready == 0 {
-            return Ok(0);
-        }
-        self.drain(reader)
     }
 
     /// Ends the file: the last round, the header features (event names,

@@ -11,6 +11,7 @@ pub mod cpu_buf;
 pub mod deliver;
 pub mod stats;
 pub mod ticker;
+pub mod wait;
 pub mod waker;
 
 use crate::adaptive::claim::Claim;
