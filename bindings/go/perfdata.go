@@ -111,12 +111,11 @@ func (w *PerfDataWriter) Drain(src PerfDataSource) (int, error) {
 	})
 }
 
-// Poll waits up to timeout (negative: forever) for the kernel to signal a
-// ring of the reader, then drains as Drain; it returns the records written
-// (0: the timeout passed, or a signal came). Closing the reader ends a
-// Poll in progress. A wake-up of the reader (Pause, Resume, SetDeadline,
-// Consume, Flush) that no Read took stays pending in libperfbuf: Polls
-// then return at once until the reader's next Read.
+// Poll waits up to timeout (negative: forever) for the reader's rings to
+// hold records, then drains as Drain; it returns the records written (0:
+// the timeout passed, a signal came, or the reader was woken: Close,
+// Pause, Resume, SetDeadline, Consume or Flush, which then run).
+// Closing the reader ends a Poll in progress.
 func (w *PerfDataWriter) Poll(src PerfDataSource, timeout time.Duration) (int, error) {
 	ms := -1
 	if timeout >= 0 {
@@ -125,9 +124,13 @@ func (w *PerfDataWriter) Poll(src PerfDataSource, timeout time.Duration) (int, e
 			ms = 1<<31 - 1
 		}
 	}
-	return w.run("Poll", src, func(cw *C.struct_perfbuf_perfdata, pb *C.struct_perf_buffer) C.int {
+	n, err := w.run("Poll", src, func(cw *C.struct_perfbuf_perfdata, pb *C.struct_perf_buffer) C.int {
 		return C.perfbuf_perfdata_poll(cw, pb, C.int(ms))
 	})
+	if e, ok := err.(*Error); ok && e.Errno == syscall.ECANCELED {
+		return 0, nil // a wake-up for a control call waiting on the reader
+	}
+	return n, err
 }
 
 // run calls fn with the writer and the reader's buffer, both to itself.

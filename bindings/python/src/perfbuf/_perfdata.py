@@ -74,20 +74,28 @@ class PerfDataWriter:
     def drain(self, reader: _RingReader) -> int:
         """Writes every record ``reader``'s rings hold now, then ends the
         round; returns the records written."""
-        with self._lock:
-            ret = _LIB.perfbuf_perfdata_drain(self._handle(), reader._handle())
-        if ret < 0:
-            raise self._error(-ret, "write")
-        return int(ret)
+        return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_drain(h, pb))
 
     def poll(self, reader: _RingReader, timeout_ms: int = -1) -> int:
-        """Waits up to ``timeout_ms`` (-1: forever) for a ring of ``reader``
-        to be signalled, then :meth:`drain`s; returns the records written
-        (0: the timeout passed)."""
-        with self._lock:
-            ret = _LIB.perfbuf_perfdata_poll(self._handle(), reader._handle(), int(timeout_ms))
+        """Waits up to ``timeout_ms`` (-1: forever) for ``reader``'s rings to
+        hold records, then :meth:`drain`s; returns the records written (0:
+        the timeout passed, or a signal came). ``OSError(ECANCELED)`` after
+        ``reader.wake()``; ``ValueError`` once the reader is closed (a close
+        from another thread ends a poll in progress)."""
+        ms = int(timeout_ms)
+        return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_poll(h, pb, ms))
+
+    def _run(self, reader: _RingReader, what: str, call: Any) -> int:
+        """``call(writer, buffer)`` with both to itself: the reader's lock
+        keeps its close (which wakes this call) from freeing it meanwhile."""
+        pb = reader._acquire()
+        try:
+            with self._lock:
+                ret = call(self._handle(), pb)
+        finally:
+            reader._lock.release()
         if ret < 0:
-            raise self._error(-ret, "write")
+            raise self._error(-ret, what)
         return int(ret)
 
     def close(self) -> None:
