@@ -80,8 +80,8 @@ class PerfDataWriter:
         """Waits up to ``timeout_ms`` (-1: forever) for ``reader``'s rings to
         hold records, then :meth:`drain`s; returns the records written (0:
         the timeout passed, or a signal came). ``OSError(ECANCELED)`` after
-        ``reader.wake()``; ``ValueError`` once the reader is closed (a close
-        from another thread ends a poll in progress)."""
+        ``reader.wake()`` or when ``reader.close()`` in another thread ends
+        the poll; ``ValueError`` once the reader is closed."""
         ms = int(timeout_ms)
         return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_poll(h, pb, ms))
 
