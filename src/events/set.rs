@@ -1007,6 +1007,18 @@ impl EventSet {
         Ok(&self.opened(id)?.name)
     }
 
+    /// The tracefs event `id` is (`subsystem:name`): a tracepoint's name,
+    /// the dynamic event a probe with arguments was made (its format is
+    /// what decodes its samples); `None` for other events.
+    pub(crate) fn tracefs_event(&self, id: EventId) -> Result<Option<String>> {
+        let opened = self.opened(id)?;
+        Ok(match (&opened.probe, opened.kind) {
+            (Some(probe), _) => Some(probe.tracefs_name()),
+            (None, EventKind::Tracepoint) => Some(opened.name.clone()),
+            _ => None,
+        })
+    }
+
     /// The targets the set watches (`Target::System` when none was given).
     pub fn targets(&self) -> Vec<Target> {
         self.targets.iter().map(|t| t.target.clone()).collect()

@@ -103,6 +103,8 @@ pub struct PerfDataWriter {
     committed: u64,
     time_at: Option<usize>,
     times: Option<(u64, u64)>,
+    /// The tracepoints' formats (`HEADER_TRACING_DATA`), if any.
+    tracing: Option<Vec<u8>>,
     stats: WriteStats,
     finished: bool,
 }
@@ -111,7 +113,18 @@ impl PerfDataWriter {
     /// Creates (or truncates) `path` and writes the header and the attr
     /// section for `events`; records follow with the `write_*` methods.
     pub fn create(path: impl AsRef<Path>, events: Vec<FileEvent>) -> Result<PerfDataWriter> {
-        let path = path.as_ref().to_path_buf();
+        let tracepoints: Vec<String> = events
+            .iter()
+            .filter(|e| e.attr.type_ == kernel::PERF_TYPE_TRACEPOINT)
+            .map(|e| e.name.clone())
+            .collect();
+        PerfDataWriter::create_with(path.as_ref(), events, &tracepoints)
+    }
+
+    /// [`Self::create`], the formats of `tracepoints` (tracefs
+    /// `subsystem:name`) read now for the header features.
+    fn create_with(path: &Path, events: Vec<FileEvent>, tracepoints: &[String]) -> Result<PerfDataWriter> {
+        let path = path.to_path_buf();
         let file = File::create(&path).map_err(|source| Error::Write {
             path: path.clone(),
             what: "the file",
@@ -128,6 +141,7 @@ impl PerfDataWriter {
             committed: 0,
             time_at,
             times: None,
+            tracing: tracing_data(tracepoints),
             stats: WriteStats::default(),
             finished: false,
         };
@@ -156,6 +170,7 @@ impl PerfDataWriter {
         };
         set.enable(dummy)?;
         let mut events = Vec::new();
+        let mut tracepoints = Vec::new();
         for id in set.events() {
             let attr = set.attr(id)?;
             let name = match (ids::perf_name(attr.type_, attr.config), set.name(id)?) {
@@ -164,8 +179,9 @@ impl PerfDataWriter {
                 (None, other) => other.to_owned(),
             };
             events.push(FileEvent { attr, name, ids: set.instance_ids(id)? });
+            tracepoints.extend(set.tracefs_event(id)?);
         }
-        let mut w = PerfDataWriter::create(path, events)?;
+        let mut w = PerfDataWriter::create_with(path.as_ref(), events, &tracepoints)?;
         let mut pids = Vec::new();
         let mut all = false;
         for target in set.targets() {
@@ -380,7 +396,12 @@ impl PerfDataWriter {
         }
         let clockid =
             self.events.iter().find(|e| e.attr.has(kernel::ATTR_FLAG_USE_CLOCKID)).map(|e| e.attr.clockid);
-        let facts = features::Facts { events: &self.events, sample_times: self.times, clockid };
+        let facts = features::Facts {
+            events: &self.events,
+            sample_times: self.times,
+            clockid,
+            tracing: self.tracing.as_deref(),
+        };
         let feats = features::features(&facts);
         let mut header = FileHeader {
             attrs: Section::default(),
@@ -425,6 +446,17 @@ impl Drop for PerfDataWriter {
             let _ = self.finish_file();
         }
     }
+}
+
+/// `HEADER_TRACING_DATA` for tracefs events `tracepoints`, if any (and
+/// tracefs is there).
+fn tracing_data(tracepoints: &[String]) -> Option<Vec<u8>> {
+    if tracepoints.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = tracepoints.iter().map(String::as_str).collect();
+    let tracefs = crate::events::tracefs::Tracefs::find().ok()?;
+    tracing::tracing_data(tracefs.root(), &names).ok()
 }
 
 fn count_records(bytes: &[u8]) -> u64 {
