@@ -27,7 +27,7 @@ func (r *rings) perfDataRings() *rings { return r }
 // PerfDataWriter writes what a reader's rings hold into a perf.data file,
 // for perf report, perf script and the tools built on perf.data:
 //
-//	w, err := perfbuf.NewPerfDataWriter("perf.data", set) // after set.Add
+//	w, err := perfbuf.NewPerfDataWriter("perf.data", set)
 //	r, err := set.NewReader(perfbuf.EventReaderOptions{})
 //	set.Enable(perfbuf.AllEvents)
 //	for running { w.Poll(r, 100*time.Millisecond) }
@@ -48,7 +48,9 @@ type PerfDataWriter struct {
 // set's events. It adds to the set, enabled, a dummy event asking the
 // kernel for COMM, FORK, EXIT and MMAP2 records, and writes COMM and MMAP2
 // records from /proc for the tasks the set watches, as perf record does.
-// Add the set's events first: later ones are not in the file.
+// Events added to the set later join the file when it is closed (a file
+// whose writer was killed describes only the events of its start: perf
+// skips the others' samples).
 func NewPerfDataWriter(path string, set *EventSet) (*PerfDataWriter, error) {
 	const op = "NewPerfDataWriter"
 	if set == nil {

@@ -79,9 +79,11 @@ fn boxed(writer: core::result::Result<PerfDataWriter, perfdata::Error>) -> *mut 
 /// Creates (or truncates) `path` as a perf.data file of `set`'s events:
 /// adds to the set, enabled, a dummy event asking the kernel for COMM,
 /// FORK, EXIT and MMAP2 records, and writes COMM and MMAP2 records from
-/// /proc for the tasks the set watches, as `perf record` does. Add the
-/// set's events first (later ones are not in the file). Returns NULL with
-/// errno on failure (the message, with the path, goes to the log).
+/// /proc for the tasks the set watches, as `perf record` does. Events
+/// added to the set later join the file when it is closed (a file whose
+/// writer was killed describes only the events of its start: perf skips
+/// the others' samples). Returns NULL with errno on failure (the message,
+/// with the path, goes to the log).
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated; `set` is NULL or a live set.

@@ -33,6 +33,7 @@
 mod buildid;
 mod error;
 mod features;
+mod from_set;
 mod ids;
 mod layout;
 mod procfs;
@@ -40,7 +41,6 @@ mod tracing;
 
 pub use error::Error;
 
-use crate::events::{Event, EventSet, Target};
 use crate::kernel::{self, PerfEventAttr};
 use crate::perf_buffer::{PerfBuffer, Threading};
 use crate::reader::batch::Batch;
@@ -55,13 +55,6 @@ use std::time::Duration;
 
 /// The writer's result.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
-
-/// The attr bits of the side-band event [`PerfDataWriter::for_set`] adds:
-/// `mmap`, `comm`, `task`, `mmap2`, `comm_exec` (the kernel then writes
-/// MMAP2, COMM, FORK and EXIT records of the watched tasks).
-const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24;
-/// `build_id` (Linux 5.12): MMAP2 records carry the file's build id.
-const BUILD_ID_FLAG: u64 = 1 << 34;
 
 /// An event as the file describes it: its attr as opened, its name, and
 /// the kernel ids its records carry.
@@ -101,10 +94,15 @@ pub struct PerfDataWriter {
     /// Data bytes written; `committed` of them are in the header.
     written: u64,
     committed: u64,
+    /// The attr section at the head: its events, where it is.
+    head_events: usize,
+    head_attrs: Section,
     time_at: Option<usize>,
     times: Option<(u64, u64)>,
-    /// The tracepoints' formats (`HEADER_TRACING_DATA`), if any.
-    tracing: Option<Vec<u8>>,
+    /// The tracepoints' formats (`HEADER_TRACING_DATA`).
+    formats: Vec<tracing::TracepointFormat>,
+    /// The set whose events added later join the file.
+    following: Option<from_set::Following>,
     stats: WriteStats,
     finished: bool,
 }
@@ -113,86 +111,40 @@ impl PerfDataWriter {
     /// Creates (or truncates) `path` and writes the header and the attr
     /// section for `events`; records follow with the `write_*` methods.
     pub fn create(path: impl AsRef<Path>, events: Vec<FileEvent>) -> Result<PerfDataWriter> {
-        let tracepoints: Vec<String> = events
-            .iter()
-            .filter(|e| e.attr.type_ == kernel::PERF_TYPE_TRACEPOINT)
-            .map(|e| e.name.clone())
-            .collect();
-        PerfDataWriter::create_with(path.as_ref(), events, &tracepoints)
+        let tracepoint =
+            |e: &FileEvent| (e.attr.type_ == kernel::PERF_TYPE_TRACEPOINT).then(|| e.name.clone());
+        let events = events.into_iter().map(|e| (tracepoint(&e), e)).map(|(tp, e)| (e, tp)).collect();
+        PerfDataWriter::create_with(path.as_ref(), events)
     }
 
-    /// [`Self::create`], the formats of `tracepoints` (tracefs
-    /// `subsystem:name`) read now for the header features.
-    fn create_with(path: &Path, events: Vec<FileEvent>, tracepoints: &[String]) -> Result<PerfDataWriter> {
+    /// [`Self::create`] for events each with the tracefs event (`subsystem:
+    /// name`) whose format decodes its samples, read now.
+    fn create_with(path: &Path, events: Vec<from_set::SetEvent>) -> Result<PerfDataWriter> {
         let path = path.to_path_buf();
         let file = File::create(&path).map_err(|source| Error::Write {
             path: path.clone(),
             what: "the file",
             source,
         })?;
-        let attrs: Vec<&PerfEventAttr> = events.iter().map(|e| &e.attr).collect();
-        let time_at = ids::sample_time_offset(&attrs);
         let mut w = PerfDataWriter {
             file,
             path,
-            events,
+            events: Vec::new(),
             data_start: 0,
             written: 0,
             committed: 0,
-            time_at,
+            head_events: 0,
+            head_attrs: Section::default(),
+            time_at: None,
             times: None,
-            tracing: tracing_data(tracepoints),
+            formats: Vec::new(),
+            following: None,
             stats: WriteStats::default(),
             finished: false,
         };
+        w.take_in(events);
+        w.head_events = w.events.len();
         w.write_head()?;
-        Ok(w)
-    }
-
-    /// A file for `set`'s events. Adds to the set (and enables) a software
-    /// dummy event asking the kernel for side-band records (COMM, FORK,
-    /// EXIT, MMAP2 of the watched tasks), then, like `perf record`,
-    /// synthesizes COMM and MMAP2 records from /proc for the tasks the set
-    /// watches (all, its pids, or its cgroups' tasks) and the kernel's map.
-    /// Add the set's events first: events added later are not in the file.
-    pub fn for_set(path: impl AsRef<Path>, set: &mut EventSet) -> Result<PerfDataWriter> {
-        let side_band = |flags| {
-            Event::raw(PerfEventAttr {
-                type_: kernel::PERF_TYPE_SOFTWARE,
-                config: kernel::PERF_COUNT_SW_DUMMY,
-                flags,
-                ..PerfEventAttr::default()
-            })
-        };
-        let dummy = match set.add(&side_band(SIDE_BAND_FLAGS | BUILD_ID_FLAG)) {
-            Err(e) if e.errno() == libc::EINVAL => set.add(&side_band(SIDE_BAND_FLAGS))?, // before 5.12
-            other => other?,
-        };
-        set.enable(dummy)?;
-        let mut events = Vec::new();
-        let mut tracepoints = Vec::new();
-        for id in set.events() {
-            let attr = set.attr(id)?;
-            let name = match (ids::perf_name(attr.type_, attr.config), set.name(id)?) {
-                (_, tp) if attr.type_ == kernel::PERF_TYPE_TRACEPOINT => tp.to_owned(),
-                (Some(known), _) => known.to_owned(),
-                (None, other) => other.to_owned(),
-            };
-            events.push(FileEvent { attr, name, ids: set.instance_ids(id)? });
-            tracepoints.extend(set.tracefs_event(id)?);
-        }
-        let mut w = PerfDataWriter::create_with(path.as_ref(), events, &tracepoints)?;
-        let mut pids = Vec::new();
-        let mut all = false;
-        for target in set.targets() {
-            match target {
-                Target::System => all = true,
-                Target::Pid(p) => pids.push(p),
-                Target::Cgroup(dir) => pids.extend(cgroup_pids(&dir)),
-            }
-        }
-        let dummy_at = w.events.len() - 1;
-        w.synthesize(if all { procfs::Tasks::All } else { procfs::Tasks::Pids(pids) }, dummy_at)?;
         Ok(w)
     }
 
@@ -222,10 +174,27 @@ impl PerfDataWriter {
 
     /// Header, ids, attr table; the data section starts after them.
     fn write_head(&mut self) -> Result<()> {
-        let mut ids_at = layout::HEADER_SIZE;
+        let (attrs, head_attrs) = self.attr_section(layout::HEADER_SIZE);
+        self.head_attrs = head_attrs;
+        self.data_start = layout::HEADER_SIZE + attrs.len() as u64;
+        let header = FileHeader {
+            attrs: head_attrs,
+            data: Section { offset: self.data_start, size: 0 },
+            features: [0; 4],
+        };
+        let mut head = header.bytes();
+        head.extend_from_slice(&attrs);
+        self.put(&head, "the header and attrs")
+    }
+
+    /// Every event's ids then the attr table (`perf_file_attr`s: the attr
+    /// and where its ids are), to be written at file offset `at`; and
+    /// where the table is.
+    fn attr_section(&self, at: u64) -> (Vec<u8>, Section) {
         let mut ids = Vec::new();
         let mut table = Vec::new();
-        let attrs_at = layout::HEADER_SIZE + 8 * self.events.iter().map(|e| e.ids.len() as u64).sum::<u64>();
+        let mut ids_at = at;
+        let attrs_at = at + 8 * self.events.iter().map(|e| e.ids.len() as u64).sum::<u64>();
         for e in &self.events {
             e.ids.iter().for_each(|&id| layout::put_u64(&mut ids, id));
             table.extend_from_slice(&layout::attr_bytes(&e.attr));
@@ -233,16 +202,33 @@ impl PerfDataWriter {
             section.put(&mut table);
             ids_at += section.size;
         }
-        self.data_start = attrs_at + table.len() as u64;
-        let header = FileHeader {
-            attrs: Section { offset: attrs_at, size: table.len() as u64 },
-            data: Section { offset: self.data_start, size: 0 },
-            features: [0; 4],
-        };
-        let mut head = header.bytes();
-        head.extend_from_slice(&ids);
-        head.extend_from_slice(&table);
-        self.put(&head, "the header and attrs")
+        let section = Section { offset: attrs_at, size: table.len() as u64 };
+        ids.extend_from_slice(&table);
+        (ids, section)
+    }
+
+    /// Adds events to the file's (their formats read now), and follows
+    /// where the samples' time is.
+    fn take_in(&mut self, events: Vec<from_set::SetEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let tracepoints: Vec<String> = events.iter().filter_map(|(_, tp)| tp.clone()).collect();
+        if !tracepoints.is_empty()
+            && let Ok(tracefs) = crate::events::tracefs::Tracefs::find()
+        {
+            self.formats.extend(tracing::read_formats(tracefs.root(), &tracepoints));
+        }
+        self.events.extend(events.into_iter().map(|(e, _)| e));
+        let attrs: Vec<&PerfEventAttr> = self.events.iter().map(|e| &e.attr).collect();
+        self.time_at = ids::sample_time_offset(&attrs);
+    }
+
+    /// Takes in the events added to the followed set since the last look.
+    fn take_in_added(&mut self) {
+        if let Some(added) = self.following.as_ref().map(from_set::Following::take) {
+            self.take_in(added);
+        }
     }
 
     /// Appends `bytes` at the end of what was written. A failed write
@@ -347,6 +333,8 @@ impl PerfDataWriter {
         &mut self,
         consume: impl FnOnce(&mut dyn FnMut(&Batch<'_>) -> bool) -> crate::Result<usize>,
     ) -> Result<usize> {
+        // Their records may be in the rings now.
+        self.take_in_added();
         let mut failed = None;
         let n = consume(&mut |batch| match self.write_batch(batch) {
             Ok(()) => true,
@@ -391,16 +379,23 @@ impl PerfDataWriter {
 
     fn finish_file(&mut self) -> Result<()> {
         self.finished = true;
+        self.take_in_added();
         if self.committed != self.written {
             self.end_round()?;
         }
         let clockid =
             self.events.iter().find(|e| e.attr.has(kernel::ATTR_FLAG_USE_CLOCKID)).map(|e| e.attr.clockid);
+        let tracing = match self.formats.as_slice() {
+            [] => None,
+            formats => crate::events::tracefs::Tracefs::find()
+                .ok()
+                .and_then(|t| tracing::tracing_data(t.root(), formats).ok()),
+        };
         let facts = features::Facts {
             events: &self.events,
             sample_times: self.times,
             clockid,
-            tracing: self.tracing.as_deref(),
+            tracing: tracing.as_deref(),
         };
         let feats = features::features(&facts);
         let mut header = FileHeader {
@@ -419,13 +414,19 @@ impl PerfDataWriter {
             at += bytes.len() as u64;
         }
         table.extend_from_slice(&payloads);
+        // Events taken in after the head was written: every attr again,
+        // after the features (perf finds those right after the data).
+        header.attrs = self.head_attrs;
+        if self.events.len() > self.head_events {
+            let (attrs, section) = self.attr_section(table_at + table.len() as u64);
+            table.extend_from_slice(&attrs);
+            header.attrs = section;
+        }
         self.file.write_all_at(&table, table_at).map_err(|source| Error::Write {
             path: self.path.clone(),
             what: "the header features",
             source,
         })?;
-        let attrs_size = layout::FILE_ATTR_SIZE * self.events.len() as u64;
-        header.attrs = Section { offset: self.data_start - attrs_size, size: attrs_size };
         self.file.write_all_at(&header.bytes(), 0).map_err(|source| Error::Write {
             path: self.path.clone(),
             what: "the file header",
@@ -448,34 +449,6 @@ impl Drop for PerfDataWriter {
     }
 }
 
-/// `HEADER_TRACING_DATA` for tracefs events `tracepoints`, if any (and
-/// tracefs is there).
-fn tracing_data(tracepoints: &[String]) -> Option<Vec<u8>> {
-    if tracepoints.is_empty() {
-        return None;
-    }
-    let names: Vec<&str> = tracepoints.iter().map(String::as_str).collect();
-    let tracefs = crate::events::tracefs::Tracefs::find().ok()?;
-    tracing::tracing_data(tracefs.root(), &names).ok()
-}
-
 fn count_records(bytes: &[u8]) -> u64 {
     Batch { cpu: 0, bytes, samples: 0, others: 0 }.records().count() as u64
-}
-
-/// The processes of a cgroup (v2) and its descendants.
-fn cgroup_pids(dir: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                pids.extend(cgroup_pids(&e.path()));
-            }
-        }
-    }
-    pids
 }

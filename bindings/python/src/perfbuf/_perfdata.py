@@ -17,10 +17,10 @@ class PerfDataWriter:
     """A perf.data file being written, fed by a reader's rings.
 
     ``PerfDataWriter(path, events)`` writes the attrs of ``events`` (an
-    :class:`EventSet`: add its events first), adds to the set a dummy event
-    asking the kernel for COMM/FORK/EXIT/MMAP2 records, and writes COMM and
-    MMAP2 records from /proc for the tasks the set watches, as ``perf
-    record`` does. :meth:`bpf_output` makes a file for a
+    :class:`EventSet`; events added to it later join the file when it is
+    closed), adds to the set a dummy event asking the kernel for
+    COMM/FORK/EXIT/MMAP2 records, and writes COMM and MMAP2 records from
+    /proc for the tasks the set watches, as ``perf record`` does. :meth:`bpf_output` makes a file for a
     :class:`~perfbuf.PerfBuffer` over a BPF output map instead.
 
     Then :meth:`poll` (or :meth:`drain`) with the reader writes every
