@@ -95,6 +95,17 @@ fn record_a_command_and_perf_report_shows_its_hot_function() {
     assert!(samples.len() > 10 && samples.iter().all(|l| l.contains("pbspin")), "{samples:?}");
     let chains = perf(&["script", "-F", "comm,ip,sym"], &file);
     assert!(chains.contains("perfbuf_spin_here") && chains.contains("main"), "{chains}");
+    // The header's build ids (HEADER_BUILD_ID): the program's, as perf reads
+    // it from the ELF file, and the running kernel's.
+    let header = perf(&["report", "--header-only"], &file);
+    let missing = header.lines().find(|l| l.starts_with("# missing features:")).unwrap_or_default();
+    assert!(!missing.contains(" BUILD_ID "), "{missing}");
+    let listed = perf(&["buildid-list"], &file);
+    let program_id = perf(&["buildid-list"], &bin);
+    assert!(listed.contains(&format!("{} {}", program_id.trim(), bin.display())), "{listed}");
+    let out = Command::new("perf").args(["buildid-list", "-k"]).output().unwrap();
+    let kernel_id = text(&out.stdout);
+    assert!(listed.contains(&format!("{} [kernel.kallsyms]", kernel_id.trim())), "{listed}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

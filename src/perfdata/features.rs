@@ -15,6 +15,8 @@ pub(crate) struct Facts<'a> {
     /// `HEADER_TRACING_DATA`, read when the file was made (a probe's
     /// format is gone with the probe).
     pub tracing: Option<&'a [u8]>,
+    /// `HEADER_BUILD_ID`'s payload, if any build id is known.
+    pub build_ids: Option<Vec<u8>>,
 }
 
 /// Every feature this writer knows, each with its payload, in bit order.
@@ -22,6 +24,9 @@ pub(crate) fn features(facts: &Facts<'_>) -> Vec<(Feature, Vec<u8>)> {
     let mut out = Vec::new();
     if let Some(blob) = facts.tracing {
         out.push((Feature::TracingData, blob.to_vec()));
+    }
+    if let Some(ids) = &facts.build_ids {
+        out.push((Feature::BuildId, ids.clone()));
     }
     let uts = uname();
     out.push((Feature::Hostname, string(&uts.0)));

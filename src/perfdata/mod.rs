@@ -31,6 +31,7 @@
 //! ```
 
 mod buildid;
+mod dsos;
 mod error;
 mod features;
 mod from_set;
@@ -103,6 +104,8 @@ pub struct PerfDataWriter {
     formats: Vec<tracing::TracepointFormat>,
     /// The set whose events added later join the file.
     following: Option<from_set::Following>,
+    /// The mapped files' build ids (`HEADER_BUILD_ID`).
+    build_ids: dsos::BuildIds,
     stats: WriteStats,
     finished: bool,
 }
@@ -139,6 +142,7 @@ impl PerfDataWriter {
             times: None,
             formats: Vec::new(),
             following: None,
+            build_ids: dsos::BuildIds::default(),
             stats: WriteStats::default(),
             finished: false,
         };
@@ -247,7 +251,12 @@ impl PerfDataWriter {
         let e = &self.events[at];
         let trailer = procfs::Trailer { attr: &e.attr, id: e.ids.first().copied().unwrap_or(0) };
         let records = procfs::synthesize(&tasks, &trailer);
-        self.stats.synthesized += count_records(&records);
+        for rec in (Batch { cpu: 0, bytes: &records, samples: 0, others: 0 }).records() {
+            self.stats.synthesized += 1;
+            if Header::of(rec).type_() == layout::RECORD_MMAP2 {
+                self.build_ids.note_mmap2(misc(rec), rec);
+            }
+        }
         self.put(&records, "records synthesized from /proc")?;
         self.written += records.len() as u64;
         self.end_round()
@@ -275,7 +284,8 @@ impl PerfDataWriter {
         self.write_records(batch.bytes)
     }
 
-    /// Counts records and follows the samples' first and last times.
+    /// Counts records, follows the samples' first and last times, and
+    /// notes the build ids of mapped files.
     fn account(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
         while let Some(h) = rest.get(..8).map(Header::of) {
@@ -287,6 +297,8 @@ impl PerfDataWriter {
                     let t = u64::from_le_bytes(t.try_into().unwrap_or_default());
                     self.times = Some(self.times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
                 }
+            } else if h.type_() == layout::RECORD_MMAP2 {
+                self.build_ids.note_mmap2(misc(rec), rec);
             }
             rest = &rest[rec.len()..];
         }
@@ -396,6 +408,7 @@ impl PerfDataWriter {
             sample_times: self.times,
             clockid,
             tracing: tracing.as_deref(),
+            build_ids: self.build_ids.feature(),
         };
         let feats = features::features(&facts);
         let mut header = FileHeader {
@@ -449,6 +462,7 @@ impl Drop for PerfDataWriter {
     }
 }
 
-fn count_records(bytes: &[u8]) -> u64 {
-    Batch { cpu: 0, bytes, samples: 0, others: 0 }.records().count() as u64
+/// A record's `misc` (its header's bytes 4 and 5; `rec` has a header).
+fn misc(rec: &[u8]) -> u16 {
+    u16::from_le_bytes([rec[4], rec[5]])
 }
