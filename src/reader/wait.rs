@@ -66,3 +66,43 @@ impl<H: Handler> Reader<H> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::{Options, Wakeup};
+    use super::super::deliver::Collect;
+    use super::super::waker::WakeFd;
+    use super::*;
+    use crate::kernel::fake::{self, FakeKernel};
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn waits_through_ticks_and_wake_ups_and_reads_nothing() {
+        let _k = fake::install(FakeKernel::new(1));
+        let map = fake::with(|k| k.create_map(1)).unwrap();
+        let mut opts = Options::new(map.as_raw_fd());
+        (opts.wakeup, opts.max_delay) = (Wakeup::Records(64), Some(2 * MS));
+        let mut r = Reader::open(opts, Collect::default()).unwrap();
+        // Ticks with every ring empty: the whole timeout.
+        let t0 = Moment::now();
+        assert_eq!(r.wait_ready(10).unwrap(), 0);
+        assert!(Moment::now().since(t0) >= 10 * MS, "returned after {:?}", Moment::now().since(t0));
+        // Below the batch: a tick finds them, within the bound, unread.
+        fake::with(|k| k.emit_n(map.as_raw_fd(), 0, 3, 16, 0));
+        let t0 = Moment::now();
+        assert_eq!(r.wait_ready(10).unwrap(), 1);
+        assert!(Moment::now().since(t0) <= 2 * MS, "after {:?}", Moment::now().since(t0));
+        assert!(r.handler.0.is_empty());
+        r.consume().unwrap();
+        assert_eq!(r.handler.0.len(), 3);
+        // A wake-up: ECANCELED once, then the next wait sleeps again.
+        let waker = WakeFd::borrowing(r.epoll_fd());
+        waker.wake().unwrap();
+        assert_eq!(r.wait_ready(10).unwrap_err().errno(), libc::ECANCELED);
+        let t0 = Moment::now();
+        assert_eq!(r.wait_ready(10).unwrap(), 0);
+        assert!(Moment::now().since(t0) >= 10 * MS, "returned after {:?}", Moment::now().since(t0));
+    }
+}
