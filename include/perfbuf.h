@@ -2026,9 +2026,11 @@ int perfbuf_events_decode_sideband(const struct perfbuf_events *set, const struc
  Creates (or truncates) `path` as a perf.data file of `set`'s events:
  adds to the set, enabled, a dummy event asking the kernel for COMM,
  FORK, EXIT and MMAP2 records, and writes COMM and MMAP2 records from
- /proc for the tasks the set watches, as `perf record` does. Add the
- set's events first (later ones are not in the file). Returns NULL with
- errno on failure (the message, with the path, goes to the log).
+ /proc for the tasks the set watches, as `perf record` does. Events
+ added to the set later join the file when it is closed (a file whose
+ writer was killed describes only the events of its start: perf skips
+ the others' samples). Returns NULL with errno on failure (the message,
+ with the path, goes to the log).
 
  # Safety
  `path` is NULL or NUL-terminated; `set` is NULL or a live set.
@@ -2059,9 +2061,12 @@ struct perfbuf_perfdata *perfbuf_perfdata_new_bpf_output(const char *path);
 int perfbuf_perfdata_drain(struct perfbuf_perfdata *w, struct perf_buffer *pb);
 
 /*
- Waits up to `timeout_ms` (-1: forever) for the kernel to signal a ring
- of `pb`, then `perfbuf_perfdata_drain`s. Returns the records written (0:
- the timeout passed, or a signal came), or -errno.
+ Waits up to `timeout_ms` (-1: forever) for rings of `pb` to hold
+ records, then `perfbuf_perfdata_drain`s. Returns the records written
+ (0: the timeout passed, or a signal came), -ECANCELED after a
+ `perfbuf_wake` (the wake-up is cleared), or -errno. The wait serves the
+ buffer's own wake-up and delay-timer fds, so a loop of polls sleeps
+ between records.
 
  # Safety
  As for [`perfbuf_perfdata_drain`].

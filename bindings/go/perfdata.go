@@ -27,7 +27,7 @@ func (r *rings) perfDataRings() *rings { return r }
 // PerfDataWriter writes what a reader's rings hold into a perf.data file,
 // for perf report, perf script and the tools built on perf.data:
 //
-//	w, err := perfbuf.NewPerfDataWriter("perf.data", set) // after set.Add
+//	w, err := perfbuf.NewPerfDataWriter("perf.data", set)
 //	r, err := set.NewReader(perfbuf.EventReaderOptions{})
 //	set.Enable(perfbuf.AllEvents)
 //	for running { w.Poll(r, 100*time.Millisecond) }
@@ -48,7 +48,9 @@ type PerfDataWriter struct {
 // set's events. It adds to the set, enabled, a dummy event asking the
 // kernel for COMM, FORK, EXIT and MMAP2 records, and writes COMM and MMAP2
 // records from /proc for the tasks the set watches, as perf record does.
-// Add the set's events first: later ones are not in the file.
+// Events added to the set later join the file when it is closed (a file
+// whose writer was killed describes only the events of its start: perf
+// skips the others' samples).
 func NewPerfDataWriter(path string, set *EventSet) (*PerfDataWriter, error) {
 	const op = "NewPerfDataWriter"
 	if set == nil {
@@ -111,12 +113,11 @@ func (w *PerfDataWriter) Drain(src PerfDataSource) (int, error) {
 	})
 }
 
-// Poll waits up to timeout (negative: forever) for the kernel to signal a
-// ring of the reader, then drains as Drain; it returns the records written
-// (0: the timeout passed, or a signal came). Closing the reader ends a
-// Poll in progress. A wake-up of the reader (Pause, Resume, SetDeadline,
-// Consume, Flush) that no Read took stays pending in libperfbuf: Polls
-// then return at once until the reader's next Read.
+// Poll waits up to timeout (negative: forever) for the reader's rings to
+// hold records, then drains as Drain; it returns the records written (0:
+// the timeout passed, a signal came, or the reader was woken: Close,
+// Pause, Resume, SetDeadline, Consume or Flush, which then run).
+// Closing the reader ends a Poll in progress.
 func (w *PerfDataWriter) Poll(src PerfDataSource, timeout time.Duration) (int, error) {
 	ms := -1
 	if timeout >= 0 {
@@ -125,9 +126,13 @@ func (w *PerfDataWriter) Poll(src PerfDataSource, timeout time.Duration) (int, e
 			ms = 1<<31 - 1
 		}
 	}
-	return w.run("Poll", src, func(cw *C.struct_perfbuf_perfdata, pb *C.struct_perf_buffer) C.int {
+	n, err := w.run("Poll", src, func(cw *C.struct_perfbuf_perfdata, pb *C.struct_perf_buffer) C.int {
 		return C.perfbuf_perfdata_poll(cw, pb, C.int(ms))
 	})
+	if e, ok := err.(*Error); ok && e.Errno == syscall.ECANCELED {
+		return 0, nil // a wake-up for a control call waiting on the reader
+	}
+	return n, err
 }
 
 // run calls fn with the writer and the reader's buffer, both to itself.

@@ -5,6 +5,7 @@ package perfbuf
 // perf (linux-perf); under CI=true nothing is skipped.
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -231,5 +232,88 @@ func TestPerfDataPollEndsWhenTheReaderCloses(t *testing.T) {
 	}
 	if _, err := w.Poll(r, 0); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Poll on a closed reader: %v", err)
+	}
+}
+
+// Polls after a wake-up of the reader (Pause and Resume wake it) sleep
+// until records come, instead of returning at once while the wake-up
+// stays pending (a busy loop: CPU time close to the time spent); then the
+// exec of the watched child is written.
+func TestPerfDataPollSleepsAfterAWakeUp(t *testing.T) {
+	needEvents(t)
+	child := exec.Command("/bin/sh", "-c", "echo ready; read line; exec /bin/true")
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	// Watched once it says so: its own exec and loading are over.
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the child: %q, %v", line, err)
+	}
+	s := newSet(t, EventSetOptions{PIDs: []int{child.Process.Pid}})
+	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
+	w, err := NewPerfDataWriter(filepath.Join(t.TempDir(), "woken.data"), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := s.Enable(AllEvents); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	cpu := func() time.Duration {
+		var u syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+	}
+	start, cpu0 := time.Now(), cpu()
+	polls := 0
+	for time.Since(start) < 300*time.Millisecond {
+		n, err := w.Poll(r, 50*time.Millisecond)
+		if err != nil || n != 0 {
+			t.Fatalf("a quiet Poll: %d, %v", n, err)
+		}
+		polls++
+	}
+	wall, used := time.Since(start), cpu()-cpu0
+	if used > wall/2 {
+		t.Fatalf("%d Polls used %v of CPU in %v: a busy loop", polls, used, wall)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for deadline := time.Now().Add(30 * time.Second); written == 0 && time.Now().Before(deadline); {
+		n, err := w.Poll(r, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written += n
+	}
+	if written == 0 {
+		t.Fatal("the child's exec was not written")
 	}
 }

@@ -79,9 +79,11 @@ fn boxed(writer: core::result::Result<PerfDataWriter, perfdata::Error>) -> *mut 
 /// Creates (or truncates) `path` as a perf.data file of `set`'s events:
 /// adds to the set, enabled, a dummy event asking the kernel for COMM,
 /// FORK, EXIT and MMAP2 records, and writes COMM and MMAP2 records from
-/// /proc for the tasks the set watches, as `perf record` does. Add the
-/// set's events first (later ones are not in the file). Returns NULL with
-/// errno on failure (the message, with the path, goes to the log).
+/// /proc for the tasks the set watches, as `perf record` does. Events
+/// added to the set later join the file when it is closed (a file whose
+/// writer was killed describes only the events of its start: perf skips
+/// the others' samples). Returns NULL with errno on failure (the message,
+/// with the path, goes to the log).
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated; `set` is NULL or a live set.
@@ -141,9 +143,12 @@ pub unsafe extern "C" fn perfbuf_perfdata_drain(w: *mut perfbuf_perfdata, pb: *m
     })())
 }
 
-/// Waits up to `timeout_ms` (-1: forever) for the kernel to signal a ring
-/// of `pb`, then `perfbuf_perfdata_drain`s. Returns the records written (0:
-/// the timeout passed, or a signal came), or -errno.
+/// Waits up to `timeout_ms` (-1: forever) for rings of `pb` to hold
+/// records, then `perfbuf_perfdata_drain`s. Returns the records written
+/// (0: the timeout passed, or a signal came), -ECANCELED after a
+/// `perfbuf_wake` (the wake-up is cleared), or -errno. The wait serves the
+/// buffer's own wake-up and delay-timer fds, so a loop of polls sleeps
+/// between records.
 ///
 /// # Safety
 /// As for [`perfbuf_perfdata_drain`].
@@ -154,20 +159,12 @@ pub unsafe extern "C" fn perfbuf_perfdata_poll(
     timeout_ms: c_int,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    let fd = match unsafe { reader_mut(pb) } {
-        Ok(r) => r.epoll_fd(),
-        Err(e) => return ret_errno(Err(e)),
-    };
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd for the call's duration.
-    match unsafe { libc::poll(&mut pfd, 1, timeout_ms) } {
-        0 => 0,
-        n if n < 0 => match Error::last_os() {
-            e if e.errno() == libc::EINTR => 0,
-            e => ret_errno(Err(e)),
-        },
+    match unsafe { reader_mut(pb) }.and_then(|r| r.wait_ready(timeout_ms)) {
+        Ok(0) => 0,
+        Err(e) if e.errno() == libc::EINTR => 0,
         // SAFETY: per this function's contract.
-        _ => unsafe { perfbuf_perfdata_drain(w, pb) },
+        Ok(_) => unsafe { perfbuf_perfdata_drain(w, pb) },
+        Err(e) => ret_errno(Err(e)),
     }
 }
 

@@ -104,8 +104,8 @@ EVENT (-e, repeatable):
   cycles                    CPU cycles at -F Hz; where there is no hardware PMU (virtual machines) the
                             CPU clock instead, which the first line says
   anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return], k:SYMBOL[%return];
-                            recorded on every hit, with its raw fields (perf script shows them);
-                            probe arguments are refused (perf.data would not carry their format)
+                            recorded on every hit, with its fields (perf script shows them), a
+                            probe's arguments too (the file carries the format of its tracefs event)
 -F applies to the sampling events; the default is 999 Hz (perf record's is 4000), at most
 /proc/sys/kernel/perf_event_max_sample_rate. -g adds call chains (frame pointers: build programs with
 -fno-omit-frame-pointer for user-space stacks) to every event.
@@ -122,6 +122,7 @@ Examples:
   perfbuf record -F 99 --duration 10s                     the whole machine for 10 s
   perfbuf record -e cycles -e sched:sched_switch --pid 1234
   perfbuf record --cpu 0 -e 'u:/usr/bin/bash:readline'
+  perfbuf record -e 'u:/usr/bin/bash:readline p=%di:u64' -- bash   a probe with an argument
   perf report -i perf.data --stdio --sort comm,sym        then read it with perf
   perf script -i perf.data";
 

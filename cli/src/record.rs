@@ -65,13 +65,6 @@ impl Wanted {
             Wanted::Sampling("task-clock") => Event::software(PERF_COUNT_SW_TASK_CLOCK).frequency(hz),
             Wanted::Sampling("cycles") => Event::cpu_cycles_or_clock().frequency(hz),
             Wanted::Sampling(_) => Event::cpu_clock().frequency(hz),
-            Wanted::Traced(Spec::Probe(p)) if !p.args.is_empty() => {
-                return Err(Failure::usage(format!(
-                    "{}: probe arguments are not written to perf.data by this build (perf could not decode the \
-                     file); record the probe without them, or see them with `perfbuf trace`",
-                    self.name()
-                )));
-            }
             Wanted::Traced(s) => event_for(s, None)?,
         };
         Ok(if callgraph { ev.sample(PERF_SAMPLE_CALLCHAIN) } else { ev })

@@ -95,6 +95,17 @@ fn record_a_command_and_perf_report_shows_its_hot_function() {
     assert!(samples.len() > 10 && samples.iter().all(|l| l.contains("pbspin")), "{samples:?}");
     let chains = perf(&["script", "-F", "comm,ip,sym"], &file);
     assert!(chains.contains("perfbuf_spin_here") && chains.contains("main"), "{chains}");
+    // The header's build ids (HEADER_BUILD_ID): the program's, as perf reads
+    // it from the ELF file, and the running kernel's.
+    let header = perf(&["report", "--header-only"], &file);
+    let missing = header.lines().find(|l| l.starts_with("# missing features:")).unwrap_or_default();
+    assert!(!missing.contains(" BUILD_ID "), "{missing}");
+    let listed = perf(&["buildid-list"], &file);
+    let program_id = perf(&["buildid-list"], &bin);
+    assert!(listed.contains(&format!("{} {}", program_id.trim(), bin.display())), "{listed}");
+    let out = Command::new("perf").args(["buildid-list", "-k"]).output().unwrap();
+    let kernel_id = text(&out.stdout);
+    assert!(listed.contains(&format!("{} [kernel.kallsyms]", kernel_id.trim())), "{listed}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -189,6 +200,52 @@ fn record_tracepoints_of_a_command_for_perf_script() {
 }
 
 #[test]
+fn record_probe_arguments_for_perf_script() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !ready("record_probe_arguments_for_perf_script") {
+        return;
+    }
+    let dir = tempdir("record-probe-args");
+    let bin = marked_program(&dir);
+    let name = bin.to_str().unwrap();
+    let file = dir.join("args.data");
+    let n = 6;
+    // perfbuf_mark(i) for i in 1..=n returns 2i (x86_64: i in %di).
+    let out = run(&[
+        "record",
+        "-e",
+        &format!("u:{name}:perfbuf_mark n=%di:s32"),
+        "-e",
+        &format!("u:{name}:perfbuf_mark%return r=$retval:s32"),
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        name,
+        &n.to_string(),
+    ]);
+    let summary = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{summary}");
+    // perf script decodes each probe's arguments with the format the file
+    // carries (the probe itself is gone by now), in call order.
+    let field = |event: &str, arg: &str| -> Vec<i64> {
+        script_samples(&file, event)
+            .iter()
+            .map(|l| {
+                let value = l.split(&format!(" {arg}=")).nth(1).unwrap_or_else(|| panic!("no {arg}= in {l}"));
+                value.trim().parse().unwrap_or_else(|_| panic!("{l}"))
+            })
+            .collect()
+    };
+    assert_eq!(field(&format!("uprobe {name}:perfbuf_mark"), "n"), (1..=n).collect::<Vec<i64>>());
+    assert_eq!(
+        field(&format!("uretprobe {name}:perfbuf_mark"), "r"),
+        (1..=n).map(|i| 2 * i).collect::<Vec<i64>>()
+    );
+    assert_eq!(summary_samples(&summary), 2 * n as usize, "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn record_errors_are_one_line_with_the_fix() {
     for args in [
         &["record", "-F", "0"][..],
@@ -200,15 +257,6 @@ fn record_errors_are_one_line_with_the_fix() {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
     }
-    // Probe arguments: refused before anything is opened (perf.data would
-    // lack their format).
-    let out = run(&["record", "-e", "u:/bin/sh:main n=%di:s32", "--", "true"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.lines().count() == 1 && err.contains("probe arguments") && err.contains("perfbuf trace"),
-        "{err}"
-    );
     let err = text(&run(&["record", "-e", "cpuclock"]).stderr);
     assert!(err.lines().count() == 1 && err.contains("cpu-clock, task-clock, cycles"), "{err}");
     let out = run(&["record", "-o", "/nonexistent-dir/x.data", "--", "true"]);

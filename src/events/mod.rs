@@ -21,6 +21,7 @@ pub(crate) mod tracefs;
 
 pub use counts::Counts;
 pub use desc::{Event, EventId, Sampling, Target};
+pub(crate) use set::AddObserver;
 pub(crate) use set::BASE_SAMPLE_TYPE;
 pub use set::{EventInfo, EventKind, EventSet, EventSetBuilder};
 pub use sideband::Sideband;

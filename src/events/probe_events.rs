@@ -116,6 +116,13 @@ impl ProbeEvent {
     }
 }
 
+impl ProbeEvent {
+    /// Its tracefs name, `group:event`.
+    pub(crate) fn tracefs_name(&self) -> String {
+        format!("{}:{}", self.group, self.event)
+    }
+}
+
 impl Drop for ProbeEvent {
     fn drop(&mut self) {
         if let Err(e) = append(&self.control, &format!("-:{}/{}", self.group, self.event)) {

@@ -26,7 +26,7 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// What every sample of a set carries, in this order: the event's id
@@ -306,7 +306,12 @@ pub struct EventSet {
     tracefs: Option<Tracefs>,
     /// The tracefs group of this set's probes with arguments, once it has one.
     probe_group: Option<String>,
+    /// Told of every event added (the perf.data writers of this set).
+    add_observers: Vec<Weak<AddObserver>>,
 }
+
+/// What [`EventSet::observe_adds`] calls after each add.
+pub(crate) type AddObserver = dyn Fn(&EventSet, EventId) + Send + Sync;
 
 impl EventSet {
     /// A builder with the defaults: every online CPU, every task, 8 pages
@@ -370,6 +375,7 @@ impl EventSet {
             decoder: Decoder::default(),
             tracefs: None,
             probe_group: None,
+            add_observers: Vec::new(),
         };
         // A crashed monitor's probes with arguments would stay forever.
         if let Ok(tracefs) = Tracefs::find() {
@@ -611,7 +617,17 @@ impl EventSet {
             self.next_id -= 1;
             return Err(e);
         }
+        self.add_observers.retain(|o| o.strong_count() > 0);
+        for observer in self.add_observers.iter().filter_map(Weak::upgrade) {
+            observer(self, id);
+        }
         Ok(id)
+    }
+
+    /// Calls `observer` after each event added from now on, while it
+    /// lives elsewhere (the set keeps a weak reference).
+    pub(crate) fn observe_adds(&mut self, observer: &Arc<AddObserver>) {
+        self.add_observers.push(Arc::downgrade(observer));
     }
 
     /// Changes (`Some`) or clears (`None`) the ftrace filter of a tracing
@@ -1026,6 +1042,18 @@ impl EventSet {
     /// its kind (`"software"`, `"hardware"`, `"raw"`).
     pub fn name(&self, id: EventId) -> Result<&str> {
         Ok(&self.opened(id)?.name)
+    }
+
+    /// The tracefs event `id` is (`subsystem:name`): a tracepoint's name,
+    /// the dynamic event a probe with arguments was made (its format is
+    /// what decodes its samples); `None` for other events.
+    pub(crate) fn tracefs_event(&self, id: EventId) -> Result<Option<String>> {
+        let opened = self.opened(id)?;
+        Ok(match (&opened.probe, opened.kind) {
+            (Some(probe), _) => Some(probe.tracefs_name()),
+            (None, EventKind::Tracepoint) => Some(opened.name.clone()),
+            _ => None,
+        })
     }
 
     /// The targets the set watches (`Target::System` when none was given).

@@ -171,6 +171,12 @@ impl<'a, T: Threading> PerfBuffer<'a, T> {
         self.reader.poll(timeout_ms(timeout))
     }
 
+    /// Waits for rings to hold records without reading them (the
+    /// perf.data writer's poll, which then drains them run by run).
+    pub(crate) fn wait_ready(&mut self, timeout_ms: i32) -> Result<usize> {
+        self.reader.wait_ready(timeout_ms)
+    }
+
     /// Reads every ring without waiting.
     pub fn consume(&mut self) -> Result<()> {
         self.reader.consume()

@@ -49,7 +49,7 @@ pub(crate) fn build_id(path: &Path) -> Option<Vec<u8>> {
 }
 
 /// The `NT_GNU_BUILD_ID` note's bytes in a notes segment.
-fn gnu_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn gnu_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
     while notes.len() >= 12 {
         let word = |at: usize| u32::from_le_bytes(notes[at..at + 4].try_into().unwrap_or_default()) as usize;
         let (namesz, descsz, type_) = (word(0), word(4), word(8) as u32);

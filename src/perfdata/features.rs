@@ -5,7 +5,6 @@
 
 use super::FileEvent;
 use super::layout::{Feature, attr_bytes, put_string, put_u32, put_u64};
-use crate::kernel::PERF_TYPE_TRACEPOINT;
 
 /// What the features describe beyond the events.
 pub(crate) struct Facts<'a> {
@@ -13,22 +12,21 @@ pub(crate) struct Facts<'a> {
     pub sample_times: Option<(u64, u64)>,
     /// The attrs' clock (`use_clockid`), if any.
     pub clockid: Option<i32>,
+    /// `HEADER_TRACING_DATA`, read when the file was made (a probe's
+    /// format is gone with the probe).
+    pub tracing: Option<&'a [u8]>,
+    /// `HEADER_BUILD_ID`'s payload, if any build id is known.
+    pub build_ids: Option<Vec<u8>>,
 }
 
 /// Every feature this writer knows, each with its payload, in bit order.
 pub(crate) fn features(facts: &Facts<'_>) -> Vec<(Feature, Vec<u8>)> {
     let mut out = Vec::new();
-    let tracepoints: Vec<&str> = facts
-        .events
-        .iter()
-        .filter(|e| e.attr.type_ == PERF_TYPE_TRACEPOINT)
-        .map(|e| e.name.as_str())
-        .collect();
-    if !tracepoints.is_empty() {
-        let root = crate::events::tracefs::Tracefs::find().ok();
-        if let Some(Ok(blob)) = root.map(|t| super::tracing::tracing_data(t.root(), &tracepoints)) {
-            out.push((Feature::TracingData, blob));
-        }
+    if let Some(blob) = facts.tracing {
+        out.push((Feature::TracingData, blob.to_vec()));
+    }
+    if let Some(ids) = &facts.build_ids {
+        out.push((Feature::BuildId, ids.clone()));
     }
     let uts = uname();
     out.push((Feature::Hostname, string(&uts.0)));

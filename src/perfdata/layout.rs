@@ -16,17 +16,28 @@ pub(crate) const ATTR_SIZE: u64 = size_of::<PerfEventAttr>() as u64;
 /// `sizeof(struct perf_file_attr)`: the attr and its ids' section.
 pub(crate) const FILE_ATTR_SIZE: u64 = ATTR_SIZE + 16;
 /// Strings in features are padded to this (perf's `NAME_ALIGN`).
-const NAME_ALIGN: usize = 64;
+pub(crate) const NAME_ALIGN: usize = 64;
 
 /// `PERF_RECORD_FINISHED_ROUND`: every record before it whose time is at
 /// most the previous round's last may be sorted and delivered.
 pub(crate) const RECORD_FINISHED_ROUND: u32 = 68;
+
+/// `PERF_RECORD_MMAP2`: a mapping, its file and (with
+/// [`MISC_MMAP_BUILD_ID`]) the file's build id.
+pub(crate) const RECORD_MMAP2: u32 = 10;
+/// `PERF_RECORD_MISC_KERNEL` and `_USER`: the CPU mode in a record's misc.
+pub(crate) const MISC_KERNEL: u16 = 1;
+pub(crate) const MISC_USER: u16 = 2;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record has a build id
+/// where the device and inode numbers would be.
+pub(crate) const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 
 /// Feature bits (`HEADER_*` of perf's header.h) this writer sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u32)]
 pub(crate) enum Feature {
     TracingData = 1,
+    BuildId = 2,
     Hostname = 3,
     OsRelease = 4,
     Version = 5,

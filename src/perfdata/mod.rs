@@ -31,8 +31,10 @@
 //! ```
 
 mod buildid;
+mod dsos;
 mod error;
 mod features;
+mod from_set;
 mod ids;
 mod layout;
 mod procfs;
@@ -40,29 +42,20 @@ mod tracing;
 
 pub use error::Error;
 
-use crate::events::{Event, EventSet, Target};
 use crate::kernel::{self, PerfEventAttr};
-use crate::perf_buffer::PerfBuffer;
+use crate::perf_buffer::{PerfBuffer, Threading};
 use crate::reader::batch::Batch;
 use crate::ring::Header;
 use layout::{FileHeader, Section};
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The writer's result.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
-
-/// The attr bits of the side-band event [`PerfDataWriter::for_set`] adds:
-/// `mmap`, `comm`, `task`, `mmap2`, `comm_exec` (the kernel then writes
-/// MMAP2, COMM, FORK and EXIT records of the watched tasks).
-const SIDE_BAND_FLAGS: u64 = 1 << 8 | 1 << 9 | 1 << 13 | 1 << 23 | 1 << 24;
-/// `build_id` (Linux 5.12): MMAP2 records carry the file's build id.
-const BUILD_ID_FLAG: u64 = 1 << 34;
 
 /// An event as the file describes it: its attr as opened, its name, and
 /// the kernel ids its records carry.
@@ -102,8 +95,17 @@ pub struct PerfDataWriter {
     /// Data bytes written; `committed` of them are in the header.
     written: u64,
     committed: u64,
+    /// The attr section at the head: its events, where it is.
+    head_events: usize,
+    head_attrs: Section,
     time_at: Option<usize>,
     times: Option<(u64, u64)>,
+    /// The tracepoints' formats (`HEADER_TRACING_DATA`).
+    formats: Vec<tracing::TracepointFormat>,
+    /// The set whose events added later join the file.
+    following: Option<from_set::Following>,
+    /// The mapped files' build ids (`HEADER_BUILD_ID`).
+    build_ids: dsos::BuildIds,
     stats: WriteStats,
     finished: bool,
 }
@@ -112,72 +114,41 @@ impl PerfDataWriter {
     /// Creates (or truncates) `path` and writes the header and the attr
     /// section for `events`; records follow with the `write_*` methods.
     pub fn create(path: impl AsRef<Path>, events: Vec<FileEvent>) -> Result<PerfDataWriter> {
-        let path = path.as_ref().to_path_buf();
+        let tracepoint =
+            |e: &FileEvent| (e.attr.type_ == kernel::PERF_TYPE_TRACEPOINT).then(|| e.name.clone());
+        let events = events.into_iter().map(|e| (tracepoint(&e), e)).map(|(tp, e)| (e, tp)).collect();
+        PerfDataWriter::create_with(path.as_ref(), events)
+    }
+
+    /// [`Self::create`] for events each with the tracefs event (`subsystem:
+    /// name`) whose format decodes its samples, read now.
+    fn create_with(path: &Path, events: Vec<from_set::SetEvent>) -> Result<PerfDataWriter> {
+        let path = path.to_path_buf();
         let file = File::create(&path).map_err(|source| Error::Write {
             path: path.clone(),
             what: "the file",
             source,
         })?;
-        let attrs: Vec<&PerfEventAttr> = events.iter().map(|e| &e.attr).collect();
-        let time_at = ids::sample_time_offset(&attrs);
         let mut w = PerfDataWriter {
             file,
             path,
-            events,
+            events: Vec::new(),
             data_start: 0,
             written: 0,
             committed: 0,
-            time_at,
+            head_events: 0,
+            head_attrs: Section::default(),
+            time_at: None,
             times: None,
+            formats: Vec::new(),
+            following: None,
+            build_ids: dsos::BuildIds::default(),
             stats: WriteStats::default(),
             finished: false,
         };
+        w.take_in(events);
+        w.head_events = w.events.len();
         w.write_head()?;
-        Ok(w)
-    }
-
-    /// A file for `set`'s events. Adds to the set (and enables) a software
-    /// dummy event asking the kernel for side-band records (COMM, FORK,
-    /// EXIT, MMAP2 of the watched tasks), then, like `perf record`,
-    /// synthesizes COMM and MMAP2 records from /proc for the tasks the set
-    /// watches (all, its pids, or its cgroups' tasks) and the kernel's map.
-    /// Add the set's events first: events added later are not in the file.
-    pub fn for_set(path: impl AsRef<Path>, set: &mut EventSet) -> Result<PerfDataWriter> {
-        let side_band = |flags| {
-            Event::raw(PerfEventAttr {
-                type_: kernel::PERF_TYPE_SOFTWARE,
-                config: kernel::PERF_COUNT_SW_DUMMY,
-                flags,
-                ..PerfEventAttr::default()
-            })
-        };
-        let dummy = match set.add(&side_band(SIDE_BAND_FLAGS | BUILD_ID_FLAG)) {
-            Err(e) if e.errno() == libc::EINVAL => set.add(&side_band(SIDE_BAND_FLAGS))?, // before 5.12
-            other => other?,
-        };
-        set.enable(dummy)?;
-        let mut events = Vec::new();
-        for id in set.events() {
-            let attr = set.attr(id)?;
-            let name = match (ids::perf_name(attr.type_, attr.config), set.name(id)?) {
-                (_, tp) if attr.type_ == kernel::PERF_TYPE_TRACEPOINT => tp.to_owned(),
-                (Some(known), _) => known.to_owned(),
-                (None, other) => other.to_owned(),
-            };
-            events.push(FileEvent { attr, name, ids: set.instance_ids(id)? });
-        }
-        let mut w = PerfDataWriter::create(path, events)?;
-        let mut pids = Vec::new();
-        let mut all = false;
-        for target in set.targets() {
-            match target {
-                Target::System => all = true,
-                Target::Pid(p) => pids.push(p),
-                Target::Cgroup(dir) => pids.extend(cgroup_pids(&dir)),
-            }
-        }
-        let dummy_at = w.events.len() - 1;
-        w.synthesize(if all { procfs::Tasks::All } else { procfs::Tasks::Pids(pids) }, dummy_at)?;
         Ok(w)
     }
 
@@ -207,10 +178,27 @@ impl PerfDataWriter {
 
     /// Header, ids, attr table; the data section starts after them.
     fn write_head(&mut self) -> Result<()> {
-        let mut ids_at = layout::HEADER_SIZE;
+        let (attrs, head_attrs) = self.attr_section(layout::HEADER_SIZE);
+        self.head_attrs = head_attrs;
+        self.data_start = layout::HEADER_SIZE + attrs.len() as u64;
+        let header = FileHeader {
+            attrs: head_attrs,
+            data: Section { offset: self.data_start, size: 0 },
+            features: [0; 4],
+        };
+        let mut head = header.bytes();
+        head.extend_from_slice(&attrs);
+        self.put(&head, "the header and attrs")
+    }
+
+    /// Every event's ids then the attr table (`perf_file_attr`s: the attr
+    /// and where its ids are), to be written at file offset `at`; and
+    /// where the table is.
+    fn attr_section(&self, at: u64) -> (Vec<u8>, Section) {
         let mut ids = Vec::new();
         let mut table = Vec::new();
-        let attrs_at = layout::HEADER_SIZE + 8 * self.events.iter().map(|e| e.ids.len() as u64).sum::<u64>();
+        let mut ids_at = at;
+        let attrs_at = at + 8 * self.events.iter().map(|e| e.ids.len() as u64).sum::<u64>();
         for e in &self.events {
             e.ids.iter().for_each(|&id| layout::put_u64(&mut ids, id));
             table.extend_from_slice(&layout::attr_bytes(&e.attr));
@@ -218,16 +206,33 @@ impl PerfDataWriter {
             section.put(&mut table);
             ids_at += section.size;
         }
-        self.data_start = attrs_at + table.len() as u64;
-        let header = FileHeader {
-            attrs: Section { offset: attrs_at, size: table.len() as u64 },
-            data: Section { offset: self.data_start, size: 0 },
-            features: [0; 4],
-        };
-        let mut head = header.bytes();
-        head.extend_from_slice(&ids);
-        head.extend_from_slice(&table);
-        self.put(&head, "the header and attrs")
+        let section = Section { offset: attrs_at, size: table.len() as u64 };
+        ids.extend_from_slice(&table);
+        (ids, section)
+    }
+
+    /// Adds events to the file's (their formats read now), and follows
+    /// where the samples' time is.
+    fn take_in(&mut self, events: Vec<from_set::SetEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let tracepoints: Vec<String> = events.iter().filter_map(|(_, tp)| tp.clone()).collect();
+        if !tracepoints.is_empty()
+            && let Ok(tracefs) = crate::events::tracefs::Tracefs::find()
+        {
+            self.formats.extend(tracing::read_formats(tracefs.root(), &tracepoints));
+        }
+        self.events.extend(events.into_iter().map(|(e, _)| e));
+        let attrs: Vec<&PerfEventAttr> = self.events.iter().map(|e| &e.attr).collect();
+        self.time_at = ids::sample_time_offset(&attrs);
+    }
+
+    /// Takes in the events added to the followed set since the last look.
+    fn take_in_added(&mut self) {
+        if let Some(added) = self.following.as_ref().map(from_set::Following::take) {
+            self.take_in(added);
+        }
     }
 
     /// Appends `bytes` at the end of what was written. A failed write
@@ -246,7 +251,12 @@ impl PerfDataWriter {
         let e = &self.events[at];
         let trailer = procfs::Trailer { attr: &e.attr, id: e.ids.first().copied().unwrap_or(0) };
         let records = procfs::synthesize(&tasks, &trailer);
-        self.stats.synthesized += count_records(&records);
+        for rec in (Batch { cpu: 0, bytes: &records, samples: 0, others: 0 }).records() {
+            self.stats.synthesized += 1;
+            if Header::of(rec).type_() == layout::RECORD_MMAP2 {
+                self.build_ids.note_mmap2(misc(rec), rec);
+            }
+        }
         self.put(&records, "records synthesized from /proc")?;
         self.written += records.len() as u64;
         self.end_round()
@@ -274,7 +284,8 @@ impl PerfDataWriter {
         self.write_records(batch.bytes)
     }
 
-    /// Counts records and follows the samples' first and last times.
+    /// Counts records, follows the samples' first and last times, and
+    /// notes the build ids of mapped files.
     fn account(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
         while let Some(h) = rest.get(..8).map(Header::of) {
@@ -286,6 +297,8 @@ impl PerfDataWriter {
                     let t = u64::from_le_bytes(t.try_into().unwrap_or_default());
                     self.times = Some(self.times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
                 }
+            } else if h.type_() == layout::RECORD_MMAP2 {
+                self.build_ids.note_mmap2(misc(rec), rec);
             }
             rest = &rest[rec.len()..];
         }
@@ -315,7 +328,7 @@ impl PerfDataWriter {
 
     /// Writes every record the rings of `reader` hold now, one write per
     /// run, then ends the round. Returns the records written.
-    pub fn drain(&mut self, reader: &mut PerfBuffer<'_>) -> Result<usize> {
+    pub fn drain<T: Threading>(&mut self, reader: &mut PerfBuffer<'_, T>) -> Result<usize> {
         self.write_runs(|sink| {
             reader.consume_batch(
                 |batch| if sink(batch) { ControlFlow::Continue(()) } else { ControlFlow::Break(()) },
@@ -332,6 +345,8 @@ impl PerfDataWriter {
         &mut self,
         consume: impl FnOnce(&mut dyn FnMut(&Batch<'_>) -> bool) -> crate::Result<usize>,
     ) -> Result<usize> {
+        // Their records may be in the rings now.
+        self.take_in_added();
         let mut failed = None;
         let n = consume(&mut |batch| match self.write_batch(batch) {
             Ok(()) => true,
@@ -348,21 +363,20 @@ impl PerfDataWriter {
         Ok(n)
     }
 
-    /// Waits up to `timeout` for the kernel to signal a ring of `reader`,
-    /// then [`Self::drain`]s. Returns the records written (0: timeout).
-    pub fn poll(&mut self, reader: &mut PerfBuffer<'_>, timeout: Duration) -> Result<usize> {
-        let mut pfd = libc::pollfd { fd: reader.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    /// Waits up to `timeout` for rings of `reader` to hold records, then
+    /// [`Self::drain`]s. Returns the records written (0: the timeout passed,
+    /// or a signal came); fails with [`crate::ErrorKind::Cancelled`] after a
+    /// [`crate::Waker::wake`], as [`PerfBuffer::poll`] does. The wait
+    /// serves the reader's own wake-up and delay-timer fds, so a loop of
+    /// polls sleeps between records.
+    pub fn poll<T: Threading>(&mut self, reader: &mut PerfBuffer<'_, T>, timeout: Duration) -> Result<usize> {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd, for the call's duration.
-        let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if ready < 0 {
-            let e = crate::Error::last_os();
-            return if e.errno() == libc::EINTR { Ok(0) } else { Err(e.into()) };
+        match reader.wait_ready(ms) {
+            Ok(0) => Ok(0),
+            Ok(_) => self.drain(reader),
+            Err(e) if e.errno() == libc::EINTR => Ok(0),
+            Err(e) => Err(e.into()),
         }
-        if ready == 0 {
-            return Ok(0);
-        }
-        self.drain(reader)
     }
 
     /// Ends the file: the last round, the header features (event names,
@@ -377,12 +391,25 @@ impl PerfDataWriter {
 
     fn finish_file(&mut self) -> Result<()> {
         self.finished = true;
+        self.take_in_added();
         if self.committed != self.written {
             self.end_round()?;
         }
         let clockid =
             self.events.iter().find(|e| e.attr.has(kernel::ATTR_FLAG_USE_CLOCKID)).map(|e| e.attr.clockid);
-        let facts = features::Facts { events: &self.events, sample_times: self.times, clockid };
+        let tracing = match self.formats.as_slice() {
+            [] => None,
+            formats => crate::events::tracefs::Tracefs::find()
+                .ok()
+                .and_then(|t| tracing::tracing_data(t.root(), formats).ok()),
+        };
+        let facts = features::Facts {
+            events: &self.events,
+            sample_times: self.times,
+            clockid,
+            tracing: tracing.as_deref(),
+            build_ids: self.build_ids.feature(),
+        };
         let feats = features::features(&facts);
         let mut header = FileHeader {
             attrs: Section::default(),
@@ -400,13 +427,19 @@ impl PerfDataWriter {
             at += bytes.len() as u64;
         }
         table.extend_from_slice(&payloads);
+        // Events taken in after the head was written: every attr again,
+        // after the features (perf finds those right after the data).
+        header.attrs = self.head_attrs;
+        if self.events.len() > self.head_events {
+            let (attrs, section) = self.attr_section(table_at + table.len() as u64);
+            table.extend_from_slice(&attrs);
+            header.attrs = section;
+        }
         self.file.write_all_at(&table, table_at).map_err(|source| Error::Write {
             path: self.path.clone(),
             what: "the header features",
             source,
         })?;
-        let attrs_size = layout::FILE_ATTR_SIZE * self.events.len() as u64;
-        header.attrs = Section { offset: self.data_start - attrs_size, size: attrs_size };
         self.file.write_all_at(&header.bytes(), 0).map_err(|source| Error::Write {
             path: self.path.clone(),
             what: "the file header",
@@ -429,23 +462,7 @@ impl Drop for PerfDataWriter {
     }
 }
 
-fn count_records(bytes: &[u8]) -> u64 {
-    Batch { cpu: 0, bytes, samples: 0, others: 0 }.records().count() as u64
-}
-
-/// The processes of a cgroup (v2) and its descendants.
-fn cgroup_pids(dir: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                pids.extend(cgroup_pids(&e.path()));
-            }
-        }
-    }
-    pids
+/// A record's `misc` (its header's bytes 4 and 5; `rec` has a header).
+fn misc(rec: &[u8]) -> u16 {
+    u16::from_le_bytes([rec[4], rec[5]])
 }

@@ -4,18 +4,13 @@
 //! samples of programs started earlier are named and symbolized.
 
 use super::ids::{SampleId, put_sample_id};
+use super::layout::{MISC_KERNEL, MISC_MMAP_BUILD_ID, MISC_USER, RECORD_MMAP2};
 use super::layout::{put_name8, put_record_header, put_u32, put_u64};
 use crate::kernel::PerfEventAttr;
 use std::path::Path;
 
 const RECORD_MMAP: u32 = 1;
 const RECORD_COMM: u32 = 3;
-const RECORD_MMAP2: u32 = 10;
-const MISC_KERNEL: u16 = 1;
-const MISC_USER: u16 = 2;
-/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record has a build id
-/// where the device and inode numbers would be.
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 
 /// Which processes to describe.
 #[derive(Clone, Debug)]

@@ -7,10 +7,30 @@ use super::layout::{put_u32, put_u64};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The blob for tracepoints named `subsystem:event` under tracefs `root`;
-/// a tracepoint whose format cannot be read is left out (perf then shows
-/// its samples without fields).
-pub(crate) fn tracing_data(root: &Path, tracepoints: &[&str]) -> std::io::Result<Vec<u8>> {
+/// A tracepoint's format file, and its subsystem.
+pub(crate) struct TracepointFormat {
+    pub system: String,
+    pub text: Vec<u8>,
+}
+
+/// The format files of tracepoints named `subsystem:event` under tracefs
+/// `root`; a tracepoint whose format cannot be read is left out (perf then
+/// shows its samples without fields). Read when the events are known: a
+/// probe's format is gone with the probe.
+pub(crate) fn read_formats(root: &Path, tracepoints: &[String]) -> Vec<TracepointFormat> {
+    let mut out = Vec::new();
+    for tp in tracepoints {
+        let Some((system, event)) = tp.split_once(':') else { continue };
+        if let Ok(text) = read_tracefs(&root.join("events").join(system).join(event).join("format")) {
+            out.push(TracepointFormat { system: system.to_owned(), text });
+        }
+    }
+    out
+}
+
+/// The `HEADER_TRACING_DATA` blob for `formats`, with tracefs `root`'s
+/// ring-buffer headers.
+pub(crate) fn tracing_data(root: &Path, formats: &[TracepointFormat]) -> std::io::Result<Vec<u8>> {
     let mut out = vec![23, 8, 68];
     out.extend_from_slice(b"tracing");
     out.extend_from_slice(b"0.6\0");
@@ -24,21 +44,18 @@ pub(crate) fn tracing_data(root: &Path, tracepoints: &[&str]) -> std::io::Result
         out.extend_from_slice(&text);
     }
     put_u32(&mut out, 0); // ftrace's own events
-    let mut systems: BTreeMap<&str, Vec<Vec<u8>>> = BTreeMap::new();
-    for tp in tracepoints {
-        let Some((system, event)) = tp.split_once(':') else { continue };
-        if let Ok(text) = read_tracefs(&root.join("events").join(system).join(event).join("format")) {
-            systems.entry(system).or_default().push(text);
-        }
+    let mut systems: BTreeMap<&str, Vec<&[u8]>> = BTreeMap::new();
+    for f in formats {
+        systems.entry(&f.system).or_default().push(&f.text);
     }
     put_u32(&mut out, systems.len() as u32);
-    for (system, formats) in systems {
+    for (system, texts) in systems {
         out.extend_from_slice(system.as_bytes());
         out.push(0);
-        put_u32(&mut out, formats.len() as u32);
-        for text in formats {
+        put_u32(&mut out, texts.len() as u32);
+        for text in texts {
             put_u64(&mut out, text.len() as u64);
-            out.extend_from_slice(&text);
+            out.extend_from_slice(text);
         }
     }
     put_u32(&mut out, 0); // kallsyms: perf reads the machine's own

@@ -12,6 +12,7 @@ pub mod deliver;
 pub mod lost;
 pub mod stats;
 pub mod ticker;
+pub mod wait;
 pub mod waker;
 
 use crate::adaptive::claim::Claim;

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,48 @@ def test_a_write_error_names_the_file(tmp_path: Path) -> None:
             PerfDataWriter(tmp_path / "no" / "such" / "dir.data", events)
     assert info.value.errno == errno.ENOENT
     assert str(tmp_path / "no" / "such" / "dir.data") in str(info.value)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["woken", "delay-bound"])
+def test_polls_sleep_until_records_come(tmp_path: Path, batched: bool) -> None:
+    """After ``reader.wake()`` (the next poll raises ECANCELED, once), or
+    with a delay bound (the reader's timer ticks), quiet polls sleep: a busy
+    loop would use about all the time they take. Then the watched child's
+    exec is written (with the delay bound, by the timer: one record never
+    reaches the 64 of the batch)."""
+    # Watched once it says so: its own exec and loading are over.
+    child = subprocess.Popen(["/bin/sh", "-c", "echo ready; read line; exec /bin/true"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        batch = {"wakeup_events": 64, "max_delay_ms": 20} if batched else {}
+        with EventSet(pids=[child.pid], **batch) as events:  # type: ignore[arg-type]
+            events.add_tracepoint("sched:sched_process_exec")
+            with PerfDataWriter(tmp_path / "quiet.data", events) as out, events.reader() as reader:
+                events.enable()
+                if not batched:
+                    reader.wake()
+                    with pytest.raises(OSError) as info:
+                        out.poll(reader, 1000)
+                    assert info.value.errno == errno.ECANCELED
+                start, cpu = time.monotonic(), _thread_cpu()
+                while time.monotonic() - start < 0.3:
+                    assert out.poll(reader, 50) == 0
+                wall, used = time.monotonic() - start, _thread_cpu() - cpu
+                assert used < wall / 2, f"polls used {used:.3f}s of CPU in {wall:.3f}s: a busy loop"
+                assert child.stdin is not None
+                child.stdin.write(b"go\n")
+                child.stdin.close()
+                child.wait()
+                written, deadline = 0, time.monotonic() + 30
+                while written == 0 and time.monotonic() < deadline:
+                    written += out.poll(reader, 1000)
+                assert written >= 1, "the child's exec was not written"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _thread_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_THREAD)
+    return u.ru_utime + u.ru_stime

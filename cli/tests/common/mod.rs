@@ -46,6 +46,25 @@ pub fn marked_binary(dir: &Path) -> PathBuf {
     mark
 }
 
+/// A program calling `perfbuf_mark(i)` for i in 1..=n (n its argument),
+/// built with the C compiler into `dir`.
+pub fn marked_program(dir: &Path) -> PathBuf {
+    let src = dir.join("mark.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n\
+         __attribute__((noinline)) int perfbuf_mark(int i) { __asm__ volatile(\"\" ::: \"memory\"); return i * 2; }\n\
+         int main(int argc, char **argv) { int n = atoi(argv[1]), s = 0;\n\
+         for (int i = 1; i <= n; i++) s += perfbuf_mark(i); return s == n * (n + 1) ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("mark");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(cc).args(["-O1", "-o"]).arg(&bin).arg(&src).status().unwrap();
+    assert!(st.success(), "cannot compile the uprobe test program");
+    bin
+}
+
 /// `sh -c` running the marked binary `n` times, each pid appended to `pids`.
 pub fn exec_script(mark: &Path, pids: &Path, n: usize) -> String {
     format!("for i in $(seq {n}); do {} & echo $! >> {}; wait; done", mark.display(), pids.display())

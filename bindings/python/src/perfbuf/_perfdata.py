@@ -17,10 +17,10 @@ class PerfDataWriter:
     """A perf.data file being written, fed by a reader's rings.
 
     ``PerfDataWriter(path, events)`` writes the attrs of ``events`` (an
-    :class:`EventSet`: add its events first), adds to the set a dummy event
-    asking the kernel for COMM/FORK/EXIT/MMAP2 records, and writes COMM and
-    MMAP2 records from /proc for the tasks the set watches, as ``perf
-    record`` does. :meth:`bpf_output` makes a file for a
+    :class:`EventSet`; events added to it later join the file when it is
+    closed), adds to the set a dummy event asking the kernel for
+    COMM/FORK/EXIT/MMAP2 records, and writes COMM and MMAP2 records from
+    /proc for the tasks the set watches, as ``perf record`` does. :meth:`bpf_output` makes a file for a
     :class:`~perfbuf.PerfBuffer` over a BPF output map instead.
 
     Then :meth:`poll` (or :meth:`drain`) with the reader writes every
@@ -74,20 +74,28 @@ class PerfDataWriter:
     def drain(self, reader: _RingReader) -> int:
         """Writes every record ``reader``'s rings hold now, then ends the
         round; returns the records written."""
-        with self._lock:
-            ret = _LIB.perfbuf_perfdata_drain(self._handle(), reader._handle())
-        if ret < 0:
-            raise self._error(-ret, "write")
-        return int(ret)
+        return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_drain(h, pb))
 
     def poll(self, reader: _RingReader, timeout_ms: int = -1) -> int:
-        """Waits up to ``timeout_ms`` (-1: forever) for a ring of ``reader``
-        to be signalled, then :meth:`drain`s; returns the records written
-        (0: the timeout passed)."""
-        with self._lock:
-            ret = _LIB.perfbuf_perfdata_poll(self._handle(), reader._handle(), int(timeout_ms))
+        """Waits up to ``timeout_ms`` (-1: forever) for ``reader``'s rings to
+        hold records, then :meth:`drain`s; returns the records written (0:
+        the timeout passed, or a signal came). ``OSError(ECANCELED)`` after
+        ``reader.wake()`` or when ``reader.close()`` in another thread ends
+        the poll; ``ValueError`` once the reader is closed."""
+        ms = int(timeout_ms)
+        return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_poll(h, pb, ms))
+
+    def _run(self, reader: _RingReader, what: str, call: Any) -> int:
+        """``call(writer, buffer)`` with both to itself: the reader's lock
+        keeps its close (which wakes this call) from freeing it meanwhile."""
+        pb = reader._acquire()
+        try:
+            with self._lock:
+                ret = call(self._handle(), pb)
+        finally:
+            reader._lock.release()
         if ret < 0:
-            raise self._error(-ret, "write")
+            raise self._error(-ret, what)
         return int(ret)
 
     def close(self) -> None:
