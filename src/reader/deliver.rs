@@ -135,8 +135,10 @@ impl Other {
 #[inline(never)]
 fn other_record(rec: &[u8], stats: &mut DispatchStats) -> Other {
     match record::parse(rec) {
+        // Dropped only when an early report covered it all (a count of 0
+        // from the ring still reaches the callback, as in libbpf).
         Record::Lost { lost } => match take_lost(lost, stats) {
-            0 => Other::Skip,
+            0 if lost > 0 => Other::Skip,
             left => Other::Lost(left),
         },
         Record::Other { type_ } => {
@@ -238,6 +240,7 @@ pub fn count_lost(rec: &[u8], stats: &mut DispatchStats) -> RawLost {
         return RawLost::Keep;
     }
     match take_lost(lost, stats) {
+        left if left == lost => RawLost::Keep,
         0 => RawLost::Skip,
         left => RawLost::Made(LostRecord::new(left)),
     }
@@ -280,5 +283,49 @@ impl Handler for Collect {
         }
         self.1.extend(lost.into_iter().map(|n| (cpu, n)));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost_of(rec: &[u8]) -> u64 {
+        match record::parse(rec) {
+            Record::Lost { lost } => lost,
+            other => panic!("not a LOST record: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_lost_record_is_reduced_by_what_was_reported_early() {
+        let rec = LostRecord::new(10);
+        // Raw: partly covered, a made record with the rest.
+        let mut stats = DispatchStats { lost: 4, lost_credit: 4, ..DispatchStats::default() };
+        let mut got = Vec::new();
+        let _ = deliver_raw(rec.bytes(), &mut stats, |r| {
+            got.push(lost_of(r));
+            ControlFlow::Continue(())
+        });
+        assert_eq!((got, stats.lost, stats.lost_credit), (vec![6], 10, 0));
+        // Raw: wholly covered, nothing handed over.
+        let mut stats = DispatchStats { lost: 12, lost_credit: 12, ..DispatchStats::default() };
+        let _ = deliver_raw(rec.bytes(), &mut stats, |_| panic!("reported twice"));
+        assert_eq!((stats.lost, stats.lost_credit), (12, 2));
+        // Parsed: the lost callback gets the rest; none when covered.
+        let mut stats = DispatchStats { lost_credit: 3, ..DispatchStats::default() };
+        let mut lost = Vec::new();
+        let _ = deliver_parsed(rec.bytes(), &mut stats, &mut |_| {}, &mut |n| lost.push(n));
+        let _ = deliver_parsed(rec.bytes(), &mut stats, &mut |_| {}, &mut |n| lost.push(n));
+        // A count of 0 still reaches the callback, as in libbpf.
+        let _ = deliver_parsed(LostRecord::new(0).bytes(), &mut stats, &mut |_| {}, &mut |n| lost.push(n));
+        assert_eq!((lost, stats.lost), (vec![7, 10, 0], 17));
+        // No credit: the record as it is.
+        let mut stats = DispatchStats::default();
+        let _ = deliver_raw(rec.bytes(), &mut stats, |r| {
+            assert_eq!(r.as_ptr(), rec.bytes().as_ptr());
+            ControlFlow::Continue(())
+        });
+        assert_eq!(stats.lost, 10);
     }
 }
