@@ -1,8 +1,11 @@
 //! A recording benchmark row: one thread calls getppid() in a loop for a
 //! few seconds, its `syscalls:sys_enter_getppid` tracepoint is read (1)
-//! only, counting records, (2) into a perf.data file (on /dev/shm: tmpfs),
-//! and (3) by `perf record` of the same tracepoint on the same thread, for
-//! scale. Prints records per second and the reader's CPU per record.
+//! only, counting records, (2) into a perf.data "file" on /dev/null (the
+//! writer's own CPU: no file system behind it), (3) into a perf.data file
+//! (on /dev/shm: tmpfs, whose page allocation and copy the reader thread
+//! pays in its writes), and (4) by `perf record` of the same tracepoint on
+//! the same thread, for scale. Prints records per second and the reader's
+//! CPU per record.
 //!
 //! ```text
 //! record_bench [SECONDS]      (root; tracefs with syscall tracepoints; perf for row 3)
@@ -57,7 +60,7 @@ fn wait_readable(fd: i32, ms: i32) {
 }
 
 /// One run: records, seconds, reader CPU.
-fn run(secs: f64, write: bool) -> Result<(u64, f64, Duration, u64), Box<dyn std::error::Error>> {
+fn run(secs: f64, write: Option<&str>) -> Result<(u64, f64, Duration, u64), Box<dyn std::error::Error>> {
     let go = Arc::new(AtomicBool::new(false));
     let (tid, gen_thread) = generator(go.clone());
     let mut set = EventSet::builder()
@@ -67,7 +70,7 @@ fn run(secs: f64, write: bool) -> Result<(u64, f64, Duration, u64), Box<dyn std:
         .max_delay(Duration::from_millis(10))
         .build()?;
     set.add(&Event::tracepoint(TRACEPOINT))?;
-    let mut out = if write { Some(PerfDataWriter::for_set(OUT, &mut set)?) } else { None };
+    let mut out = write.map(|path| PerfDataWriter::for_set(path, &mut set)).transpose()?;
     let mut reader = set.reader(|_| {})?;
     let fd = reader.as_raw_fd();
     set.enable_all()?;
@@ -140,12 +143,15 @@ fn row(name: &str, records: u64, wall: f64, cpu: Duration) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2.0);
-    let (n, wall, cpu, calls) = run(secs, false)?;
-    row("read only", n, wall, cpu);
-    eprintln!("  (generator: {calls} calls)");
-    let (n, wall, cpu, calls) = run(secs, true)?;
-    row("perf.data on tmpfs", n, wall, cpu);
-    eprintln!("  (generator: {calls} calls)");
+    for (name, out) in [
+        ("read only", None),
+        ("perf.data to /dev/null", Some("/dev/null")),
+        ("perf.data on tmpfs", Some(OUT)),
+    ] {
+        let (n, wall, cpu, calls) = run(secs, out)?;
+        row(name, n, wall, cpu);
+        eprintln!("  (generator: {calls} calls)");
+    }
     match perf_record(secs) {
         Some((n, wall, cpu)) => row("perf record (whole process)", n, wall, cpu),
         None => println!("perf record: not available"),

@@ -75,5 +75,36 @@ fn an_event_added_after_the_writer_is_in_the_finished_file() {
                 .any(|l| l.contains("sched:sched_process_exit:") && l.contains(&format!("pid={pid} ")))
         );
     }
+    // The independent parser: the same events, every exit sample, and the
+    // header's build ids (the children's /usr/bin/true, the kernel).
+    let (names, exits, build_ids) = parse_with_linux_perf_data(&path);
+    assert_eq!(names, ["sched:sched_process_exec", "dummy", "sched:sched_process_exit"]);
+    let listed = script.lines().filter(|l| l.contains("sched:sched_process_exit:")).count();
+    assert_eq!(exits, listed);
+    assert!(build_ids.iter().any(|p| p.ends_with("/true")), "{build_ids:?}");
+    assert!(build_ids.iter().any(|p| p == "[kernel.kallsyms]"), "{build_ids:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Event names, exit samples and the paths with build ids, as the
+/// `linux-perf-data` crate reads the file.
+fn parse_with_linux_perf_data(path: &Path) -> (Vec<String>, usize, Vec<String>) {
+    use linux_perf_data::linux_perf_event_reader::EventRecord as Rec;
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let PerfFileReader { mut perf_file, mut record_iter } = PerfFileReader::parse_file(file).unwrap();
+    let names: Vec<String> =
+        perf_file.event_attributes().iter().map(|a| a.name().unwrap_or("?").to_owned()).collect();
+    let build_ids = perf_file.build_ids().unwrap();
+    let paths = build_ids.values().map(|d| String::from_utf8_lossy(&d.path).into_owned()).collect();
+    let mut exits = 0;
+    while let Some(rec) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { attr_index, record } = rec
+            && let Ok(Rec::Sample(_)) = record.parse()
+            && names[attr_index] == "sched:sched_process_exit"
+        {
+            exits += 1;
+        }
+    }
+    (names, exits, paths)
 }

@@ -114,9 +114,14 @@ impl PerfDataWriter {
     /// Creates (or truncates) `path` and writes the header and the attr
     /// section for `events`; records follow with the `write_*` methods.
     pub fn create(path: impl AsRef<Path>, events: Vec<FileEvent>) -> Result<PerfDataWriter> {
-        let tracepoint =
-            |e: &FileEvent| (e.attr.type_ == kernel::PERF_TYPE_TRACEPOINT).then(|| e.name.clone());
-        let events = events.into_iter().map(|e| (tracepoint(&e), e)).map(|(tp, e)| (e, tp)).collect();
+        // A tracepoint's name is its tracefs `subsystem:name`.
+        let events = events
+            .into_iter()
+            .map(|e| {
+                let tracepoint = (e.attr.type_ == kernel::PERF_TYPE_TRACEPOINT).then(|| e.name.clone());
+                (e, tracepoint)
+            })
+            .collect();
         PerfDataWriter::create_with(path.as_ref(), events)
     }
 

@@ -104,3 +104,23 @@ def test_polls_sleep_until_records_come(tmp_path: Path, batched: bool) -> None:
 def _thread_cpu() -> float:
     u = resource.getrusage(resource.RUSAGE_THREAD)
     return u.ru_utime + u.ru_stime
+
+
+def test_an_event_added_after_the_writer_joins_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "added.data"
+    with EventSet() as events:
+        events.add_tracepoint("sched:sched_process_exec")
+        with PerfDataWriter(path, events) as out, events.reader() as reader:
+            events.add_tracepoint("sched:sched_process_exit")
+            events.enable()
+            child = subprocess.Popen(["/bin/true"])
+            child.wait()
+            events.disable()
+            out.drain(reader)
+    evlist = subprocess.run(["perf", "evlist", "-i", str(path)], capture_output=True, text=True, check=True).stdout
+    names = [line for line in evlist.splitlines() if line and not line.startswith("#")]
+    assert names == ["sched:sched_process_exec", "dummy", "sched:sched_process_exit"], evlist
+    script = subprocess.run(["perf", "script", "-F", "pid,event,trace", "-i", str(path)],
+                            capture_output=True, text=True, check=True).stdout
+    assert any(line.split()[0] == str(child.pid) and "sched:sched_process_exit:" in line
+               and f"pid={child.pid} " in line for line in script.splitlines()), script
