@@ -86,6 +86,49 @@ fn an_event_added_after_the_writer_is_in_the_finished_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn an_event_opened_again_with_a_new_filter_keeps_its_samples_in_the_file() {
+    if !ready() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("perfbuf-perfdata-refiltered-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("refiltered.data");
+    let mut set = EventSet::builder().pages(64).build().unwrap();
+    let exec = set.add(&Event::tracepoint("sched:sched_process_exec")).unwrap();
+    let mut out = PerfDataWriter::for_set(&path, &mut set).unwrap();
+    let mut reader = set.reader(|_| {}).unwrap();
+    set.enable_all().unwrap();
+    let spawn = || {
+        let mut child = Command::new("/bin/true").spawn().unwrap();
+        child.wait().unwrap();
+        child.id()
+    };
+    let before = spawn();
+    let first_ids = set.instance_ids(exec).unwrap();
+    // New kernel events, new ids: without them in the file perf would
+    // skip the later samples as of an unknown id.
+    set.set_filter(exec, Some("pid > 0")).unwrap();
+    assert!(set.instance_ids(exec).unwrap().iter().all(|id| !first_ids.contains(id)));
+    let after = [spawn(), spawn()];
+    set.disable_all().unwrap();
+    out.drain(&mut reader).unwrap();
+    out.finish().unwrap();
+
+    let evlist = perf(&["evlist"], &path);
+    let names: Vec<&str> = evlist.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(names, ["sched:sched_process_exec", "dummy"], "{evlist}");
+    let script = perf(&["script", "-F", "pid,event"], &path);
+    for pid in [before, after[0], after[1]] {
+        assert!(
+            script.lines().any(|l| l.split_whitespace().next() == Some(&pid.to_string())
+                && l.contains("sched:sched_process_exec:")),
+            "{pid}'s exec: {script}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Event names, exit samples and the paths with build ids, as the
 /// `linux-perf-data` crate reads the file.
 fn parse_with_linux_perf_data(path: &Path) -> (Vec<String>, usize, Vec<String>) {

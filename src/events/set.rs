@@ -306,11 +306,13 @@ pub struct EventSet {
     tracefs: Option<Tracefs>,
     /// The tracefs group of this set's probes with arguments, once it has one.
     probe_group: Option<String>,
-    /// Told of every event added (the perf.data writers of this set).
+    /// Told of every event added, and of every event opened again with
+    /// new kernel ids (the perf.data writers of this set).
     add_observers: Vec<Weak<AddObserver>>,
 }
 
-/// What [`EventSet::observe_adds`] calls after each add.
+/// What [`EventSet::observe_adds`] calls after each add, and after
+/// [`EventSet::set_filter`] gave an event new instances (new kernel ids).
 pub(crate) type AddObserver = dyn Fn(&EventSet, EventId) + Send + Sync;
 
 impl EventSet {
@@ -617,15 +619,20 @@ impl EventSet {
             self.next_id -= 1;
             return Err(e);
         }
+        self.tell_observers(id);
+        Ok(id)
+    }
+
+    fn tell_observers(&mut self, id: EventId) {
         self.add_observers.retain(|o| o.strong_count() > 0);
         for observer in self.add_observers.iter().filter_map(Weak::upgrade) {
             observer(self, id);
         }
-        Ok(id)
     }
 
-    /// Calls `observer` after each event added from now on, while it
-    /// lives elsewhere (the set keeps a weak reference).
+    /// Calls `observer` after each event added from now on, and after an
+    /// event is opened again ([`Self::set_filter`]), while it lives
+    /// elsewhere (the set keeps a weak reference).
     pub(crate) fn observe_adds(&mut self, observer: &Arc<AddObserver>) {
         self.add_observers.push(Arc::downgrade(observer));
     }
@@ -674,6 +681,8 @@ impl EventSet {
         for old in core::mem::replace(&mut opened.instances, fresh) {
             let _ = sys::perf_ioctl(old.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
         }
+        // A perf.data writer lists the new kernel ids under the event.
+        self.tell_observers(id);
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 use super::{FileEvent, PerfDataWriter, Result, ids, procfs};
 use crate::events::{AddObserver, Event, EventId, EventSet, Target};
 use crate::kernel::{self, PerfEventAttr};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,9 +32,12 @@ fn set_event(set: &EventSet, id: EventId) -> crate::Result<SetEvent> {
     Ok((FileEvent { attr, name, ids: set.instance_ids(id)? }, set.tracefs_event(id)?))
 }
 
-/// Events added to a set since the writer was made, waiting to be taken in.
+/// Events added to a set since the writer was made (or opened again with
+/// new kernel ids), waiting to be taken in.
 pub(super) struct Following {
     added: Arc<Added>,
+    /// Where each of the set's events is in the file's list.
+    pub(super) at: HashMap<EventId, usize>,
     /// The set holds it weakly: it calls it while the writer lives.
     _observer: Arc<AddObserver>,
 }
@@ -42,26 +46,26 @@ pub(super) struct Following {
 struct Added {
     /// Set with each add: a drain looks at one flag, not a lock.
     pending: AtomicBool,
-    events: Mutex<Vec<SetEvent>>,
+    events: Mutex<Vec<(EventId, SetEvent)>>,
 }
 
 impl Following {
-    fn start(set: &mut EventSet) -> Following {
+    fn start(set: &mut EventSet, at: HashMap<EventId, usize>) -> Following {
         let added = Arc::new(Added::default());
         let queue = Arc::clone(&added);
         let observer: Arc<AddObserver> = Arc::new(move |set: &EventSet, id: EventId| {
-            // A just-added event has its attr, name and ids.
+            // A just-added (or re-opened) event has its attr, name and ids.
             if let Ok(e) = set_event(set, id) {
-                queue.events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+                queue.events.lock().unwrap_or_else(|p| p.into_inner()).push((id, e));
                 queue.pending.store(true, Ordering::Release);
             }
         });
         set.observe_adds(&observer);
-        Following { added, _observer: observer }
+        Following { added, at, _observer: observer }
     }
 
-    /// The events added since the last call.
-    pub(super) fn take(&self) -> Vec<SetEvent> {
+    /// The events added or re-opened since the last call.
+    pub(super) fn take(&self) -> Vec<(EventId, SetEvent)> {
         if !self.added.pending.swap(false, Ordering::Acquire) {
             return Vec::new();
         }
@@ -93,10 +97,11 @@ impl PerfDataWriter {
             other => other?,
         };
         set.enable(dummy)?;
-        let events =
-            set.events().into_iter().map(|id| set_event(set, id)).collect::<crate::Result<Vec<_>>>()?;
+        let ids = set.events();
+        let events = ids.iter().map(|&id| set_event(set, id)).collect::<crate::Result<Vec<_>>>()?;
         let mut w = PerfDataWriter::create_with(path.as_ref(), events)?;
-        w.following = Some(Following::start(set));
+        let at = ids.into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+        w.following = Some(Following::start(set, at));
         let mut pids = Vec::new();
         let mut all = false;
         for target in set.targets() {

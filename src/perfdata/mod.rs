@@ -104,6 +104,9 @@ pub struct PerfDataWriter {
     formats: Vec<tracing::TracepointFormat>,
     /// The set whose events added later join the file.
     following: Option<from_set::Following>,
+    /// Whether an event at the head gained kernel ids since (the attr
+    /// section is then written again at the end).
+    ids_grew: bool,
     /// The mapped files' build ids (`HEADER_BUILD_ID`).
     build_ids: dsos::BuildIds,
     stats: WriteStats,
@@ -147,6 +150,7 @@ impl PerfDataWriter {
             times: None,
             formats: Vec::new(),
             following: None,
+            ids_grew: false,
             build_ids: dsos::BuildIds::default(),
             stats: WriteStats::default(),
             finished: false,
@@ -233,11 +237,27 @@ impl PerfDataWriter {
         self.time_at = ids::sample_time_offset(&attrs);
     }
 
-    /// Takes in the events added to the followed set since the last look.
+    /// Takes in the events added to the followed set since the last look;
+    /// an event opened again (a new filter) adds its new kernel ids to its
+    /// entry, so that perf attributes its later samples to it.
     fn take_in_added(&mut self) {
-        if let Some(added) = self.following.as_ref().map(from_set::Following::take) {
-            self.take_in(added);
+        let Some(following) = self.following.as_mut() else { return };
+        let mut fresh = Vec::new();
+        for (id, (event, tracepoint)) in following.take() {
+            match following.at.get(&id) {
+                Some(&i) => {
+                    let known = &mut self.events[i].ids;
+                    let new: Vec<u64> = event.ids.into_iter().filter(|x| !known.contains(x)).collect();
+                    self.ids_grew |= !new.is_empty();
+                    known.extend(new);
+                }
+                None => {
+                    following.at.insert(id, self.events.len() + fresh.len());
+                    fresh.push((event, tracepoint));
+                }
+            }
         }
+        self.take_in(fresh);
     }
 
     /// Appends `bytes` at the end of what was written. A failed write
@@ -432,10 +452,10 @@ impl PerfDataWriter {
             at += bytes.len() as u64;
         }
         table.extend_from_slice(&payloads);
-        // Events taken in after the head was written: every attr again,
-        // after the features (perf finds those right after the data).
+        // Events taken in (or ids gained) after the head was written:
+        // every attr again, after the features (perf finds those right after the data).
         header.attrs = self.head_attrs;
-        if self.events.len() > self.head_events {
+        if self.events.len() > self.head_events || self.ids_grew {
             let (attrs, section) = self.attr_section(table_at + table.len() as u64);
             table.extend_from_slice(&attrs);
             header.attrs = section;
