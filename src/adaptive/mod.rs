@@ -26,8 +26,9 @@
 //! the caller's event for good, so the caller's ioctls, epoll and raw
 //! reads see what libbpf would show them. The spill ring's records are
 //! older than anything written afterwards: once no BPF program can still
-//! write there (an RCU grace period), that call hands them to the
-//! callbacks, since a caller reading its ring itself may never poll again.
+//! write there (see [`crate::kernel::quiesce`]: a task switch on that CPU,
+//! or an RCU grace period), that call hands them to the callbacks, since a
+//! caller reading its ring itself may never poll again.
 //!
 //! **Streaming.** Above [`policy::STREAM_ABOVE`] records/s a batched ring
 //! moves on to an event that wakes only at a quarter of the fast ring: the
