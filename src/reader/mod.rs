@@ -347,9 +347,17 @@ impl<H: Handler> Reader<H> {
         if self.order.is_some() {
             return self.order_round(false).map(drop);
         }
-        self.bufs[idx].publish();
-        if self.bufs[idx].overwrite_prev_head.is_some() {
+        let buf = &mut self.bufs[idx];
+        buf.publish();
+        if buf.overwrite_prev_head.is_some() {
             return self.snapshot(idx).map(drop);
+        }
+        if !buf.rings.has_pending() {
+            // An empty ring (most of them in a consume over many): nothing
+            // to deliver or decide, and none of the ring's other state to
+            // touch — the scan's cost is its memory traffic.
+            self.reached_head = true;
+            return Ok(());
         }
         if let Some(a) = &mut self.adaptive {
             a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
