@@ -147,6 +147,11 @@ pub struct Adaptive {
     window_start: Moment,
     /// Rings batched now.
     batched: usize,
+    /// A slot moved since `batched` was counted (counting reads every
+    /// slot: an empty read of many rings should not).
+    recount: bool,
+    /// Some slot may have left a spill ring not released yet.
+    leaving: bool,
     /// After the last ring left batching, tick until then, so a record the
     /// batching event was writing during the switch is still read.
     grace_until: Option<Moment>,
@@ -193,6 +198,9 @@ impl Adaptive {
             slots,
             window_start: Moment::coarse(),
             batched: 0,
+            // Set up, every slot wakes per record: none is batched.
+            recount: false,
+            leaving: false,
             grace_until: None,
             busy: Busy::default(),
             claim,
@@ -268,8 +276,13 @@ impl Adaptive {
                 }
             }
         }
-        for (idx, lane) in lanes.iter_mut().enumerate() {
-            self.release_if_done(idx, lane, now, epoll_fd);
+        if self.leaving {
+            let mut still = false;
+            for (idx, lane) in lanes.iter_mut().enumerate() {
+                self.release_if_done(idx, lane, now, epoll_fd);
+                still |= self.slots[idx].left.is_some();
+            }
+            self.leaving = still;
         }
         self.timer_after_moves(now)
     }
@@ -317,6 +330,7 @@ impl Adaptive {
         }
         if let Some(target) = slot.policy.on_pressure(now) {
             slot.policy.moved(target);
+            self.recount = true;
             log::debug(format_args!("cpu #{}: per-record wake-ups (the reader's backlog grows)", to.cpu));
         }
     }
@@ -372,8 +386,10 @@ impl Adaptive {
         for slot in &mut self.slots {
             if slot.policy.target() != Target::Caller {
                 slot.policy.moved(Target::Caller);
+                self.recount = true;
                 if slot.events.as_ref().is_some_and(|e| e.per_record.is_some()) {
                     slot.left = Some(now);
+                    self.leaving = true;
                 }
             }
         }
@@ -419,7 +435,9 @@ impl Adaptive {
         lane.rings_mut().set_spill_current(spilling && target != Target::Caller);
         if spilling && target == Target::Caller {
             slot.left = Some(now);
+            self.leaving = true;
         }
+        self.recount = true;
     }
 
     /// Whether ring `idx`'s slot left a spill ring that was written to
@@ -470,10 +488,10 @@ impl Adaptive {
     /// Counts the batched rings after moves: the timer starts with the
     /// first, and after the last has left, ticks two ticks more, then stops.
     fn timer_after_moves(&mut self, now: Moment) -> TimerAction {
-        let was = core::mem::replace(
-            &mut self.batched,
-            self.slots.iter().filter(|s| s.policy.target().batched()).count(),
-        );
+        let was = self.batched;
+        if core::mem::take(&mut self.recount) {
+            self.batched = self.slots.iter().filter(|s| s.policy.target().batched()).count();
+        }
         if self.batched > 0 {
             self.grace_until = None;
             return if was == 0 { TimerAction::Arm } else { TimerAction::Keep };
