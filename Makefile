@@ -191,11 +191,11 @@ reliability: fault-test soak-short asan valgrind threads-test tsan fuzz-smoke
 
 # ---- benchmark ---------------------------------------------------------------
 
-$(BUILD)/perfbench: bench/perfbench.c c-tests/producer.c c-tests/producer.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ bench/perfbench.c c-tests/producer.c -lbpf -lpthread -ldl
+$(BUILD)/perfbench: bench/perfbench.c bench/rings.c bench/rings.h c-tests/producer.c c-tests/producer.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -Ibench -o $@ bench/perfbench.c bench/rings.c c-tests/producer.c -lbpf -lpthread -ldl
 
 BENCH_REPS ?= 5
-BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency
+BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency,rings
 
 # The peer readers over the same producer: cilium/ebpf (Go, Debian's
 # golang-github-cilium-ebpf-dev) and aya (Rust, crates.io). Each one whose
@@ -207,9 +207,10 @@ bench-peers: | $(BUILD)
 # The same binary on libbpf and on libperfbuf (LD_PRELOAD), alternating;
 # the BPF ring buffer and the peer readers on the same producer; medians
 # with spread, ratios, JSON in build/bench.json, plot in docs/.
-bench: $(BUILD)/perfbench lib bench-peers
+bench: $(BUILD)/perfbench lib bench-peers producer-lib
+	$(CARGO) build --release --example ring_scale
 	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) $(BUILD)/bench.json --reps $(BENCH_REPS) \
-		--rows $(BENCH_ROWS) --peers-dir $(BUILD)
+		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
 	python3 bench/plot.py $(BUILD)/bench.json docs/bench.png
 
