@@ -145,6 +145,8 @@ struct Slot {
 pub struct Adaptive {
     slots: Vec<Slot>,
     window_start: Moment,
+    /// When the slots left the caller's rings for the spill rings.
+    set_up_at: Moment,
     /// Rings batched now.
     batched: usize,
     /// A slot moved since `batched` was counted (counting reads every
@@ -197,6 +199,7 @@ impl Adaptive {
         Some(Adaptive {
             slots,
             window_start: Moment::coarse(),
+            set_up_at: Moment::coarse(),
             batched: 0,
             // Set up, every slot wakes per record: none is batched.
             recount: false,
@@ -262,7 +265,14 @@ impl Adaptive {
             if !self.owns_slots() {
                 self.relinquish(now);
             }
+            // Writers that loaded a slot before set-up moved it to the
+            // spill ring have long finished: the caller's rings, once read,
+            // get nothing more while the slots stay on the spill rings.
+            let settled = now.since(self.set_up_at) >= QUIET_AFTER;
             for (idx, lane) in lanes.iter_mut().enumerate() {
+                if settled && self.slots[idx].policy.target() != Target::Caller {
+                    lane.rings_mut().settle_main();
+                }
                 let rings = lane.rings();
                 let lost = rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost);
                 let records = rings.records_read();
