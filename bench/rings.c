@@ -4,7 +4,8 @@
  * a producer map of 1,024 slots. The producer writes into the slot of the
  * CPU it runs on, so only rings 0 and 1 ever get records. Per library
  * (libbpf, or libperfbuf under LD_PRELOAD), one JSON line per figure set:
- *   empty_consume_ns   one perf_buffer__consume with every ring empty
+ *   empty_consume_ns   one perf_buffer__consume with every ring empty, 200 ms
+ *                      after the buffer opened
  *   first_record_ns    the perf_buffer__consume_buffer that delivers the
  *                      first record a fresh ring ever gets (a new buffer
  *                      each time: ring 0, one record written on CPU 0)
@@ -131,7 +132,10 @@ void rings_rows(const char *lib)
 			fprintf(stderr, "rings: the first record was not delivered (%llu)\n", count);
 			exit(1);
 		}
-		/* Every ring empty now; the first consumes warm the caches up. */
+		/* Every ring empty now. A reader runs for longer than this row:
+		 * 200 ms on (a fast mode settles after 100 ms), then the first
+		 * consumes warm the caches up. */
+		usleep(200000);
 		for (int i = 0; i < 50; i++)
 			perf_buffer__consume(pb);
 		t0 = now_ns();

@@ -7,8 +7,8 @@
 //!   fresh ring ever gets (a new buffer each time; ring 0, one record
 //!   written on CPU 0), median of 9 (a fast-mode buffer of 1,024 rings takes
 //!   seconds to set up);
-//! - `empty_consume_ns`: one `consume` with every ring empty, median over
-//!   the 9 buffers of 2,000 each;
+//! - `empty_consume_ns`: one `consume` with every ring empty, 200 ms after
+//!   the buffer opened, median over the 9 buffers of 2,000 each;
 //! - `mapped_bytes_per_ring`, `fds_per_ring`: what a ring costs the process.
 //!
 //! ```text
@@ -76,6 +76,9 @@ fn measure(producer: &producer::Producer, fast: bool) -> Result<(), Box<dyn std:
         if count.get() != 1 {
             return Err(format!("the first record was not delivered ({})", count.get()).into());
         }
+        // A reader runs for longer than this: 200 ms on (the fast mode
+        // settles after 100 ms), then the first consumes warm the caches.
+        std::thread::sleep(std::time::Duration::from_millis(200));
         for _ in 0..50 {
             pb.consume()?;
         }
