@@ -15,7 +15,9 @@
 //! machine — long enough for a caller's ring to overflow at full rate
 //! while it waits unread.
 //!
-//! Older kernels (where a preempted program may still be mid-write), a
+//! Older kernels (where a preempted program may still be mid-write; 6.1.45
+//! and 6.4.10 have the fix too, but a release string cannot tell a
+//! distribution's backports, so only 6.5 and later are trusted), a
 //! CPU this thread may not run on (cpusets) or more CPUs than a
 //! `cpu_set_t` holds: the grace period, as before.
 
