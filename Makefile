@@ -191,11 +191,11 @@ reliability: fault-test soak-short asan valgrind threads-test tsan fuzz-smoke
 
 # ---- benchmark ---------------------------------------------------------------
 
-$(BUILD)/perfbench: bench/perfbench.c c-tests/producer.c c-tests/producer.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ bench/perfbench.c c-tests/producer.c -lbpf -lpthread -ldl
+$(BUILD)/perfbench: bench/perfbench.c bench/rings.c bench/rings.h c-tests/producer.c c-tests/producer.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -Ibench -o $@ bench/perfbench.c bench/rings.c c-tests/producer.c -lbpf -lpthread -ldl
 
 BENCH_REPS ?= 5
-BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency
+BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency,rings
 
 # The peer readers over the same producer: cilium/ebpf (Go, Debian's
 # golang-github-cilium-ebpf-dev) and aya (Rust, crates.io). Each one whose
@@ -209,9 +209,10 @@ bench-peers: | $(BUILD)
 # with spread and ratios. The raw results go to docs/bench.json, beside the
 # plot, and README's and docs/performance.md's tables are generated from it
 # (bench-report-check, in make test, fails when they differ).
-bench: $(BUILD)/perfbench lib bench-peers
+bench: $(BUILD)/perfbench lib bench-peers producer-lib
+	$(CARGO) build --release --example ring_scale
 	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) docs/bench.json --reps $(BENCH_REPS) \
-		--rows $(BENCH_ROWS) --peers-dir $(BUILD)
+		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
 	python3 bench/plot.py docs/bench.json docs/bench.png
 	python3 bench/report.py docs/bench.json --update README.md docs/performance.md

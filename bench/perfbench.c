@@ -23,7 +23,9 @@
  * (c-tests/producer.c, bpf_ringbuf_output) read by libbpf's ring_buffer__*
  * API: run them without LD_PRELOAD (libperfbuf has no ring buffer API).
  *
- * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "quiet", "latency", "ringbuf") */
+ * The rings rows (bench/rings.c) measure 1,024 rings on 2 CPUs.
+ *
+ * usage: perfbench [ROW_PREFIX]   (e.g. "drain", "stream", "quiet", "latency", "ringbuf", "rings") */
 #define _GNU_SOURCE
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -44,6 +46,7 @@
 #include <unistd.h>
 
 #include "producer.h"
+#include "rings.h"
 
 /* libperfbuf extensions, looked up at run time (absent under libbpf). */
 struct perfbuf_opts_v1 {
@@ -904,6 +907,8 @@ int main(int argc, char **argv)
 		if (!fast)
 			stream_row("latency_full", ATTR_PERFBUF64, 0.5, 0, 1);
 	}
+	if (!strncmp("rings", only, strlen(only)) && !fast)
+		rings_rows(lib_name);
 	if (!strncmp("ringbuf", only, strlen(only))) {
 		if (ext_new) {
 			fprintf(stderr, "ringbuf rows: run without LD_PRELOAD (libperfbuf has no ring buffer API)\n");

@@ -159,6 +159,19 @@ def readme_part(data):
             out.append(f"| {label}, p50 / p99 | {num(b['lat_p50_us'])} / {num(b['lat_p99_us'])} µs | "
                        f"default {num(d['lat_p50_us'])} / {num(d['lat_p99_us'])} µs, "
                        f"fast {num(f['lat_p50_us'])} / {num(f['lat_p99_us'])} µs | — |")
+    rings = [(label, by.get(("rings_1024", mode, lib))) for label, mode, lib in
+             (("libbpf (`perf_buffer__new_raw`)", "raw", "libbpf"),
+              ("libperfbuf, C face (`perf_buffer__new_raw`)", "raw", "libperfbuf"),
+              ("libperfbuf default (Rust API)", "rust_default", "libperfbuf"),
+              ("libperfbuf fast mode (Rust API)", "rust_fast", "libperfbuf"))]
+    rings = [(label, r) for label, r in rings if r and "empty_consume_ns" in r]
+    if rings:
+        out += ["", "Many rings: 1,024 one-page rings on CPUs 0 and 1 (an explicit CPU list):", "",
+                "| reader | empty consume over 1,024 rings | consume delivering a fresh ring's first record | "
+                "mapped (locked) bytes per ring | fds per ring |", "|---|---|---|---|---|"]
+        for label, r in rings:
+            out.append(f"| {label} | {num(r['empty_consume_ns'] / 1000)} µs | {num(r['first_record_ns'] / 1000)} µs "
+                       f"| {r['mapped_bytes_per_ring']:,.0f} | {r['fds_per_ring']:.3g} |")
     return out
 
 

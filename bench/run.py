@@ -25,10 +25,18 @@ Row groups (--rows, in this order by default):
            there the libbpf column is the libbpf segments that alternated with
            libperfbuf's fast ones; the variable does nothing to libbpf)
   latency  as stream
+  rings    1,024 rings on CPUs 0 and 1 (an explicit CPU list, one page each):
+           an empty perf_buffer__consume, the consume_buffer delivering a
+           fresh ring's first record, mapped bytes and fds per ring. perfbench
+           measures libbpf and libperfbuf (LD_PRELOAD) through
+           perf_buffer__new_raw (raw mode: no fast mode); examples/ring_scale
+           (--ring-scale) the Rust API's default and fast modes, compared with
+           the same libbpf row
 Every run starts from the caller's environment less any PERFBUF_* variable.
 
 usage: bench/run.py BENCH_BINARY LIBPERFBUF_SO OUT_JSON [--reps N]
-                    [--rows drain,stream,ringbuf,peers,quiet,latency] [--peers-dir DIR]
+                    [--rows drain,stream,ringbuf,peers,quiet,latency,rings] [--peers-dir DIR]
+                    [--ring-scale PATH]
 """
 import argparse
 import json
@@ -40,7 +48,7 @@ import subprocess
 import sys
 
 
-GROUPS = ["drain", "stream", "ringbuf", "peers", "quiet", "latency"]
+GROUPS = ["drain", "stream", "ringbuf", "peers", "quiet", "latency", "rings"]
 FAST = {"PERFBUF_ADAPTIVE": "1"}
 
 
@@ -111,6 +119,7 @@ KEYS = {
                "batch_switches", "ring_wakeups", "ringbuf_output_failed", "other_threads_cpu_ms"],
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
+    "rings": ["empty_consume_ns", "first_record_ns", "mapped_bytes_per_ring", "fds_per_ring"],
 }
 
 
@@ -120,6 +129,7 @@ TABLE_KEYS = {
     "stream": ["records_per_s", "reader_cpu_ns_per_record", "lost", "reader_cpu_ms"],
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
+    "rings": ["empty_consume_ns", "first_record_ns", "mapped_bytes_per_ring", "fds_per_ring"],
 }
 
 # Every reader of the same producer shape (producer on CPU 0, reader on
@@ -212,7 +222,7 @@ def conditions(reps, rows):
 
 
 def kind(row):
-    for k in ("drain", "stream", "idle", "latency"):
+    for k in ("drain", "stream", "idle", "latency", "rings"):
         if row.startswith(k):
             return k
     return "drain"
@@ -225,6 +235,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rows", default=",".join(GROUPS))
+    ap.add_argument("--ring-scale", default=None, help="examples/ring_scale (the rings rows' Rust API "
+                    "default and fast modes; skipped, saying so, when absent)")
     ap.add_argument("--peers-dir", default=None, help="where peer-cilium and peer-aya are (default: "
                     "the benchmark binary's directory)")
     a = ap.parse_args()
@@ -250,6 +262,13 @@ def main():
                 runs = [run(a.binary, None, row)]
             elif row == "peers":
                 runs = [run_cmd([p]) for p in peers]
+            elif row == "rings":
+                runs = [run(a.binary, None, row), run(a.binary, a.lib, row)]
+                if a.ring_scale and os.access(a.ring_scale, os.X_OK):
+                    runs.append(run_cmd([a.ring_scale]))
+                elif rep == 0:
+                    print(f"rings: no ring_scale at {a.ring_scale}: Rust default and fast rows skipped",
+                          file=sys.stderr)
             else:
                 runs = [run(a.binary, None, row), run(a.binary, a.lib, row), run(a.binary, a.lib, row, FAST)]
             for out in runs:
@@ -288,6 +307,9 @@ def main():
             base_key = (r["row"], r["mode"], "libbpf")
             if base is None and r["row"].startswith("drain_batch"):
                 base_key = (r["row"].replace("batch", "consume"), r["mode"], "libbpf")
+            elif base is None and kind(r["row"]) == "rings":
+                # Every rings row compares with libbpf's raw-mode one.
+                base_key = (r["row"], "raw", "libbpf")
             elif base is None:
                 # libperfbuf-only modes compare with libbpf's default attr.
                 base_key = (r["row"], "default", "libbpf")
@@ -300,7 +322,7 @@ def main():
             bspread = by.get(base_key, {}).get(k + "_spread", [base, base])
             ratio = f"{r[k] / base:.2f}" if base else "—"
             if base_key[1] != r["mode"]:
-                ratio += " (vs default)"
+                ratio += f" (vs {base_key[1]})"
             lines.append(f"| {r['row']} | {r['mode']} | {k} | {human(base)} ({human(bspread[0])}–{human(bspread[1])}) | "
                          f"{mine} | {ratio} |")
     # The target "within 5% of the hand-written reader": consume against the

@@ -54,6 +54,11 @@ impl Producer {
     /// Loads the producer library and creates its map and programs
     /// (needs root with BPF).
     pub fn open() -> Result<Producer, String> {
+        Self::with_slots(0)
+    }
+
+    /// [`Self::open`] with a map of `slots` entries (0: one per possible CPU).
+    pub fn with_slots(slots: u32) -> Result<Producer, String> {
         // The repository's build/, from the root crate or a member crate (cli/).
         let path = std::env::var("PERFBUF_PRODUCER_LIB").unwrap_or_else(|_| {
             let here = concat!(env!("CARGO_MANIFEST_DIR"), "/build/libperfbuf_producer.so");
@@ -77,7 +82,7 @@ impl Producer {
             emit_stamped: sym(lib, "producer_emit_stamped")?,
         };
         // SAFETY: `raw` is a valid struct producer to fill.
-        let err = unsafe { open(&mut p.raw, 0) };
+        let err = unsafe { open(&mut p.raw, slots) };
         if err != 0 {
             return Err(format!(
                 "cannot create the BPF producer: {} (needs root with BPF)",

@@ -26,8 +26,9 @@
 //! the caller's event for good, so the caller's ioctls, epoll and raw
 //! reads see what libbpf would show them. The spill ring's records are
 //! older than anything written afterwards: once no BPF program can still
-//! write there (an RCU grace period), that call hands them to the
-//! callbacks, since a caller reading its ring itself may never poll again.
+//! write there (see [`crate::kernel::quiesce`]: a task switch on that CPU,
+//! or an RCU grace period), that call hands them to the callbacks, since a
+//! caller reading its ring itself may never poll again.
 //!
 //! **Streaming.** Above [`policy::STREAM_ABOVE`] records/s a batched ring
 //! moves on to an event that wakes only at a quarter of the fast ring: the
@@ -144,8 +145,15 @@ struct Slot {
 pub struct Adaptive {
     slots: Vec<Slot>,
     window_start: Moment,
+    /// When the slots left the caller's rings for the spill rings.
+    set_up_at: Moment,
     /// Rings batched now.
     batched: usize,
+    /// A slot moved since `batched` was counted (counting reads every
+    /// slot: an empty read of many rings should not).
+    recount: bool,
+    /// Some slot may have left a spill ring not released yet.
+    leaving: bool,
     /// After the last ring left batching, tick until then, so a record the
     /// batching event was writing during the switch is still read.
     grace_until: Option<Moment>,
@@ -191,7 +199,11 @@ impl Adaptive {
         Some(Adaptive {
             slots,
             window_start: Moment::coarse(),
+            set_up_at: Moment::coarse(),
             batched: 0,
+            // Set up, every slot wakes per record: none is batched.
+            recount: false,
+            leaving: false,
             grace_until: None,
             busy: Busy::default(),
             claim,
@@ -253,7 +265,14 @@ impl Adaptive {
             if !self.owns_slots() {
                 self.relinquish(now);
             }
+            // Writers that loaded a slot before set-up moved it to the
+            // spill ring have long finished: the caller's rings, once read,
+            // get nothing more while the slots stay on the spill rings.
+            let settled = now.since(self.set_up_at) >= QUIET_AFTER;
             for (idx, lane) in lanes.iter_mut().enumerate() {
+                if settled && self.slots[idx].policy.target() != Target::Caller {
+                    lane.rings_mut().settle_main();
+                }
                 let rings = lane.rings();
                 let lost = rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost);
                 let records = rings.records_read();
@@ -267,8 +286,13 @@ impl Adaptive {
                 }
             }
         }
-        for (idx, lane) in lanes.iter_mut().enumerate() {
-            self.release_if_done(idx, lane, now, epoll_fd);
+        if self.leaving {
+            let mut still = false;
+            for (idx, lane) in lanes.iter_mut().enumerate() {
+                self.release_if_done(idx, lane, now, epoll_fd);
+                still |= self.slots[idx].left.is_some();
+            }
+            self.leaving = still;
         }
         self.timer_after_moves(now)
     }
@@ -316,6 +340,7 @@ impl Adaptive {
         }
         if let Some(target) = slot.policy.on_pressure(now) {
             slot.policy.moved(target);
+            self.recount = true;
             log::debug(format_args!("cpu #{}: per-record wake-ups (the reader's backlog grows)", to.cpu));
         }
     }
@@ -371,8 +396,10 @@ impl Adaptive {
         for slot in &mut self.slots {
             if slot.policy.target() != Target::Caller {
                 slot.policy.moved(Target::Caller);
+                self.recount = true;
                 if slot.events.as_ref().is_some_and(|e| e.per_record.is_some()) {
                     slot.left = Some(now);
+                    self.leaving = true;
                 }
             }
         }
@@ -418,7 +445,9 @@ impl Adaptive {
         lane.rings_mut().set_spill_current(spilling && target != Target::Caller);
         if spilling && target == Target::Caller {
             slot.left = Some(now);
+            self.leaving = true;
         }
+        self.recount = true;
     }
 
     /// Whether ring `idx`'s slot left a spill ring that was written to
@@ -469,10 +498,10 @@ impl Adaptive {
     /// Counts the batched rings after moves: the timer starts with the
     /// first, and after the last has left, ticks two ticks more, then stops.
     fn timer_after_moves(&mut self, now: Moment) -> TimerAction {
-        let was = core::mem::replace(
-            &mut self.batched,
-            self.slots.iter().filter(|s| s.policy.target().batched()).count(),
-        );
+        let was = self.batched;
+        if core::mem::take(&mut self.recount) {
+            self.batched = self.slots.iter().filter(|s| s.policy.target().batched()).count();
+        }
         if self.batched > 0 {
             self.grace_until = None;
             return if was == 0 { TimerAction::Arm } else { TimerAction::Keep };

@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod fake;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod quiesce;
 pub mod sys;
 
 use core::mem::{offset_of, size_of};

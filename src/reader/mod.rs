@@ -20,6 +20,7 @@ use crate::adaptive::{self, Adaptive, SlotMove, TimerAction};
 use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::clock::Moment;
+use crate::kernel::quiesce;
 use crate::kernel::sys::{self, AttrSource};
 use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_FORMAT_LOST};
 use crate::kernel::{PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_TID};
@@ -331,9 +332,12 @@ impl<H: Handler> Reader<H> {
     /// ring itself may never poll again: once no BPF program can still be
     /// writing there, they go to the callbacks now, with what the spill
     /// ring owes as a lost record, and the spill ring is released. (Left
-    /// to the next poll or consume if a callback stops the read.)
+    /// to the next poll or consume if a callback stops the read.) The
+    /// caller's ring fills meanwhile, unread: the wait is one task switch
+    /// on the ring's CPU where the kernel allows, not a grace period (see
+    /// [`quiesce`]).
     fn hand_over_spill(&mut self, idx: usize) {
-        sys::wait_for_writers(adaptive::QUIET_AFTER);
+        quiesce::wait_for_writers_on([self.bufs[idx].cpu], adaptive::QUIET_AFTER);
         let Reader { bufs, handler, adaptive, epoll, .. } = self;
         let buf = &mut bufs[idx];
         let (cpu, mut stats) = (buf.cpu, buf.stats);
@@ -358,9 +362,17 @@ impl<H: Handler> Reader<H> {
         if self.order.is_some() {
             return self.order_round(false).map(drop);
         }
-        self.bufs[idx].publish();
-        if self.bufs[idx].overwrite_prev_head.is_some() {
+        let buf = &mut self.bufs[idx];
+        buf.publish();
+        if buf.overwrite_prev_head.is_some() {
             return self.snapshot(idx).map(drop);
+        }
+        if !buf.rings.has_pending() {
+            // An empty ring (most of them in a consume over many): nothing
+            // to deliver or decide, and none of the ring's other state to
+            // touch — the scan's cost is its memory traffic.
+            self.reached_head = true;
+            return Ok(());
         }
         if let Some(a) = &mut self.adaptive {
             a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
@@ -655,7 +667,8 @@ impl<H: Handler> Reader<H> {
             self.timer_action(action);
             self.timer_action(TimerAction::Disarm);
             // No BPF program still writes a spill ring when it is read.
-            sys::wait_for_writers(adaptive::QUIET_AFTER);
+            let spilled = self.bufs.iter().filter(|b| b.rings.spill().is_some()).map(|b| b.cpu);
+            quiesce::wait_for_writers_on(spilled, adaptive::QUIET_AFTER);
             // What the spill rings hold is older than anything in the
             // caller's rings: delivered first, through the callbacks.
             for idx in 0..self.bufs.len() {

@@ -13,6 +13,10 @@ pub struct CpuRings {
     spill: Option<PerfRing>,
     /// The map slot points at an event writing into the spill ring.
     spill_current: bool,
+    /// The slot left the caller's ring long ago and it was read to its
+    /// head: nothing writes there until the slot comes back, so reads skip
+    /// it (one ring per CPU to look at, not two).
+    main_quiet: bool,
     /// Lost records the kernel will not report in a ring (see
     /// `crate::adaptive`), delivered before the next records read.
     owed_lost: u64,
@@ -30,6 +34,7 @@ impl CpuRings {
             main,
             spill: None,
             spill_current: false,
+            main_quiet: false,
             owed_lost: 0,
             lost_reports_made: 0,
             retired: Counters::default(),
@@ -65,6 +70,7 @@ impl CpuRings {
     /// what it read stays in the figures.
     pub fn take_spill(&mut self) -> Option<PerfRing> {
         self.spill_current = false;
+        self.main_quiet = false;
         let spill = self.spill.take()?;
         add(&mut self.retired, spill.stats());
         Some(spill)
@@ -73,6 +79,17 @@ impl CpuRings {
     /// Records now go to the spill ring (`true`) or to the caller's.
     pub fn set_spill_current(&mut self, current: bool) {
         self.spill_current = current && self.spill.is_some();
+        self.main_quiet &= self.spill_current;
+    }
+
+    /// Called once no BPF program can still write the caller's ring
+    /// through the slot that left it: if the slot is on the spill ring
+    /// and the caller's ring is read to its head, reads skip it until the
+    /// slot comes back (see [`Self::set_spill_current`]).
+    pub fn settle_main(&mut self) {
+        if self.spill_current && !self.main_quiet && self.main.pending_bytes() == 0 {
+            self.main_quiet = true;
+        }
     }
 
     /// Adds lost records to deliver before the next records read.
@@ -91,7 +108,9 @@ impl CpuRings {
 
     /// Whether a read would deliver anything.
     pub fn has_pending(&self) -> bool {
-        self.owed_lost > 0 || self.pending_bytes() > 0
+        self.owed_lost > 0
+            || (!self.main_quiet && self.main.pending_bytes() > 0)
+            || self.spill.as_ref().is_some_and(|s| s.pending_bytes() > 0)
     }
 
     /// Records read from this CPU's rings.
@@ -146,6 +165,10 @@ impl CpuRings {
             None => {
                 let head = self.main.load_head();
                 return drain_ring(&mut self.main, head, stats, &mut drain, &mut watch);
+            }
+            Some(spill) if self.main_quiet => {
+                let head = spill.load_head();
+                return drain_ring(spill, head, stats, &mut drain, &mut watch);
             }
             Some(spill) if self.spill_current => (&mut self.main, spill),
             Some(spill) => (spill, &mut self.main),
@@ -284,5 +307,29 @@ mod tests {
         assert_eq!(rings.figures().records, 5, "a lost report made here counts as a record");
         assert!(rings.take_spill().is_some());
         assert_eq!((rings.records_read(), rings.figures().records), (4, 5), "a released ring's count stays");
+    }
+
+    #[test]
+    fn a_settled_callers_ring_is_skipped_until_the_slot_comes_back() {
+        let mut rings = CpuRings::new(PerfRing::heap(2048, 1).unwrap());
+        rings.set_spill(PerfRing::heap(2048, 2).unwrap());
+        push(rings.main_mut(), 1);
+        rings.settle_main();
+        rings.set_spill_current(true);
+        rings.settle_main();
+        assert!(rings.has_pending(), "not settled while the caller's ring holds records");
+        assert_eq!(stamps(&mut rings), vec![1]);
+        rings.settle_main();
+        // A write the settled state would not see (none can happen while
+        // the slot stays on the spill ring; this one shows the skip).
+        push(rings.main_mut(), 2);
+        assert!(!rings.has_pending());
+        push(rings.spill_mut().unwrap(), 3);
+        assert_eq!(stamps(&mut rings), vec![3], "only the spill ring is read");
+        // The slot comes back: the caller's ring is read again, first.
+        push(rings.spill_mut().unwrap(), 4);
+        rings.set_spill_current(false);
+        assert!(rings.has_pending());
+        assert_eq!(stamps(&mut rings), vec![4, 2]);
     }
 }
