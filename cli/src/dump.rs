@@ -197,6 +197,9 @@ pub fn run(args: DumpArgs) -> Result<()> {
     let mut b = PerfBuffer::builder(fd)
         .pages(args.pages)
         .adaptive(args.fast)
+        // Losses the kernel has not yet written as a LOST record show in
+        // the status line and reach the output at the end (Linux 6.0+).
+        .count_lost(true)
         .on_sample(move |cpu, data| on_sample.lock().expect("sink").sample(cpu, data))
         .on_lost(move |cpu, n| on_lost.lock().expect("sink").lost(cpu, n));
     if let Some(n) = args.wakeup_records {
@@ -247,10 +250,9 @@ pub fn run(args: DumpArgs) -> Result<()> {
             break "duration reached";
         }
     };
-    pb.consume().map_err(|e| Failure::lib("draining the rings", &e))?;
-    if args.order {
-        pb.flush_ordered().map_err(|e| Failure::lib("draining the rings", &e))?;
-    }
+    // Every record left, then what was lost with no record after it to
+    // carry the kernel's LOST report (a burst that filled a ring at the end).
+    pb.drain_final().map_err(|e| Failure::lib("draining the rings", &e))?;
     status.clear();
     let written = {
         let mut s = sink.lock().expect("sink");
