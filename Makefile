@@ -195,7 +195,7 @@ $(BUILD)/perfbench: bench/perfbench.c bench/rings.c bench/rings.h c-tests/produc
 	$(CC) $(TEST_CFLAGS) -Ibench -o $@ bench/perfbench.c bench/rings.c c-tests/producer.c -lbpf -lpthread -ldl
 
 BENCH_REPS ?= 5
-BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency,rings
+BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency,rings,record
 
 # The peer readers over the same producer: cilium/ebpf (Go, Debian's
 # golang-github-cilium-ebpf-dev) and aya (Rust, crates.io). Each one whose
@@ -209,10 +209,11 @@ bench-peers: | $(BUILD)
 # with spread and ratios. The raw results go to docs/bench.json, beside the
 # plot, and README's and docs/performance.md's tables are generated from it
 # (bench-report-check, in make test, fails when they differ).
-bench: $(BUILD)/perfbench lib bench-peers producer-lib
-	$(CARGO) build --release --example ring_scale
+bench: $(BUILD)/perfbench lib bench-peers producer-lib tracefs
+	$(CARGO) build --release --example ring_scale --example record_bench
 	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) docs/bench.json --reps $(BENCH_REPS) \
-		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale
+		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale \
+		--record-bench $(CURDIR)/$(REL)/examples/record_bench
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
 	python3 bench/plot.py docs/bench.json docs/bench.png
 	python3 bench/report.py docs/bench.json --update README.md docs/performance.md
@@ -220,8 +221,8 @@ bench: $(BUILD)/perfbench lib bench-peers producer-lib
 bench-report-check:
 	python3 bench/report.py docs/bench.json --check README.md docs/performance.md
 
-# The recording row (not part of make bench's table yet): a syscall
-# tracepoint read only, into perf.data on tmpfs, and by perf record.
+# The recording rows alone, printed as a table (make bench has them too):
+# a syscall tracepoint read only, into perf.data, and by perf record.
 bench-record: tracefs
 	$(CARGO) build --release --example record_bench
 	$(REL)/examples/record_bench 3

@@ -159,6 +159,21 @@ def readme_part(data):
             out.append(f"| {label}, p50 / p99 | {num(b['lat_p50_us'])} / {num(b['lat_p99_us'])} µs | "
                        f"default {num(d['lat_p50_us'])} / {num(d['lat_p99_us'])} µs, "
                        f"fast {num(f['lat_p50_us'])} / {num(f['lat_p99_us'])} µs | — |")
+    rec = [(label, by.get(("record", mode, lib))) for label, mode, lib in
+           (("event set, read only (`consume_batch`)", "read_only", "perfbuf"),
+            ("event set into perf.data on /dev/null (`PerfDataWriter`: the writer's own CPU)", "devnull", "perfbuf"),
+            ("event set into perf.data on tmpfs (`PerfDataWriter`)", "tmpfs", "perfbuf"),
+            ("`perf record -e syscalls:sys_enter_getppid -t TID` (whole process)", "perf_record", "perf"))]
+    rec = [(label, r) for label, r in rec if r and r.get("reader_cpu_ns_per_record")]
+    if rec:
+        base = rec[0][1]["reader_cpu_ns_per_record"]
+        out += ["", "Recording to perf.data: a thread calling getppid() in a loop, its "
+                "`syscalls:sys_enter_getppid` tracepoint read by an event set (`make bench`'s record rows, "
+                "2 s each; the generator's rate, not the reader, sets records/s):", "",
+                "| reader | records/s | reader CPU per record | CPU per record vs read only |", "|---|---|---|---|"]
+        for label, r in rec:
+            out.append(f"| {label} | {qty(r['records_per_s'])} | {num(r['reader_cpu_ns_per_record'])} ns | "
+                       f"{ratio(r['reader_cpu_ns_per_record'], base)} |")
     rings = [(label, by.get(("rings_1024", mode, lib))) for label, mode, lib in
              (("libbpf (`perf_buffer__new_raw`)", "raw", "libbpf"),
               ("libperfbuf, C face (`perf_buffer__new_raw`)", "raw", "libperfbuf"),

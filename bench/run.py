@@ -32,10 +32,14 @@ Row groups (--rows, in this order by default):
            perf_buffer__new_raw (raw mode: no fast mode); examples/ring_scale
            (--ring-scale) the Rust API's default and fast modes, compared with
            the same libbpf row
+  record   examples/record_bench --json: a syscall tracepoint's stream read
+           only, written to perf.data on /dev/null and on tmpfs, and by perf
+           record (rows "record"; lib "perfbuf" or "perf")
 Every run starts from the caller's environment less any PERFBUF_* variable.
 
 usage: bench/run.py BENCH_BINARY LIBPERFBUF_SO OUT_JSON [--reps N]
-                    [--rows drain,stream,ringbuf,peers,quiet,latency,rings] [--peers-dir DIR]
+                    [--rows drain,stream,ringbuf,peers,quiet,latency,rings,record]
+                    [--peers-dir DIR] [--ring-scale BIN] [--record-bench BIN]
                     [--ring-scale PATH]
 """
 import argparse
@@ -48,7 +52,7 @@ import subprocess
 import sys
 
 
-GROUPS = ["drain", "stream", "ringbuf", "peers", "quiet", "latency", "rings"]
+GROUPS = ["drain", "stream", "ringbuf", "peers", "quiet", "latency", "rings", "record"]
 FAST = {"PERFBUF_ADAPTIVE": "1"}
 
 
@@ -120,6 +124,7 @@ KEYS = {
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
     "rings": ["empty_consume_ns", "first_record_ns", "mapped_bytes_per_ring", "fds_per_ring"],
+    "record": ["records_per_s", "reader_cpu_ns_per_record"],
 }
 
 
@@ -222,7 +227,7 @@ def conditions(reps, rows):
 
 
 def kind(row):
-    for k in ("drain", "stream", "idle", "latency", "rings"):
+    for k in ("drain", "stream", "idle", "latency", "rings", "record"):
         if row.startswith(k):
             return k
     return "drain"
@@ -235,6 +240,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rows", default=",".join(GROUPS))
+    ap.add_argument("--record-bench", default=None, help="examples/record_bench (the record rows)")
     ap.add_argument("--ring-scale", default=None, help="examples/ring_scale (the rings rows' Rust API "
                     "default and fast modes; skipped, saying so, when absent)")
     ap.add_argument("--peers-dir", default=None, help="where peer-cilium and peer-aya are (default: "
@@ -262,6 +268,13 @@ def main():
                 runs = [run(a.binary, None, row)]
             elif row == "peers":
                 runs = [run_cmd([p]) for p in peers]
+            elif row == "record":
+                if a.record_bench and os.access(a.record_bench, os.X_OK):
+                    runs = [run_cmd([a.record_bench, "2", "--json"])]
+                else:
+                    runs = []
+                    if rep == 0:
+                        print(f"record: no record_bench at {a.record_bench}: rows skipped", file=sys.stderr)
             elif row == "rings":
                 runs = [run(a.binary, None, row), run(a.binary, a.lib, row)]
                 if a.ring_scale and os.access(a.ring_scale, os.X_OK):

@@ -8,8 +8,11 @@
 //! CPU per record.
 //!
 //! ```text
-//! record_bench [SECONDS]      (root; tracefs with syscall tracepoints; perf for row 3)
+//! record_bench [SECONDS] [--json]   (root; tracefs with syscall tracepoints; perf for row 4)
 //! ```
+//!
+//! `--json` prints one JSON object per row instead (`make bench`'s
+//! `record` rows, read by bench/run.py).
 
 use perfbuf::Wakeup;
 use perfbuf::events::{Event, EventSet};
@@ -131,8 +134,18 @@ fn perf_record(secs: f64) -> Option<(u64, f64, Duration)> {
     Some((samples, wall, cpu))
 }
 
-fn row(name: &str, records: u64, wall: f64, cpu: Duration) {
+fn row(json: bool, (name, mode): (&str, &str), records: u64, wall: f64, cpu: Duration) {
     let ns = if records > 0 { cpu.as_nanos() as f64 / records as f64 } else { f64::NAN };
+    if json {
+        println!(
+            "{{\"row\": \"record\", \"lib\": \"{}\", \"mode\": \"{mode}\", \"records_per_s\": {:.0}, \
+             \"reader_cpu_ns_per_record\": {:.1}, \"records\": {records}}}",
+            if mode == "perf_record" { "perf" } else { "perfbuf" },
+            records as f64 / wall,
+            ns
+        );
+        return;
+    }
     println!(
         "{name:<28} {:>12.0} records/s {:>8.1} ns CPU/record {:>10} records",
         records as f64 / wall,
@@ -142,19 +155,21 @@ fn row(name: &str, records: u64, wall: f64, cpu: Duration) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let secs: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let json = args.iter().any(|a| a == "--json");
+    let secs: f64 = args.iter().find_map(|s| s.parse().ok()).unwrap_or(2.0);
     for (name, out) in [
-        ("read only", None),
-        ("perf.data to /dev/null", Some("/dev/null")),
-        ("perf.data on tmpfs", Some(OUT)),
+        (("read only", "read_only"), None),
+        (("perf.data to /dev/null", "devnull"), Some("/dev/null")),
+        (("perf.data on tmpfs", "tmpfs"), Some(OUT)),
     ] {
         let (n, wall, cpu, calls) = run(secs, out)?;
-        row(name, n, wall, cpu);
+        row(json, name, n, wall, cpu);
         eprintln!("  (generator: {calls} calls)");
     }
     match perf_record(secs) {
-        Some((n, wall, cpu)) => row("perf record (whole process)", n, wall, cpu),
-        None => println!("perf record: not available"),
+        Some((n, wall, cpu)) => row(json, ("perf record (whole process)", "perf_record"), n, wall, cpu),
+        None => eprintln!("perf record: not available"),
     }
     let _ = std::fs::remove_file(OUT);
     Ok(())
