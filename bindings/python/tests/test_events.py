@@ -327,6 +327,40 @@ def test_lost_samples_add_up(probe_lib: tuple[Path, ctypes.CDLL]) -> None:
         assert before["lost"] == before["lost_unreported"] == lost[0]
 
 
+def test_drain_final_reports_a_burst_no_record_reports(probe_lib: tuple[Path, ctypes.CDLL]) -> None:
+    """A 1-page ring overflowed, then nothing: the figures know (an event
+    set always counts), and drain_final hands on_lost exactly the missing
+    samples once; the kernel's later LOST record adds nothing."""
+    if tuple(int(p) for p in os.uname().release.split(".")[:2]) < (6, 0):
+        need_root("counting lost samples (PERF_FORMAT_LOST) needs Linux 6.0")
+    path, lib = probe_lib
+    samples, lost = [0], []
+    os.sched_setaffinity(0, {0})
+    try:
+        with EventSet(cpus=[0], pages=1, pids=[os.getpid()]) as s:
+            s.add_uprobe(path, "perfbuf_py_probe")
+            with s.reader(lambda g: samples.__setitem__(0, samples[0] + 1),
+                          lambda cpu, n: lost.append((cpu, n))) as r:
+                s.enable()
+                call_probe(lib, 3000)
+                r.consume()
+                missing = 3000 - samples[0]
+                assert missing > 0 and lost == []
+                st = r.stats(0)
+                assert st["lost"] == st["lost_unreported"] == missing
+                assert r.drain_final() == missing
+                assert lost == [(0, missing)] and r.lost == missing
+                assert r.stats(0)["lost_unreported"] == 0
+                assert r.drain_final() == 0
+                call_probe(lib, 1)  # the kernel writes its LOST record now
+                r.consume()
+                assert r.stats(0)["lost"] == missing
+    finally:
+        os.sched_setaffinity(0, range(NCPUS))
+    assert lost == [(0, missing)] and r.lost == missing
+    assert samples[0] == 3001 - missing
+
+
 def test_add_and_remove_while_reading(probe_lib: tuple[Path, ctypes.CDLL]) -> None:
     path, lib = probe_lib
     got: list[EventSample] = []

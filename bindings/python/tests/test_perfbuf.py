@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import os
 import struct
 import threading
 import time
@@ -11,6 +12,7 @@ import time
 import pytest
 
 import perfbuf
+from conftest import need_root
 from perfbuf import PerfBuffer, Record
 
 
@@ -65,6 +67,66 @@ def test_lost_records_are_counted_exactly(producer) -> None:
         pb.consume()
     assert sum(lost) > 0
     assert len(delivered) + sum(lost) == 301
+
+
+def need_lost_counting() -> None:
+    if tuple(int(p) for p in os.uname().release.split(".")[:2]) < (6, 0):
+        need_root("counting lost records (PERF_FORMAT_LOST) needs Linux 6.0")
+
+
+def ring_of_cpu(pb: PerfBuffer, cpu: int) -> int:
+    return next(i for i in range(pb.buffer_count) if pb.buffer_cpu(i) == cpu)
+
+
+def test_count_lost_knows_a_burst_no_record_reports(producer) -> None:
+    """A 1-page ring overflowed by a burst, then nothing: the kernel writes
+    no LOST record, yet with count_lost the figures know, and drain_final
+    reports exactly the missing records once."""
+    need_lost_counting()
+    delivered, lost = [], []
+    with PerfBuffer(producer.map_fd, page_cnt=1, on_sample=lambda c, d: delivered.append(d),
+                    on_lost=lambda c, n: lost.append((c, n)), count_lost=True) as pb:
+        ring = ring_of_cpu(pb, 0)
+        assert producer.emit(0, 72, 3, repeat=300) == -28  # -ENOSPC: the ring filled up
+        pb.consume()
+        missing = 300 - len(delivered)
+        assert missing > 0 and lost == []  # no lost report yet
+        st = pb.stats(ring)
+        assert st["lost"] == st["lost_unreported"] == missing
+        assert pb.drain_final() == missing
+        assert lost == [(0, missing)]
+        st = pb.stats(ring)
+        assert st["lost"] == missing and st["lost_unreported"] == 0
+        assert pb.drain_final() == 0  # reported once
+        # The LOST record the kernel writes with its next record is not counted again.
+        assert producer.emit(0, 72, 4) == 0
+        pb.consume()
+        assert pb.stats(ring)["lost"] == missing
+    assert lost == [(0, missing)]
+    assert len(delivered) == 301 - missing
+
+
+def test_without_count_lost_the_figures_are_libbpfs(producer) -> None:
+    """No opt-in: the burst's losses show only once the kernel writes its
+    LOST record, as with libbpf; drain_final is a consume."""
+    delivered, lost = [], []
+    with PerfBuffer(producer.map_fd, page_cnt=1, on_sample=lambda c, d: delivered.append(d),
+                    on_lost=lambda c, n: lost.append(n)) as pb:
+        ring = ring_of_cpu(pb, 0)
+        assert producer.emit(0, 72, 3, repeat=300) == -28
+        pb.consume()
+        st = pb.stats(ring)
+        assert st["lost"] == st["lost_unreported"] == 0
+        assert pb.drain_final() == 0
+        assert lost == []
+        assert producer.emit(0, 72, 4) == 0
+        pb.consume()
+    assert len(delivered) + sum(lost) == 301 and sum(lost) > 0
+
+
+def test_count_lost_must_be_a_bool(producer) -> None:
+    with pytest.raises(TypeError, match="count_lost must be a bool"):
+        PerfBuffer(producer.map_fd, count_lost=1)  # type: ignore[arg-type]
 
 
 def test_pull_api(producer) -> None:

@@ -29,6 +29,7 @@ PRINT_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_void_p)
 
 PERFBUF_F_OVERWRITE = 1
 PERFBUF_F_ADAPTIVE = 2
+PERFBUF_F_COUNT_LOST = 4
 PERFBUF_WARN, PERFBUF_INFO, PERFBUF_DEBUG = 0, 1, 2
 
 
@@ -274,8 +275,15 @@ OPTIONAL_SIGNATURES = {
 }
 
 
+# Later additions, each declared when the library has it (an event set works
+# without them); the methods that need one say so.
+LATER_SIGNATURES = {
+    "perfbuf_drain_final": (c_int, [c_void_p, ctypes.POINTER(c_uint64)]),
+}
+
+
 def _declare(lib: ctypes.CDLL) -> None:
-    for name, (res, args) in {**SIGNATURES, **OPTIONAL_SIGNATURES}.items():
+    for name, (res, args) in {**SIGNATURES, **OPTIONAL_SIGNATURES, **LATER_SIGNATURES}.items():
         if name not in SIGNATURES and not hasattr(lib, name):
             continue
         fn = getattr(lib, name)
