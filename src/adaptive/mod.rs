@@ -439,7 +439,7 @@ impl Adaptive {
             Target::PerRecord => "per-record wake-ups",
             Target::Caller => "the caller's event, for good",
         };
-        log::debug(format_args!("cpu #{}: {to} ({why})", lane.cpu()));
+        log::debug(format_args!("cpu #{}: {to} ({why}; {} records/s)", lane.cpu(), slot.policy.rate()));
         slot.policy.moved(target);
         let spilling = events.per_record.is_some();
         lane.rings_mut().set_spill_current(spilling && target != Target::Caller);
