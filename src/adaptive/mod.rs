@@ -30,11 +30,12 @@
 //! or an RCU grace period), that call hands them to the callbacks, since a
 //! caller reading its ring itself may never poll again.
 //!
-//! **Streaming.** Above [`policy::STREAM_ABOVE`] records/s a batched ring
-//! moves on to an event that wakes only at a quarter of the fast ring: the
-//! timer's ticks read it meanwhile, so the reader wakes 2,000 times a
-//! second however fast the stream, and the producer pays no irq_work per
-//! batch.
+//! **Streaming.** A CPU that batches (above [`policy::BATCH_ABOVE`]
+//! records/s) moves to an event that wakes only at a quarter of the fast
+//! ring: the timer's ticks read it meanwhile, so the reader wakes 2,000
+//! times a second however fast the stream, and the producer pays no
+//! irq_work per batch. The event waking every [`BATCH_EVENTS`] records is
+//! used only where the streaming one could not be opened.
 //!
 //! **Back-pressure.** libbpf's per-record wake-ups slow the producer down;
 //! without them a slow reader would lose records libbpf keeps. A batched
