@@ -37,7 +37,7 @@ pub enum Target {
     /// the CPU has one: the ticks read a batched ring as often anyway, so
     /// a wake-up every [`super::BATCH_EVENTS`] records would only add an
     /// irq_work for the producer and an epoll round for the reader (15,000
-    /// a second at 1 M records/s, where ticks are 2,000).
+    /// a second at 1 M records/s, where ticks are 1,250).
     Streaming,
     /// The caller's own event, for good: someone reads the caller's ring
     /// or its event, or the slot is no longer this buffer's.
