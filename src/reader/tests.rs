@@ -52,6 +52,12 @@ impl Fx {
         .unwrap()
     }
 
+    /// What [`Self::slot`] says of a batched (streaming) CPU: the
+    /// streaming event wakes at a quarter of the ring it writes into.
+    fn batching(&self, f: RingStats) -> u32 {
+        (if f.spill_size > 0 { f.spill_size } else { f.data_size } / 4) as u32
+    }
+
     fn calls(&self, name: &str) -> u64 {
         fake::with(|k| k.calls.get(name).copied().unwrap_or(0)).unwrap()
     }
@@ -199,7 +205,7 @@ fn a_fast_stream_batches_and_a_quiet_one_stops_batching() {
     let fx = kernel(1, |_| ());
     let mut r = fx.open(|o| o.adaptive = true);
     stream(&fx, &mut r, 0, 100, 60); // 100 k/s
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     assert!(r.figures(0).unwrap().batched);
     assert!(r.timer.as_ref().unwrap().ticking());
     assert_eq!(r.handler.0.len(), 6000, "nothing lost or late across the switch");
@@ -238,7 +244,7 @@ fn a_faster_stream_wakes_at_a_quarter_of_the_ring_and_is_read_on_ticks() {
     assert_eq!(r.poll(5).unwrap(), 1);
     assert_eq!(r.handler.0.len(), before + 10);
     stream(&fx, &mut r, 0, 50, 120);
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS, "50 k/s batches");
+    assert_eq!(fx.slot(0).0, quarter, "50 k/s streams still");
     assert_eq!(r.figures(0).unwrap().batch_switches, 1);
     assert_eq!(r.figures(0).unwrap().lost, 0);
 }
@@ -248,7 +254,7 @@ fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
     let fx = kernel(1, |_| ());
     let mut r = fx.open(|o| o.adaptive = true);
     stream(&fx, &mut r, 0, 100, 60);
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // The reader stalls while the producer fills half the spill ring.
     let half = (16 * 8 * 4096 / 2 / 32) as u64;
     assert_eq!(fx.emit(0, half, 10_000), 0);
@@ -258,7 +264,7 @@ fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
     stream(&fx, &mut r, 0, 100, 150);
     assert_eq!(fx.slot(0).0, 1);
     stream(&fx, &mut r, 0, 100, 110);
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS, "batched again after the hold");
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()), "batched again after the hold");
     assert_eq!(r.figures(0).unwrap().lost, 0);
 }
 
@@ -267,7 +273,7 @@ fn a_reader_busy_draining_goes_back_per_record() {
     let fx = kernel(1, |_| ());
     let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
     stream(&fx, &mut r, 0, 100, 60);
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // Each record now costs 20 us: 200 a millisecond take 4 ms to read.
     r.handler.slow = Duration::from_micros(20);
     for i in 0..4 {
@@ -282,7 +288,7 @@ fn a_backlog_growing_during_a_drain_goes_back_per_record_within_it() {
     let fx = kernel(1, |_| ());
     let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
     stream(&fx, &mut r, 0, 100, 60);
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // The producer writes 5 records for each one the reader reads: within
     // the first chunks of this one drain the backlog passes a sixteenth of
     // the ring and grows, long before the ring is half full.
@@ -304,7 +310,7 @@ fn a_large_backlog_that_shrinks_stays_batched() {
     // drain reads it faster than it comes (nothing comes meanwhile here).
     fx.emit(0, (16 * 8 * 4096 / 3 / 32) as u64, 0);
     r.consume().unwrap();
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
 }
 
 #[test]
@@ -435,7 +441,7 @@ fn a_big_callers_ring_batches_into_itself() {
     });
     assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd(), "per record: the caller's event");
     stream(&fx, &mut r, 0, 100, 60);
-    assert_eq!(fx.slot(0).0, adaptive::BATCH_EVENTS);
+    assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     assert_eq!(r.figures(0).unwrap().spill_size, 0);
     assert_eq!(r.handler.0.len(), 6000);
     r.event_fd(0).unwrap();
