@@ -105,8 +105,8 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 /*
  `perfbuf_opts.flags`: the fast mode (adaptive wake-ups; what
  `PERFBUF_ADAPTIVE=1` turns on for `perf_buffer__new`). While a CPU's
- rate is high, the kernel wakes the reader every 64 records into a
- spill ring, and a timer delivers the rest within 1 ms. Needs
+ rate is high, the kernel wakes the reader only when a quarter of a
+ spill ring is full, and a timer delivers the rest within about 1 ms. Needs
  per-record wake-ups and forward rings. See README for the callers it
  does not suit.
  */

@@ -490,9 +490,9 @@ impl<'a, T: Threading> Builder<'a, T> {
     }
 
     /// The fast mode (off by default): while a CPU's rate is high, the
-    /// kernel wakes the reader every 64 records instead of every record,
-    /// into a spill ring 16 times the caller's, and a timer delivers the
-    /// rest within 1 ms. Several times libbpf's records/s at a fraction of
+    /// kernel wakes the reader only when a quarter of a spill ring 16 times
+    /// the caller's is full, instead of for every record, and a timer
+    /// delivers the rest within about 1 ms. Several times libbpf's records/s at a fraction of
     /// its CPU; README lists the callers it does not suit.
     pub fn adaptive(mut self, on: bool) -> Self {
         self.opts.adaptive = on;

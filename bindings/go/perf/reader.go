@@ -77,8 +77,8 @@ type ReaderOptions struct {
 	MaxDelay time.Duration
 	// Fast (not in cilium/ebpf) turns on libperfbuf's fast mode (adaptive
 	// wake-ups, see the README): while a CPU's rate is high the kernel
-	// wakes the reader every 64 records and a timer hands over the rest
-	// within 1ms. Not with WakeupEvents, Watermark or Overwritable. It moves
+	// wakes the reader only at a quarter of a spill ring and a timer hands
+	// over the rest within about 1ms. Not with WakeupEvents, Watermark or Overwritable. It moves
 	// the map slots itself, so Pause and Resume use the kernel's pause
 	// instead: BPF gets -ENOSPC and the writes are reported lost.
 	Fast bool
