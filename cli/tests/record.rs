@@ -118,47 +118,48 @@ fn record_sigint_and_sigterm_finish_a_file_perf_reads() {
     let dir = tempdir("record-sigint");
     let bin = spinner(&dir);
     let file = dir.join("all.data");
-    let mut child = Command::new(BIN)
-        .args(["record", "-o", file.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let mut seen = Vec::new();
-    wait_for(&rx, "recording cpu-clock at 999 Hz of all tasks", &mut seen);
-    assert!(Command::new(&bin).arg("0.5").status().unwrap().success());
-    sigint(&child);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{seen:?}");
-    wait_for(&rx, "stopped by signal", &mut seen);
-    let summary = seen.last().unwrap();
+    let summary = record_until(
+        &["-o", file.to_str().unwrap()],
+        "recording cpu-clock at 999 Hz of all tasks",
+        &bin,
+        "0.5",
+        libc::SIGINT,
+    );
     assert!(summary.contains(" lost, ") && summary.contains(" bytes written to "), "{summary}");
     // The file is whole: perf lists every sample, and the spinner, started
     // after the recording, is named and symbolized.
-    assert_eq!(script_samples(&file, "cpu-clock").len(), summary_samples(summary), "{summary}");
+    assert_eq!(script_samples(&file, "cpu-clock").len(), summary_samples(&summary), "{summary}");
     let top = top_symbol(&file, "pbspin");
     assert!(top.contains("[.] perfbuf_spin_here"), "top of perf report: {top}");
     // SIGTERM ends a recording the same way.
     let file = dir.join("term.data");
+    let args = ["-e", "sched:sched_switch", "-o", file.to_str().unwrap()];
+    let summary = record_until(&args, "recording sched:sched_switch", &bin, "0.2", libc::SIGTERM);
+    assert_eq!(script_samples(&file, "sched:sched_switch").len(), summary_samples(&summary), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `perfbuf record ARGS` until it says `started`, the spinner `bin`
+/// for `secs`, then sends `signal`: record must exit 0 saying it stopped by
+/// signal. Returns that summary line.
+fn record_until(args: &[&str], started: &str, bin: &Path, secs: &str, signal: i32) -> String {
     let mut child = Command::new(BIN)
-        .args(["record", "-e", "sched:sched_switch", "-o", file.to_str().unwrap()])
+        .arg("record")
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let rx = stderr_lines(&mut child);
     let mut seen = Vec::new();
-    wait_for(&rx, "recording sched:sched_switch", &mut seen);
-    assert!(Command::new(&bin).arg("0.2").status().unwrap().success());
+    wait_for(&rx, started, &mut seen);
+    assert!(Command::new(bin).arg(secs).status().unwrap().success());
     // SAFETY: signals our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{seen:?}");
     wait_for(&rx, "stopped by signal", &mut seen);
-    let summary = seen.last().unwrap();
-    assert_eq!(script_samples(&file, "sched:sched_switch").len(), summary_samples(summary), "{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
+    seen.pop().unwrap()
 }
 
 #[test]
