@@ -133,27 +133,13 @@ func TestWithoutCountLostTheFiguresAreLibbpfs(t *testing.T) {
 func TestEventReaderDrainFinal(t *testing.T) {
 	needEvents(t)
 	needFormatLost(t)
-	exe, _ := os.Executable()
 	onThread(func(tid int) {
-		setAffinity(t, 0)
-		s, err := NewEventSet(EventSetOptions{CPUs: []int{0}, Pages: 1, PIDs: []int{tid}})
-		if err != nil {
-			t.Error(err)
+		s, r := uprobeFlood(t, tid)
+		if s == nil {
 			return
 		}
 		defer s.Close()
-		if _, err := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.Symbol}); err != nil {
-			t.Error(err)
-			return
-		}
-		r, err := s.NewReader(EventReaderOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
 		defer r.Close()
-		s.Enable(AllEvents)
-		probe.Call(3000)
 		count := func() (samples uint64, lost []EventSample) {
 			for _, g := range drainNow(t, r) {
 				if g.LostSamples > 0 {

@@ -719,25 +719,43 @@ func TestEventProfilerFallbackAndDeferredEnable(t *testing.T) {
 	}
 }
 
+// uprobeFlood, on thread tid pinned to CPU 0: a set with a 1-page ring
+// and an enabled uprobe on probe.Symbol, its reader, and 3000 calls of the
+// probe, more than the ring holds. Returns nil, nil when a step failed
+// (reported); the caller closes both.
+func uprobeFlood(t *testing.T, tid int) (*EventSet, *EventReader) {
+	setAffinity(t, 0)
+	exe, _ := os.Executable()
+	s, err := NewEventSet(EventSetOptions{CPUs: []int{0}, Pages: 1, PIDs: []int{tid}})
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	if _, err := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.Symbol}); err != nil {
+		t.Error(err)
+		s.Close()
+		return nil, nil
+	}
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Error(err)
+		s.Close()
+		return nil, nil
+	}
+	s.Enable(AllEvents)
+	probe.Call(3000)
+	return s, r
+}
+
 func TestEventLost(t *testing.T) {
 	needEvents(t)
-	exe, _ := os.Executable()
 	onThread(func(tid int) {
-		setAffinity(t, 0)
-		s, err := NewEventSet(EventSetOptions{CPUs: []int{0}, Pages: 1, PIDs: []int{tid}})
-		if err != nil {
-			t.Error(err)
+		s, r := uprobeFlood(t, tid)
+		if s == nil {
 			return
 		}
 		defer s.Close()
-		if _, err := s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.Symbol}); err != nil {
-			t.Error(err)
-			return
-		}
-		r, _ := s.NewReader(EventReaderOptions{})
 		defer r.Close()
-		s.Enable(AllEvents)
-		probe.Call(3000)
 		r.Consume()
 		before, err := r.Stats()
 		if err != nil {
