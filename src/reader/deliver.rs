@@ -190,11 +190,7 @@ where
         &mut (),
         |(), header, rec| {
             if header.type_() != PERF_RECORD_SAMPLE {
-                return match count_lost(rec, stats) {
-                    RawLost::Keep => record(rec),
-                    RawLost::Skip => ControlFlow::Continue(()),
-                    RawLost::Made(made) => record(made.bytes()),
-                };
+                return raw_other(rec, stats, &mut record);
             }
             record(rec)
         },
@@ -212,6 +208,17 @@ pub fn deliver_raw(
     if rec.len() < 8 || crate::ring::Header::of(rec).type_() == PERF_RECORD_SAMPLE {
         return record(rec);
     }
+    raw_other(rec, stats, record)
+}
+
+/// A record other than a sample to a raw reader: counted, and handed over
+/// as [`count_lost`] says.
+#[inline(never)]
+fn raw_other(
+    rec: &[u8],
+    stats: &mut DispatchStats,
+    record: impl FnOnce(&[u8]) -> ControlFlow<Halt>,
+) -> ControlFlow<Halt> {
     match count_lost(rec, stats) {
         RawLost::Keep => record(rec),
         RawLost::Skip => ControlFlow::Continue(()),
