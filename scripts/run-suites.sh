@@ -69,6 +69,10 @@ echo
 echo "---- suites"
 printf '  %s\n' "${summary[@]}"
 [ ${#skip_notes[@]} -eq 0 ] || { echo "---- skipped"; printf '  %s\n' "${skip_notes[@]}"; }
+for suite in "${failed_suites[@]}"; do
+	echo "---- what failed in $suite"
+	awk -f scripts/suite-failures.awk "$logs/$suite.log"
+done
 [ ${#failed_suites[@]} -eq 0 ] || echo "---- failed suites: ${failed_suites[*]} (logs in $logs/)"
 closing="make test: $passed passed, $failed failed"
 $ci || closing="$closing, $skipped skipped"
