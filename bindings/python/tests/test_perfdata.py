@@ -9,8 +9,10 @@ import os
 import resource
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -124,3 +126,33 @@ def test_an_event_added_after_the_writer_joins_the_file(tmp_path: Path) -> None:
                             capture_output=True, text=True, check=True).stdout
     assert any(line.split()[0] == str(child.pid) and "sched:sched_process_exit:" in line
                and f"pid={child.pid} " in line for line in script.splitlines()), script
+
+
+def test_closing_the_reader_in_another_thread_ends_a_writer_poll(tmp_path: Path) -> None:
+    """A writer's poll holds the reader for its whole wait; ``reader.close()``
+    from another thread wakes it (ECANCELED) instead of waiting for it
+    forever or freeing the rings under it, and a later poll is refused."""
+    with EventSet(pids=[os.getpid()]) as events:
+        events.add_tracepoint("sched:sched_process_exec")
+        with PerfDataWriter(tmp_path / "closed.data", events) as out:
+            reader = events.reader()
+            events.enable()
+            outcome: List[object] = []
+
+            def poll_long() -> None:
+                try:
+                    outcome.append(out.poll(reader, 10_000))  # 0 after 10 s: close() did not wake it
+                except BaseException as e:  # noqa: BLE001 (handed to the test's thread)
+                    outcome.append(e)
+
+            poller = threading.Thread(target=poll_long)
+            poller.start()
+            time.sleep(0.2)  # let it block (closing earlier is fine too: the poll is then refused)
+            reader.close()
+            poller.join(30)
+            assert not poller.is_alive(), "the poll was not woken by close()"
+            assert len(outcome) == 1, outcome
+            err = outcome[0]
+            assert (isinstance(err, OSError) and err.errno == errno.ECANCELED) or isinstance(err, ValueError), err
+            with pytest.raises(ValueError):
+                out.poll(reader, 0)
