@@ -119,7 +119,8 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
  kernel has not yet written as a `PERF_RECORD_LOST`, and
  `perfbuf_drain_final` reports it. A `read()` of `perf_buffer__buffer_fd`
  then returns 16 bytes (count, lost) instead of libbpf's 8, which is why
- it is not the default. Ignored with `PERFBUF_F_ADAPTIVE`.
+ it is not the default. With `PERFBUF_F_ADAPTIVE` the fast mode's own
+ events' losses count too.
  */
 #define PERFBUF_F_COUNT_LOST 4
 

@@ -63,10 +63,20 @@ struct Seen {
 }
 
 fn buffer<'a>(p: &'a Producer, seen: &'a Seen, count_lost: bool) -> PerfBuffer<'a, perfbuf::Local> {
+    buffer_in_mode(p, seen, count_lost, false)
+}
+
+fn buffer_in_mode<'a>(
+    p: &'a Producer,
+    seen: &'a Seen,
+    count_lost: bool,
+    fast: bool,
+) -> PerfBuffer<'a, perfbuf::Local> {
     PerfBuffer::builder(p.map())
         .local()
         .pages(1)
         .cpus(&[0])
+        .adaptive(fast)
         .count_lost(count_lost)
         .on_sample(|_, _| seen.samples.set(seen.samples.get() + 1))
         .on_lost(|_, n| seen.lost.set(seen.lost.get() + n))
@@ -76,10 +86,24 @@ fn buffer<'a>(p: &'a Producer, seen: &'a Seen, count_lost: bool) -> PerfBuffer<'
 
 #[test]
 fn a_perf_buffers_losses_are_exact_before_the_kernel_reports_them() {
+    perf_buffer_losses(false);
+}
+
+/// The same in the fast mode, whose spill ring (16 pages for the caller's
+/// 1) takes the burst: its own events' losses are counted too.
+#[test]
+fn a_fast_perf_buffers_losses_are_exact_before_the_kernel_reports_them() {
+    perf_buffer_losses(true);
+}
+
+fn perf_buffer_losses(fast: bool) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(p) = producer() else { return };
     let seen = Seen::default();
-    let mut pb = buffer(&p, &seen, true);
+    let mut pb = buffer_in_mode(&p, &seen, true, fast);
+    if fast && format_lost() {
+        assert_eq!(pb.stats(0).unwrap().spill_size, 16 * 4096, "the fast mode's spill ring");
+    }
     let size = if format_lost() { 16 } else { 8 };
     assert_eq!(read_size(pb.ring_event(0).unwrap()), size, "count_lost reads {{value, lost}}");
     p.emit(0, 64, 1, PRODUCED).unwrap();

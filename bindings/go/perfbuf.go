@@ -79,7 +79,8 @@ type ReaderOptions struct {
 	// RingStats.Lost includes the LostUnreported ones the kernel has not
 	// yet written as a LOST record, and DrainFinal reports them. Off by
 	// default because a read() of the ring's event then returns 16 bytes
-	// instead of libbpf's 8. Ignored with Fast.
+	// instead of libbpf's 8. With Fast, the fast mode's own events'
+	// losses count too.
 	CountLost bool
 }
 

@@ -105,7 +105,8 @@ pub const PERFBUF_F_ADAPTIVE: u32 = 2;
 /// kernel has not yet written as a `PERF_RECORD_LOST`, and
 /// `perfbuf_drain_final` reports it. A `read()` of `perf_buffer__buffer_fd`
 /// then returns 16 bytes (count, lost) instead of libbpf's 8, which is why
-/// it is not the default. Ignored with `PERFBUF_F_ADAPTIVE`.
+/// it is not the default. With `PERFBUF_F_ADAPTIVE` the fast mode's own
+/// events' losses count too.
 pub const PERFBUF_F_COUNT_LOST: u32 = 4;
 
 /// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).

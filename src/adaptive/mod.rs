@@ -144,6 +144,9 @@ struct Slot {
     /// When the slot left the spill ring, until its lost records are
     /// reconciled and it is released.
     left: Option<Moment>,
+    /// What the fast events released so far failed to write, as the
+    /// kernel counted it.
+    retired_lost: u64,
 }
 
 /// Per-buffer fast-mode state.
@@ -489,8 +492,12 @@ impl Adaptive {
             .flatten()
             .try_fold(0u64, |sum, fd| sys::read_lost(fd.as_fd()).map(|n| sum + n));
         match failed {
-            Ok(failed) if failed > reported => lane.rings_mut().owe_lost(failed - reported),
-            Ok(_) => {}
+            Ok(failed) => {
+                slot.retired_lost += failed;
+                if failed > reported {
+                    lane.rings_mut().owe_lost(failed - reported);
+                }
+            }
             Err(e) => {
                 log::warn(format_args!("cpu #{}: lost records of a spill ring unknown: {e}", lane.cpu()))
             }
@@ -498,6 +505,18 @@ impl Adaptive {
         let _ = sys::epoll_del(epoll_fd, events.batched.as_raw_fd());
         drop(lane.rings_mut().take_spill());
         drop(events);
+    }
+
+    /// What CPU `idx`'s fast events failed to write so far, released ones
+    /// included, as the kernel counts it (`PERF_FORMAT_LOST`); `None` if a
+    /// live one does not count or cannot be read.
+    pub fn counted_lost(&self, idx: usize) -> Option<u64> {
+        let slot = &self.slots[idx];
+        let Some(events) = &slot.events else { return Some(slot.retired_lost) };
+        [Some(&events.batched), events.per_record.as_ref(), events.streaming.as_ref()]
+            .into_iter()
+            .flatten()
+            .try_fold(slot.retired_lost, |sum, fd| sys::read_lost(fd.as_fd()).ok().map(|n| sum + n))
     }
 
     /// Counts the batched rings after moves: the timer starts with the
@@ -531,11 +550,14 @@ fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd
     let cpu = lane.cpu();
     let caller = lane.rings().main().data_size();
     if caller >= SPILL_MAX {
-        // Big enough to absorb the faster producer: batch into it.
-        let batched = open_event(BATCH_EVENTS, cpu, false)?;
+        // Big enough to absorb the faster producer: batch into it. Its
+        // events count their losses where the kernel can (for exact lost
+        // figures: the caller's ring has more writers than its own event).
+        let counted = sys::format_lost_supported();
+        let batched = open_event(BATCH_EVENTS, cpu, counted)?;
         sys::perf_set_output(batched.as_fd(), lane.event())?;
         sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-        let streaming = open_streaming(caller, cpu, false, lane.event());
+        let streaming = open_streaming(caller, cpu, counted, lane.event());
         return Ok(FastEvents { batched, per_record: None, streaming });
     }
     if !sys::format_lost_supported() {

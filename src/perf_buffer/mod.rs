@@ -505,8 +505,9 @@ impl<'a, T: Threading> Builder<'a, T> {
     /// the kernel has not yet reported in a LOST record, and
     /// [`PerfBuffer::drain_final`] reports them. A `read()` of
     /// [`PerfBuffer::ring_event`] then returns 16 bytes (count, lost)
-    /// instead of 8. Ignored in the fast mode and with [`Self::attr`]
-    /// (whose `read_format = PERF_FORMAT_LOST` does the same).
+    /// instead of 8. In the fast mode its own events' losses count too.
+    /// Ignored with [`Self::attr`] (whose `read_format = PERF_FORMAT_LOST`
+    /// does the same).
     pub fn count_lost(mut self, on: bool) -> Self {
         self.opts.count_lost = on;
         self

@@ -139,7 +139,7 @@ impl Options {
                     Wakeup::Bytes(n) => (1, n),
                 };
                 let mut attr = PerfEventAttr::bpf_output_ext(events, bytes, self.overwrite);
-                if self.count_lost && !self.adaptive && sys::format_lost_supported() {
+                if self.count_lost && sys::format_lost_supported() {
                     attr.read_format = PERF_FORMAT_LOST;
                 }
                 (Some(attr), PERF_SAMPLE_RAW)

@@ -105,16 +105,24 @@ impl CpuBuf {
         }
     }
 
-    /// The records this ring lost that no lost report has told about yet
-    /// (0 when the kernel's count is unknown).
-    pub fn unreported_lost(&self) -> u64 {
-        self.kernel_lost.read(self.fd.as_fd()).map_or(0, |counted| counted.saturating_sub(self.stats.lost))
+    /// What the events writing into this ring lost so far as the kernel
+    /// counts it, but for the fast mode's own events (see
+    /// `Reader::counted_lost`); `None` when unknown.
+    pub fn counted_lost(&self) -> Option<u64> {
+        self.kernel_lost.read(self.fd.as_fd())
     }
 
-    /// Current figures (the fast mode's are filled in by the reader).
-    pub fn figures(&self) -> RingStats {
+    /// Of `counted` losses, those no lost report has told about yet (0
+    /// when the count is unknown).
+    pub fn unreported_of(&self, counted: Option<u64>) -> u64 {
+        counted.map_or(0, |counted| counted.saturating_sub(self.stats.lost))
+    }
+
+    /// Current figures, `counted` being the kernel's count of what its
+    /// rings lost (the fast mode's figures are filled in by the reader).
+    pub fn figures(&self, counted: Option<u64>) -> RingStats {
         let all = self.rings.figures();
-        let unreported = self.unreported_lost();
+        let unreported = self.unreported_of(counted);
         RingStats {
             cpu: self.cpu,
             records: all.records,

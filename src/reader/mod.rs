@@ -577,7 +577,7 @@ impl<H: Handler> Reader<H> {
 
     /// Ring `idx`'s figures.
     pub fn figures(&self, idx: usize) -> Result<RingStats> {
-        let mut figures = self.buf(idx)?.figures();
+        let mut figures = self.buf(idx)?.figures(self.counted_lost(idx));
         if let Some(adaptive) = &self.adaptive {
             (figures.batched, figures.batch_switches) = adaptive.state(idx);
         }
@@ -594,10 +594,12 @@ impl<H: Handler> Reader<H> {
     /// is reported or counted twice. Returns the number of records
     /// reported lost. A handler that stops the read stops this too.
     pub fn report_unwritten_lost(&mut self) -> Result<u64> {
-        let Reader { bufs, handler, .. } = self;
         let mut reported = 0;
-        for buf in bufs.iter_mut() {
-            let lost = buf.unreported_lost();
+        for idx in 0..self.bufs.len() {
+            let counted = self.counted_lost(idx);
+            let Reader { bufs, handler, .. } = self;
+            let buf = &mut bufs[idx];
+            let lost = buf.unreported_of(counted);
             if lost == 0 {
                 continue;
             }
@@ -614,6 +616,18 @@ impl<H: Handler> Reader<H> {
             }
         }
         Ok(reported)
+    }
+
+    /// What ring `idx`'s writers lost so far as the kernel counts it: the
+    /// caller's event's (or an event set's) count, plus, in the fast mode,
+    /// its own events' (released spill rings' included). `None` when the
+    /// caller's event does not count (libbpf's attr, Linux < 6.0).
+    fn counted_lost(&self, idx: usize) -> Option<u64> {
+        let own = self.bufs[idx].counted_lost()?;
+        match &self.adaptive {
+            Some(fast) => fast.counted_lost(idx).map(|n| own + n),
+            None => Some(own),
+        }
     }
 
     /// The final drain: every ring read to its head (an ordered reader

@@ -572,3 +572,49 @@ fn without_format_lost_counting_degrades_to_lost_records() {
     assert_eq!(r.handler_mut().1, vec![(0, refused)]);
     assert_eq!(r.figures(0).unwrap().lost, refused);
 }
+
+/// The fast mode with `count_lost`: the losses of its own events (here
+/// while paused, in the spill ring) are exact before any LOST record, the
+/// final drain reports them once, and neither the kernel's later LOST
+/// record nor the spill ring's reconciliation reports them again.
+#[test]
+fn the_fast_modes_losses_are_exact_before_the_kernel_reports_them() {
+    for kernel_reports_first in [true, false] {
+        let fx = kernel(1, |_| ());
+        let mut r = fx.open(|o| {
+            o.adaptive = true;
+            o.count_lost = true;
+        });
+        stream(&fx, &mut r, 0, 100, 60);
+        assert!(r.figures(0).unwrap().batched);
+        r.set_paused(true).unwrap();
+        assert_eq!(fx.emit(0, 7, 0), 7);
+        r.set_paused(false).unwrap();
+        let s = r.figures(0).unwrap();
+        assert_eq!((s.lost, s.lost_unreported), (7, 7), "exact before any LOST record");
+        assert_eq!(r.drain_final().unwrap(), 7);
+        assert_eq!(r.handler.1, vec![(0, 7)]);
+        assert_eq!(r.figures(0).unwrap().lost_unreported, 0);
+        if kernel_reports_first {
+            // The next write into the spill ring carries the kernel's report.
+            assert_eq!(fx.emit(0, 1, 100), 0);
+            r.consume().unwrap();
+        }
+        // Standing down releases the spill ring, reconciled with what the
+        // kernel reported there and what was reported early.
+        r.event_fd(0).unwrap();
+        assert_eq!(r.figures(0).unwrap().spill_size, 0, "released");
+        r.consume().unwrap();
+        assert_eq!(r.handler.1, vec![(0, 7)], "reported once");
+        let s = r.figures(0).unwrap();
+        assert_eq!((s.lost, s.lost_unreported), (7, 0));
+        // Losses in the caller's ring from now on count as they come.
+        r.set_paused(true).unwrap();
+        assert_eq!(fx.emit(0, 3, 0), 3);
+        r.set_paused(false).unwrap();
+        let s = r.figures(0).unwrap();
+        assert_eq!((s.lost, s.lost_unreported), (10, 3));
+        assert_eq!(r.drain_final().unwrap(), 3);
+        assert_eq!(r.handler.1, vec![(0, 7), (0, 3)]);
+    }
+}

@@ -213,7 +213,10 @@ impl CpuRings {
 
 /// Drains `ring` up to `head` with `drain`, chunk by chunk if the ring
 /// drains in chunks (`watch` between them), counting in the ring the lost
-/// records reported there (what `drain` added to `stats.lost`).
+/// records the kernel reported there: what `drain` added to `stats.lost`,
+/// and what it took off `stats.lost_credit` (losses reported early, which
+/// the ring's LOST record reports again: the fast mode's reconciliation
+/// of a spill ring compares the kernel's reports with its count).
 #[inline(always)]
 fn drain_ring<B, F, W>(
     ring: &mut PerfRing,
@@ -233,9 +236,9 @@ where
     }
     let mut before = head.wrapping_sub(tail);
     loop {
-        let lost = stats.lost;
+        let (lost, credit) = (stats.lost, stats.lost_credit);
         let ret = drain(ring, head, stats);
-        ring.count_lost(stats.lost - lost);
+        ring.count_lost((stats.lost - lost) + credit.saturating_sub(stats.lost_credit));
         if ret.is_break() || ring.load_tail() == head {
             return ret;
         }

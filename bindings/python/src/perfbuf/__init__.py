@@ -596,7 +596,7 @@ class PerfBuffer(_RingReader):
       kernel has not yet written as a lost record, and :meth:`drain_final`
       reports them. Off by default because a ``read()`` of
       :meth:`buffer_fd` then returns 16 bytes instead of libbpf's 8.
-      Ignored with ``fast=True`` (the fast mode counts its own way).
+      With ``fast=True`` the fast mode's own events' losses count too.
 
     An exception raised by a callback stops the poll or consume that called
     it and is re-raised from there. The record that raised is consumed; the
