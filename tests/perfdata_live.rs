@@ -299,10 +299,13 @@ fn spinner() -> PathBuf {
     exe
 }
 
-/// `perf report`'s top entry (comm, dso, symbol) for `pid`.
+/// `perf report`'s top entry (pid, comm, dso, symbol) for `pid`. The pid
+/// is a sort key because perf filters merged entries: without it, samples
+/// of another process with the same comm, dso and symbol (a second
+/// spinner on the machine) make one entry that `--pid` keeps or drops whole.
 fn top_of_report(path: &Path, pid: u32) -> String {
     let out = Command::new("perf")
-        .args(["report", "--stdio", "--no-children", "-g", "none", "--sort", "comm,dso,sym", "--pid"])
+        .args(["report", "--stdio", "--no-children", "-g", "none", "--sort", "pid,comm,dso,sym", "--pid"])
         .arg(pid.to_string())
         .arg("-i")
         .arg(path)
