@@ -351,6 +351,34 @@ fn perf_report_names_and_symbolizes_a_program_started_during_the_recording() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Waits until `pid` runs `exe` and its loader has mapped libc (exec and
+/// the kernel's mappings of `exe` are over), however long a loaded machine
+/// takes to get it there; the deadline only catches a hang.
+fn wait_for_exec(pid: u32, exe: &Path) {
+    let exe = std::fs::canonicalize(exe).unwrap();
+    let loaded = || {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok().as_deref() == Some(&*exe)
+            && maps.contains("/libc.so")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !loaded() {
+        assert!(Instant::now() < deadline, "{pid} did not exec {} in 30 s", exe.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The CPU time (user + system) `pid` has used, from /proc/PID/stat.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the parenthesised comm: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 #[test]
 fn perf_report_names_and_symbolizes_a_program_started_before_the_recording() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -358,12 +386,20 @@ fn perf_report_names_and_symbolizes_a_program_started_before_the_recording() {
         return;
     }
     let exe = spinner();
-    let mut child = Command::new(&exe).arg("3.0").spawn().unwrap();
+    // Spins until killed: the recording lasts as long as a loaded machine
+    // needs to give it CPU time.
+    let mut child = Command::new(&exe).arg("600").spawn().unwrap();
     let pid = child.id();
-    std::thread::sleep(Duration::from_millis(300)); // exec'd and mapped, long before
+    wait_for_exec(pid, &exe);
     let (mut set, names) = profiling_set(Some(pid));
     let path = scratch("before.data");
-    let (seen, _) = record(&mut set, &names, &path, || std::thread::sleep(Duration::from_millis(800)));
+    let (seen, _) = record(&mut set, &names, &path, || {
+        // 400 ms of the spinner's CPU time at 999 Hz: about 400 samples.
+        let (start, deadline) = (cpu_time(pid), Instant::now() + Duration::from_secs(60));
+        while cpu_time(pid) - start < Duration::from_millis(400) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(seen.iter().all(|s| s.pid == pid) && seen.len() > 100, "{} samples", seen.len());
