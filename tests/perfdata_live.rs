@@ -151,11 +151,14 @@ fn parse_script_line(line: &str) -> Option<(Seen, String)> {
             (e.to_owned(), f.trim().to_owned())
         }
     })?;
+    // perf prints the sample's u32 pid and tid with %d: a sample taken as
+    // a thread exits, once the kernel has released its pid, shows -1.
+    let id = |s: &str| s.parse::<i32>().ok().map(|v| v as u32);
     let seen = Seen {
         time: secs.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
         cpu: cpu.trim().parse().ok()?,
-        pid: pid.parse().ok()?,
-        tid: tid.parse().ok()?,
+        pid: id(pid)?,
+        tid: id(tid)?,
         event,
     };
     Some((seen, fields))
