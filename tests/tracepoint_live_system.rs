@@ -283,7 +283,8 @@ fn decodes_records_written_by_the_kernel() {
         .collect();
     assert!(formats.len() >= 2, "sched events missing");
 
-    let dir = root.join("instances/tracefs_format_selftest");
+    // Named after this process: another run of the test has its own.
+    let dir = root.join(format!("instances/tracefs_format_selftest_{}", std::process::id()));
     let _ = fs::remove_dir(&dir);
     fs::create_dir(&dir).expect("cannot create tracefs instance");
     let inst = Instance(dir);
@@ -302,7 +303,7 @@ fn decodes_records_written_by_the_kernel() {
         cmd.status().unwrap();
     }
     // Some block I/O to provoke a virtio/ATA interrupt or two.
-    let tmp = std::env::temp_dir().join("tracefs_format_selftest.tmp");
+    let tmp = std::env::temp_dir().join(format!("tracefs_format_selftest_{}.tmp", std::process::id()));
     let mut file = fs::File::create(&tmp).unwrap();
     std::io::Write::write_all(&mut file, &[0x5a; 65536]).unwrap();
     file.sync_all().unwrap();
