@@ -399,9 +399,12 @@ fn pid_targets_follow_their_children() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(builder) = builder_or_skip() else { return };
     let me = std::process::id();
-    // A target is a thread: this test's (the harness runs it on its own).
+    // The first target is a child of ours that only sleeps (pid 1 was:
+    // whatever init started meanwhile came in with its COMM). The second
+    // is a thread: this test's (the harness runs it on its own).
+    let mut quiet = std::process::Command::new("sleep").arg("600").spawn().unwrap();
     let mut set = builder
-        .pid(1)
+        .pid(quiet.id() as i32)
         .pid(gettid() as i32)
         .inherit(true)
         .sideband(Sideband::COMM | Sideband::TASK)
@@ -431,6 +434,8 @@ fn pid_targets_follow_their_children() {
         pb.poll(Some(Duration::from_millis(20))).unwrap();
     }
     drop(pb);
+    quiet.kill().unwrap();
+    quiet.wait().unwrap();
     let want = [format!("fork {pid} {me}"), format!("comm {pid} true"), format!("exit {pid} {me}")];
     for w in &want {
         assert!(seen.contains(w), "{w} missing from {seen:?}");
