@@ -141,7 +141,8 @@ fn an_async_reader_in_a_tokio_task_under_load() {
             }
         });
         let task = tokio::spawn({
-            let (counts, extras, loaded) = (counts.clone(), extras.clone(), loaded.clone());
+            let (counts, extras, loaded, stop) =
+                (counts.clone(), extras.clone(), loaded.clone(), stop.clone());
             async move {
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while !(loaded.load(Relaxed) && counts.total() >= records + extras.load(Relaxed)) {
@@ -151,6 +152,10 @@ fn an_async_reader_in_a_tokio_task_under_load() {
                         .expect("no record for 30 s")
                         .unwrap();
                 }
+                // The writer stops now: extras sent while nobody reads
+                // could fill the 1-page ring, and a drop with no record
+                // after it would never be reported.
+                stop.store(true, Relaxed);
                 reader.into_inner()
             }
         });
