@@ -99,7 +99,17 @@ fn ids_are_dense_and_a_failed_add_takes_none() {
     assert_eq!((a.get(), b.get(), c.get()), (0, 1, 2));
 }
 
-/// Samples of `event` while this thread spins for `spin`.
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Samples of `event` while this thread spins for `spin` of its CPU time
+/// (however long a loaded machine takes to give it; a wall-clock spin
+/// could be descheduled for most of it and sample nothing).
 fn samples_while_spinning(
     set_for: impl FnOnce(i32) -> (EventSet, EventId),
     spin: Duration,
@@ -118,8 +128,8 @@ fn samples_while_spinning(
         })
         .unwrap();
     set.enable(ev).unwrap();
-    let start = Instant::now();
-    while start.elapsed() < spin {
+    let (start, deadline) = (thread_cpu(), Instant::now() + Duration::from_secs(60));
+    while thread_cpu() - start < spin && Instant::now() < deadline {
         std::hint::black_box(perfbuf_shapes_target(1));
         pb.consume().unwrap();
     }

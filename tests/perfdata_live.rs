@@ -151,11 +151,14 @@ fn parse_script_line(line: &str) -> Option<(Seen, String)> {
             (e.to_owned(), f.trim().to_owned())
         }
     })?;
+    // perf prints the sample's u32 pid and tid with %d: a sample taken as
+    // a thread exits, once the kernel has released its pid, shows -1.
+    let id = |s: &str| s.parse::<i32>().ok().map(|v| v as u32);
     let seen = Seen {
         time: secs.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
         cpu: cpu.trim().parse().ok()?,
-        pid: pid.parse().ok()?,
-        tid: tid.parse().ok()?,
+        pid: id(pid)?,
+        tid: id(tid)?,
         event,
     };
     Some((seen, fields))
@@ -299,10 +302,13 @@ fn spinner() -> PathBuf {
     exe
 }
 
-/// `perf report`'s top entry (comm, dso, symbol) for `pid`.
+/// `perf report`'s top entry (pid, comm, dso, symbol) for `pid`. The pid
+/// is a sort key because perf filters merged entries: without it, samples
+/// of another process with the same comm, dso and symbol (a second
+/// spinner on the machine) make one entry that `--pid` keeps or drops whole.
 fn top_of_report(path: &Path, pid: u32) -> String {
     let out = Command::new("perf")
-        .args(["report", "--stdio", "--no-children", "-g", "none", "--sort", "comm,dso,sym", "--pid"])
+        .args(["report", "--stdio", "--no-children", "-g", "none", "--sort", "pid,comm,dso,sym", "--pid"])
         .arg(pid.to_string())
         .arg("-i")
         .arg(path)
@@ -348,6 +354,34 @@ fn perf_report_names_and_symbolizes_a_program_started_during_the_recording() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Waits until `pid` runs `exe` and its loader has mapped libc (exec and
+/// the kernel's mappings of `exe` are over), however long a loaded machine
+/// takes to get it there; the deadline only catches a hang.
+fn wait_for_exec(pid: u32, exe: &Path) {
+    let exe = std::fs::canonicalize(exe).unwrap();
+    let loaded = || {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok().as_deref() == Some(&*exe)
+            && maps.contains("/libc.so")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !loaded() {
+        assert!(Instant::now() < deadline, "{pid} did not exec {} in 30 s", exe.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The CPU time (user + system) `pid` has used, from /proc/PID/stat.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the parenthesised comm: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 #[test]
 fn perf_report_names_and_symbolizes_a_program_started_before_the_recording() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -355,12 +389,20 @@ fn perf_report_names_and_symbolizes_a_program_started_before_the_recording() {
         return;
     }
     let exe = spinner();
-    let mut child = Command::new(&exe).arg("3.0").spawn().unwrap();
+    // Spins until killed: the recording lasts as long as a loaded machine
+    // needs to give it CPU time.
+    let mut child = Command::new(&exe).arg("600").spawn().unwrap();
     let pid = child.id();
-    std::thread::sleep(Duration::from_millis(300)); // exec'd and mapped, long before
+    wait_for_exec(pid, &exe);
     let (mut set, names) = profiling_set(Some(pid));
     let path = scratch("before.data");
-    let (seen, _) = record(&mut set, &names, &path, || std::thread::sleep(Duration::from_millis(800)));
+    let (seen, _) = record(&mut set, &names, &path, || {
+        // 400 ms of the spinner's CPU time at 999 Hz: about 400 samples.
+        let (start, deadline) = (cpu_time(pid), Instant::now() + Duration::from_secs(60));
+        while cpu_time(pid) - start < Duration::from_millis(400) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(seen.iter().all(|s| s.pid == pid) && seen.len() > 100, "{} samples", seen.len());

@@ -96,8 +96,15 @@ fn a_buffer_moves_into_another_thread() {
         }
     });
     emit_then_extras(&p, records, &extras, &|| reader.is_finished());
-    let pb = reader.join().unwrap();
-    assert_eq!(counts.total(), records + extras.load(Relaxed), "every record delivered or counted lost");
+    let mut pb = reader.join().unwrap();
+    // An extra sent between the reader's last count and its thread's end
+    // is read here (the writer has stopped: the figure is final).
+    let expected = records + extras.load(Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counts.total() < expected && Instant::now() < deadline {
+        pb.poll(Some(Duration::from_millis(100))).unwrap();
+    }
+    assert_eq!(counts.total(), expected, "every record delivered or counted lost");
     assert!(counts.samples.load(Relaxed) > 0);
     drop(pb);
 }
@@ -134,7 +141,8 @@ fn an_async_reader_in_a_tokio_task_under_load() {
             }
         });
         let task = tokio::spawn({
-            let (counts, extras, loaded) = (counts.clone(), extras.clone(), loaded.clone());
+            let (counts, extras, loaded, stop) =
+                (counts.clone(), extras.clone(), loaded.clone(), stop.clone());
             async move {
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while !(loaded.load(Relaxed) && counts.total() >= records + extras.load(Relaxed)) {
@@ -144,6 +152,10 @@ fn an_async_reader_in_a_tokio_task_under_load() {
                         .expect("no record for 30 s")
                         .unwrap();
                 }
+                // The writer stops now: extras sent while nobody reads
+                // could fill the 1-page ring, and a drop with no record
+                // after it would never be reported.
+                stop.store(true, Relaxed);
                 reader.into_inner()
             }
         });

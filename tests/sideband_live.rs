@@ -154,6 +154,7 @@ fn fork_exec_mmap_exit_in_time_order() {
     let exec = set.add(&Event::tracepoint("sched:sched_process_exec")).unwrap();
     set.enable(exec).unwrap();
     let mut seen: Vec<(u64, Seen)> = Vec::new();
+    let mut lost = 0;
     let mut pb = set
         .reader(|rec| match rec {
             EventRecord::Sample(s) => seen.push((s.time(), Seen::Exec { pid: s.pid() })),
@@ -162,16 +163,24 @@ fn fork_exec_mmap_exit_in_time_order() {
                 let Some(s) = Seen::of(&record.body) else { return };
                 seen.push((time, s));
             }
+            EventRecord::Lost { lost: n, .. } => lost += n,
             _ => {}
         })
         .unwrap();
     pb.set_order(OrderKey::SampleTime, Duration::from_millis(5)).unwrap();
 
-    let out = std::process::Command::new(&bin)
+    // Read while the child runs: the rings take every task's side-band
+    // records, and a busy machine could fill them before it ends.
+    let mut child = std::process::Command::new(&bin)
         .args(["child_maps_a_file", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, &data)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        pb.poll(Some(Duration::from_millis(10))).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
     let spawner = gettid();
     assert!(out.status.success(), "child: {out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -195,7 +204,7 @@ fn fork_exec_mmap_exit_in_time_order() {
             Seen::Comm { pid, comm, exec: true, .. } if comm == MARKER => Some(*pid),
             _ => None,
         })
-        .unwrap_or_else(|| panic!("no COMM {MARKER} with the exec bit: {seen:?}"));
+        .unwrap_or_else(|| panic!("no COMM {MARKER} with the exec bit ({lost} lost): {seen:?}"));
     let path = std::fs::canonicalize(&dir).unwrap_or(dir.clone()).join("mapped.bin");
     let mine: Vec<&(u64, Seen)> = seen
         .iter()
@@ -216,7 +225,7 @@ fn fork_exec_mmap_exit_in_time_order() {
             Seen::Exit { .. } => "exit",
         })
         .collect();
-    assert_eq!(kinds, ["fork", "comm", "exec", "mmap", "exit"], "{mine:#?}");
+    assert_eq!(kinds, ["fork", "comm", "exec", "mmap", "exit"], "{lost} lost: {mine:#?}");
     assert!(mine.windows(2).all(|w| w[0].0 <= w[1].0), "time order: {mine:#?}");
     assert!(mine.iter().all(|(t, _)| *t > 0), "every record has its time");
     assert_eq!(mine[0].1, Seen::Fork { pid: child, tid: child, ppid: me, ptid: spawner });
@@ -399,9 +408,12 @@ fn pid_targets_follow_their_children() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(builder) = builder_or_skip() else { return };
     let me = std::process::id();
-    // A target is a thread: this test's (the harness runs it on its own).
+    // The first target is a child of ours that only sleeps (pid 1 was:
+    // whatever init started meanwhile came in with its COMM). The second
+    // is a thread: this test's (the harness runs it on its own).
+    let mut quiet = std::process::Command::new("sleep").arg("600").spawn().unwrap();
     let mut set = builder
-        .pid(1)
+        .pid(quiet.id() as i32)
         .pid(gettid() as i32)
         .inherit(true)
         .sideband(Sideband::COMM | Sideband::TASK)
@@ -431,6 +443,8 @@ fn pid_targets_follow_their_children() {
         pb.poll(Some(Duration::from_millis(20))).unwrap();
     }
     drop(pb);
+    quiet.kill().unwrap();
+    quiet.wait().unwrap();
     let want = [format!("fork {pid} {me}"), format!("comm {pid} true"), format!("exit {pid} {me}")];
     for w in &want {
         assert!(seen.contains(w), "{w} missing from {seen:?}");
