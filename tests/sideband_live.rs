@@ -226,7 +226,10 @@ fn fork_exec_mmap_exit_in_time_order() {
         })
         .collect();
     assert_eq!(kinds, ["fork", "comm", "exec", "mmap", "exit"], "{lost} lost: {mine:#?}");
-    assert!(mine.windows(2).all(|w| w[0].0 <= w[1].0), "time order: {mine:#?}");
+    // Ours in time order (a record of ours delivered late would break it;
+    // `late` also counts other tasks' records, which a CPU the host held
+    // back between timestamp and commit can make late: not asserted).
+    assert!(mine.windows(2).all(|w| w[0].0 <= w[1].0), "time order ({stats:?}): {mine:#?}");
     assert!(mine.iter().all(|(t, _)| *t > 0), "every record has its time");
     assert_eq!(mine[0].1, Seen::Fork { pid: child, tid: child, ppid: me, ptid: spawner });
     assert_eq!(mine[4].1, Seen::Exit { pid: child, tid: child, ppid: me });
@@ -238,7 +241,6 @@ fn fork_exec_mmap_exit_in_time_order() {
     assert_eq!((maj, min), (libc::major(meta.dev()), libc::minor(meta.dev())));
     assert_eq!(prot, libc::PROT_READ as u32);
     assert_ne!(flags & libc::MAP_PRIVATE as u32, 0);
-    assert_eq!(stats.late, 0, "{stats:?}");
 }
 
 /// One process's lifecycle as text both sides can print: FORK, COMM exec,
