@@ -81,7 +81,11 @@ fn tracepoint_fields_in_time_order() {
         assert_eq!(file.as_deref(), Some("/bin/true"));
         assert_eq!(*field_pid, Some(i64::from(*pid)));
     }
-    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "time order: {seen:?}");
+    // Ours in time order: the children ran one after the other, often on
+    // both CPUs, so reading one ring after the other would not give it.
+    // (Other tasks' execs are not checked: one written by a CPU the host
+    // held back between timestamp and commit comes late, rightly.)
+    assert!(ours.windows(2).all(|w| w[0].0 <= w[1].0), "time order: {seen:?}");
 }
 
 #[test]
