@@ -40,6 +40,24 @@ func perfOutput(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// newWriterAndReader opens a perf.data writer at path over s and a reader
+// of s's rings; both are closed when the test ends (the reader first), if
+// the test has not closed them.
+func newWriterAndReader(t *testing.T, path string, s *EventSet) (*PerfDataWriter, *EventReader) {
+	t.Helper()
+	w, err := NewPerfDataWriter(path, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return w, r
+}
+
 func TestPerfDataEventSetReadByPerfScript(t *testing.T) {
 	needEvents(t)
 	needPerf(t)
@@ -47,19 +65,10 @@ func TestPerfDataEventSetReadByPerfScript(t *testing.T) {
 	s := newSet(t, EventSetOptions{})
 	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
 	mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Frequency: 99})
-	w, err := NewPerfDataWriter(path, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w, r := newWriterAndReader(t, path, s)
 	if w.Path() != path {
 		t.Fatalf("Path() = %q", w.Path())
 	}
-	r, err := s.NewReader(EventReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	if err := s.Enable(AllEvents); err != nil {
 		t.Fatal(err)
 	}
@@ -206,15 +215,7 @@ func TestPerfDataPollEndsWhenTheReaderCloses(t *testing.T) {
 	needEvents(t)
 	s := newSet(t, EventSetOptions{})
 	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
-	w, err := NewPerfDataWriter(filepath.Join(t.TempDir(), "closed.data"), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := s.NewReader(EventReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, r := newWriterAndReader(t, filepath.Join(t.TempDir(), "closed.data"), s)
 	done := make(chan error, 1)
 	go func() {
 		_, err := w.Poll(r, -1)
@@ -260,16 +261,7 @@ func TestPerfDataPollSleepsAfterAWakeUp(t *testing.T) {
 	}
 	s := newSet(t, EventSetOptions{PIDs: []int{child.Process.Pid}})
 	mustAdd(t, s, Event{Kind: EventTracepoint, Name: "sched:sched_process_exec"})
-	w, err := NewPerfDataWriter(filepath.Join(t.TempDir(), "woken.data"), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := s.NewReader(EventReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	w, r := newWriterAndReader(t, filepath.Join(t.TempDir(), "woken.data"), s)
 	if err := s.Enable(AllEvents); err != nil {
 		t.Fatal(err)
 	}
