@@ -137,6 +137,17 @@ struct FastEvents {
     per_record: Option<OwnedFd>,
 }
 
+impl FastEvents {
+    /// What these events failed to write so far, as the kernel counts it
+    /// (`PERF_FORMAT_LOST`); an error if one of them does not count.
+    fn lost(&self) -> Result<u64> {
+        [Some(&self.batched), self.per_record.as_ref(), self.streaming.as_ref()]
+            .into_iter()
+            .flatten()
+            .try_fold(0u64, |sum, fd| sys::read_lost(fd.as_fd()).map(|n| sum + n))
+    }
+}
+
 #[derive(Default)]
 struct Slot {
     policy: LanePolicy,
@@ -487,11 +498,7 @@ impl Adaptive {
         let rings = lane.rings();
         let Some(events) = slot.events.take() else { return };
         let reported = rings.spill().map_or(0, |s| s.stats().lost);
-        let failed = [Some(&events.batched), events.per_record.as_ref(), events.streaming.as_ref()]
-            .into_iter()
-            .flatten()
-            .try_fold(0u64, |sum, fd| sys::read_lost(fd.as_fd()).map(|n| sum + n));
-        match failed {
+        match events.lost() {
             Ok(failed) => {
                 slot.retired_lost += failed;
                 if failed > reported {
@@ -512,11 +519,10 @@ impl Adaptive {
     /// live one does not count or cannot be read.
     pub fn counted_lost(&self, idx: usize) -> Option<u64> {
         let slot = &self.slots[idx];
-        let Some(events) = &slot.events else { return Some(slot.retired_lost) };
-        [Some(&events.batched), events.per_record.as_ref(), events.streaming.as_ref()]
-            .into_iter()
-            .flatten()
-            .try_fold(slot.retired_lost, |sum, fd| sys::read_lost(fd.as_fd()).ok().map(|n| sum + n))
+        match &slot.events {
+            Some(events) => events.lost().ok().map(|n| slot.retired_lost + n),
+            None => Some(slot.retired_lost),
+        }
     }
 
     /// Counts the batched rings after moves: the timer starts with the
