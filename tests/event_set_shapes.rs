@@ -10,6 +10,9 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod thread_cpu;
+use thread_cpu::thread_cpu;
+
 /// The tests that call the probed function run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -97,14 +100,6 @@ fn ids_are_dense_and_a_failed_add_takes_none() {
     set.remove(a).unwrap();
     let c = set.add(&Event::cpu_clock()).unwrap();
     assert_eq!((a.get(), b.get(), c.get()), (0, 1, 2));
-}
-
-/// This thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec, which `ts` is.
-    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) }, 0);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Samples of `event` while this thread spins for `spin` of its CPU time

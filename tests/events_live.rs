@@ -9,6 +9,9 @@ use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod thread_cpu;
+use thread_cpu::thread_cpu;
+
 /// Tests that count their own probe hits run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -23,15 +26,6 @@ fn set() -> Option<EventSet> {
             None
         }
     }
-}
-
-/// This thread's CPU time, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec, which `ts` is.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(r, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The uprobe target.
@@ -204,9 +198,9 @@ fn a_counter_group_reads_together() {
     set.enable_all().unwrap();
     // 20 ms of this thread's CPU time, however long a loaded machine takes
     // to give it (a wall-clock spin could be descheduled for most of it).
-    let start = thread_cpu_ns();
+    let start = thread_cpu();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while thread_cpu_ns() - start < 20_000_000 && Instant::now() < deadline {
+    while thread_cpu() - start < Duration::from_millis(20) && Instant::now() < deadline {
         std::hint::black_box(perfbuf_rust_probe_target(1));
     }
     set.disable_all().unwrap();

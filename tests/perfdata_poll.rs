@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod thread_cpu;
+use thread_cpu::thread_cpu;
+
 const QUIET_POLL: Duration = Duration::from_millis(300);
 
 fn ready() -> bool {
@@ -32,16 +35,6 @@ fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("perfbuf-perfdata-poll-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-/// This thread's CPU time (user + system).
-fn thread_cpu() -> Duration {
-    // SAFETY: rusage is plain integers; getrusage fills it.
-    let mut u: libc::rusage = unsafe { core::mem::zeroed() };
-    // SAFETY: `u` is a valid, writable rusage.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// A shell that execs /bin/true once a line comes on its stdin: the one
