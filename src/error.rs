@@ -114,6 +114,12 @@ pub enum What {
     NoEvent(u32),
     /// The event set was built without rings.
     NoRings,
+    /// The map is not a `BPF_MAP_TYPE_RINGBUF` (its fd, its type).
+    NotRingBuf(i32, u32),
+    /// Mapping this ring buffer map failed (its fd, which part).
+    MapRingBuf(i32, &'static str),
+    /// A ring buffer map whose size the kernel could not have given it.
+    RingBufSize(i32, u32),
 }
 
 /// The steps of opening an event set, for messages.
@@ -290,6 +296,9 @@ impl Error {
                 Some("pass the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY map (bpftool map show lists map types)")
             }
             (_, What::PageCount(_)) => Some("use a power of two, e.g. 64"),
+            (_, What::NotRingBuf(..)) => {
+                Some("pass the fd of a BPF_MAP_TYPE_RINGBUF map (bpftool map show lists map types)")
+            }
             (libc::EPERM | libc::EACCES, _) => {
                 Some("run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8)")
             }
@@ -384,6 +393,13 @@ impl fmt::Display for Error {
             What::NoOnlineCpu => write!(f, "none of the CPUs asked for is online: ")?,
             What::NoEvent(id) => write!(f, "no event #{id} in the set: ")?,
             What::NoRings => write!(f, "the event set has no rings (built with pages(0)): ")?,
+            What::NotRingBuf(fd, t) => {
+                write!(f, "ringbuf: map fd={fd} should be BPF_MAP_TYPE_RINGBUF (type 27), but is of type {t}: ")?
+            }
+            What::MapRingBuf(fd, part) => write!(f, "ringbuf: failed to mmap {part} for map fd={fd}: ")?,
+            What::RingBufSize(fd, size) => {
+                write!(f, "ringbuf: map fd={fd} has a size of {size} bytes, not a power of two pages: ")?
+            }
         }
         let mut buf = [0u8; 128];
         write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;

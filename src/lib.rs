@@ -63,6 +63,7 @@ mod adaptive;
 pub mod decode;
 pub mod events;
 pub mod perfdata;
+pub mod ringbuf;
 c_face_modules!(error, fallible, kernel, log, order, perf_buffer, reader, ring);
 
 pub use crate::log::{LogFn, LogLevel, set_log};
@@ -76,6 +77,7 @@ pub use perf_buffer::{Boxes, Builder, Local, MapFd, PerfBuffer, RingReader, Send
 pub use reader::batch::Batch;
 pub use reader::config::Wakeup;
 pub use reader::stats::RingStats;
+pub use ringbuf::RingBuffer;
 
 /// The perf uapi constants a caller building its own [`PerfEventAttr`]
 /// needs: event types, `PERF_SAMPLE_*`, `PERF_FORMAT_*`, attr flag bits.
@@ -98,4 +100,8 @@ pub mod internals {
     pub use crate::kernel::{MMAP_PAGE_DATA_TAIL, PERF_RECORD_SAMPLE};
     pub use crate::ring::record::{self, Record};
     pub use crate::ring::{At, Counters, HEADER_SIZE, Header, PerfRing, Stop};
+    /// The BPF ring buffer's memory and record walk.
+    pub mod ringbuf {
+        pub use crate::ringbuf::{BUSY_BIT, DISCARD_BIT, RingMemory, Stats};
+    }
 }

@@ -148,6 +148,8 @@ pub const PERF_FLAG_PID_CGROUP: u64 = 1 << 2;
 
 /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
 pub const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+/// `BPF_MAP_TYPE_RINGBUF` (Linux 5.8).
+pub const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 
 /// The kernel's `struct perf_event_attr` up to `sig_data`
 /// (`PERF_ATTR_SIZE_VER7`, 128 bytes, the size libbpf 1.0/1.1 pass), with

@@ -475,6 +475,18 @@ pub fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Result<Mapp
         .map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
+/// Maps `len` bytes of a BPF map fd from byte `offset`, shared; read-write
+/// unless `read_only` (a ring buffer's consumer page is the only part the
+/// kernel lets user space map writable).
+pub fn mmap_map(fd: BorrowedFd<'_>, len: usize, offset: u64, read_only: bool) -> Result<Mapping> {
+    fault("mmap")?;
+    let mut opts = memmap2::MmapOptions::new();
+    opts.len(len).offset(offset);
+    if read_only { opts.map_raw_read_only(fd.as_raw_fd()) } else { opts.map_raw(fd.as_raw_fd()) }
+        .map(Mapping::Kernel)
+        .map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO)))
+}
+
 /// One `u64` in an anonymous `MAP_SHARED` page: a forked child shares it
 /// with its parent.
 pub struct SharedWord(core::ptr::NonNull<u64>);

@@ -592,7 +592,7 @@ impl crate::events::EventSet {
 }
 
 /// A poll timeout in libbpf's milliseconds: -1 forever, rounded up.
-fn timeout_ms(timeout: Option<Duration>) -> i32 {
+pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,
         Some(d) => d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32,

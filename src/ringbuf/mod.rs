@@ -1,0 +1,331 @@
+//! BPF ring buffers (`BPF_MAP_TYPE_RINGBUF`, Linux 5.8): one ring shared
+//! by all CPUs, written by `bpf_ringbuf_output` or
+//! `bpf_ringbuf_reserve`/`submit`/`discard`, read here through one epoll
+//! instance over any number of maps, as libbpf's `struct ring_buffer`
+//! reads them.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> perfbuf::Result<()> {
+//! # let (events, errors): (std::os::fd::OwnedFd, std::os::fd::OwnedFd) = unimplemented!();
+//! // `events`, `errors`: BPF_MAP_TYPE_RINGBUF maps, from aya, libbpf-rs or raw fds.
+//! let mut rb = perfbuf::RingBuffer::builder()
+//!     .add(&events, |data: &[u8]| println!("event: {} bytes", data.len()))
+//!     .add(&errors, |data: &[u8]| eprintln!("error record: {data:?}"))
+//!     .build()?;
+//! loop {
+//!     let records = rb.poll(Some(Duration::from_millis(100)))?;
+//!     # let _ = records;
+//! }
+//! # }
+//! ```
+//!
+//! Unlike a perf buffer, a ring buffer has no per-CPU rings (records of
+//! all CPUs are in one order, the order their space was reserved) and no
+//! lost count: when the ring is full the BPF program's output fails, and
+//! only the program sees it.
+//!
+//! Layout: [`layout`](self) maps a ring (the consumer page read-write, the
+//! rest read-only), `walk` reads its records without trusting the pages
+//! for sizes, this module reads several maps through epoll.
+
+mod callback;
+mod layout;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+pub use callback::{BoxesSample, RingThreading, SampleResult};
+pub use walk::Stats;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use layout::{BUSY_BIT, DISCARD_BIT, RingMemory};
+
+use crate::error::{Error, Result, What};
+use crate::kernel::{BPF_MAP_TYPE_RINGBUF, cpu, sys};
+use crate::perf_buffer::{Local, MapFd, Sendable, timeout_ms};
+use crate::{fallible, log};
+use core::ops::ControlFlow;
+use layout::RingMemory as Memory;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// The most records one ring gives a call, and the most a call counts
+/// (libbpf's `INT_MAX`): reads stay bounded while the producer keeps up.
+const CALL_LIMIT: u64 = i32::MAX as u64;
+
+/// Any number of `BPF_MAP_TYPE_RINGBUF` maps read through one epoll
+/// instance, each with its own callback: what libbpf's `struct
+/// ring_buffer` is, for Rust.
+///
+/// Callbacks run on the thread that calls [`Self::poll`] or a `consume`
+/// method, with each record's bytes, in place in the ring (valid for the
+/// call only). The ring buffer borrows the maps' fds (`'a`) and whatever
+/// the callbacks borrow. Like a [`crate::PerfBuffer`], it is `Send` when
+/// its callbacks are (the default; [`Builder::local`] takes any), and
+/// never `Sync`.
+pub struct RingBuffer<'a, T: RingThreading = Sendable> {
+    epoll: OwnedFd,
+    rings: Vec<Ring<'a, T>>,
+    /// `epoll_wait`'s output, one slot per ring (as libbpf sizes it).
+    events: Vec<libc::epoll_event>,
+}
+
+/// The maps and callbacks of a [`RingBuffer`]: see [`RingBuffer::builder`].
+#[must_use = "a builder does nothing until built"]
+pub struct Builder<'a, T: RingThreading = Sendable> {
+    maps: Vec<(MapFd<'a>, T::Callback<'a>)>,
+}
+
+/// One map of a [`RingBuffer`] (libbpf's `struct ring`): its positions,
+/// size and fd, and reads of this map alone.
+pub struct Ring<'a, T: RingThreading = Sendable> {
+    memory: Memory,
+    map_fd: RawFd,
+    /// The map's fd: borrowed for `'a`, owned, or the caller's raw fd.
+    _map: MapFd<'a>,
+    callback: T::Callback<'a>,
+    stats: Stats,
+}
+
+impl<'a> RingBuffer<'a> {
+    /// A builder; add maps with [`Builder::add`].
+    pub fn builder() -> Builder<'a> {
+        Builder { maps: Vec::new() }
+    }
+
+    /// An empty ring buffer (its epoll instance only): add maps with
+    /// [`Self::add`] before polling it.
+    pub fn new() -> Result<Self> {
+        RingBuffer::with_epoll()
+    }
+}
+
+impl<'a, T: RingThreading> RingBuffer<'a, T> {
+    fn with_epoll() -> Result<Self> {
+        let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
+        Ok(RingBuffer { epoll, rings: Vec::new(), events: Vec::new() })
+    }
+
+    /// Adds `map`, a `BPF_MAP_TYPE_RINGBUF` (a reference to anything with
+    /// an fd, a `BorrowedFd`, or an `OwnedFd` kept and closed with the
+    /// ring buffer), whose records go to `f` (libbpf's `ring_buffer__add`).
+    /// Fails with EINVAL for a map of another type, with the kernel's
+    /// error for an fd that is not a BPF object.
+    pub fn add<F, R>(&mut self, map: impl Into<MapFd<'a>>, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8]) -> R + 'a,
+        R: SampleResult,
+        T: BoxesSample<'a, F, R>,
+    {
+        let map = map.into();
+        self.add_ring(map.as_raw_fd(), map, T::boxed(f))
+    }
+
+    /// [`Self::add`] for a raw fd, as C callers hold them (libbpf does not
+    /// keep the fd either: its number is what [`Ring::map_fd`] returns).
+    ///
+    /// # Safety
+    /// If `map_fd` is open, it stays open, and names the same map, for as
+    /// long as the ring buffer lives (an fd that is not open fails here).
+    pub unsafe fn add_raw_fd<F, R>(&mut self, map_fd: RawFd, f: F) -> Result<()>
+    where
+        F: FnMut(&[u8]) -> R + 'a,
+        R: SampleResult,
+        T: BoxesSample<'a, F, R>,
+    {
+        self.add_ring(map_fd, MapFd::None, T::boxed(f))
+    }
+
+    fn add_ring(&mut self, map_fd: RawFd, map: MapFd<'a>, callback: T::Callback<'a>) -> Result<()> {
+        let info = sys::map_info(map_fd).map_err(|e| log::failed(e.with(What::MapInfo(map_fd))))?;
+        if info.map_type != BPF_MAP_TYPE_RINGBUF {
+            return Err(log::failed(Error::new(libc::EINVAL, What::NotRingBuf(map_fd, info.map_type))));
+        }
+        fallible::reserve(&mut self.rings, 1)?;
+        fallible::reserve(&mut self.events, 1)?;
+        // SAFETY: the kernel just described this fd, so it is open (and not
+        // -1); it stays open while the ring lives (a borrow for 'a, an fd
+        // the ring owns, or add_raw_fd's contract). The mappings taken from
+        // it outlive any use of the fd itself.
+        let fd = unsafe { BorrowedFd::borrow_raw(map_fd) };
+        let memory = Memory::map(fd, info.max_entries, cpu::page_size()).map_err(log::failed)?;
+        let token = self.rings.len() as u64;
+        sys::epoll_add(self.epoll.as_raw_fd(), map_fd, token).map_err(|e| {
+            log::failed(e.about(format_args!("ringbuf: failed to epoll add map fd={map_fd}")))
+        })?;
+        self.rings.push(Ring { memory, map_fd, _map: map, callback, stats: Stats::default() });
+        self.events.push(libc::epoll_event { events: 0, u64: 0 });
+        Ok(())
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for maps holding records and
+    /// reads them (libbpf's `ring_buffer__poll`). Returns the number of
+    /// records the callbacks got (0 when the timeout passed, or when what
+    /// woke the wait is not committed yet). Fails with EINTR on a signal
+    /// (not retried), with EINVAL while no map was added, and with
+    /// [`crate::ErrorKind::Stopped`] when a callback stopped the read.
+    pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
+        let ready =
+            sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, self.rings.len(), timeout_ms(timeout))?;
+        let mut total = 0u64;
+        for i in 0..ready {
+            let idx = self.events[i].u64 as usize;
+            if let Some(ring) = self.rings.get_mut(idx) {
+                total += ring.read(CALL_LIMIT)?;
+            }
+        }
+        Ok(total as usize)
+    }
+
+    /// Reads every map without waiting (libbpf's `ring_buffer__consume`):
+    /// at most 2^31 - 1 records per map, and no further map once more than
+    /// that many were read in all. Returns the number of records read.
+    pub fn consume(&mut self) -> Result<usize> {
+        let mut total = 0u64;
+        for ring in &mut self.rings {
+            total += ring.read(CALL_LIMIT)?;
+            if total > CALL_LIMIT {
+                break;
+            }
+        }
+        Ok(total as usize)
+    }
+
+    /// Reads up to `n` records without waiting, map after map (libbpf
+    /// 1.5's `ring_buffer__consume_n`, whose counting this keeps: a map is
+    /// read until `n` were handed out, discarded records stepping over in
+    /// between, so `n = 0` still reads a record of the first map that has
+    /// one).
+    pub fn consume_n(&mut self, n: usize) -> Result<usize> {
+        let (mut left, mut total) = (n as u64, 0u64);
+        for ring in &mut self.rings {
+            let got = ring.read(left)?;
+            total += got;
+            left = left.wrapping_sub(got);
+            if left == 0 {
+                break;
+            }
+        }
+        Ok(total as usize)
+    }
+
+    /// Number of maps added.
+    pub fn rings(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// Map `idx`, in the order they were added (libbpf's
+    /// `ring_buffer__ring`).
+    pub fn ring(&self, idx: usize) -> Option<&Ring<'a, T>> {
+        self.rings.get(idx)
+    }
+
+    /// Map `idx`, to read it alone ([`Ring::consume`]).
+    pub fn ring_mut(&mut self, idx: usize) -> Option<&mut Ring<'a, T>> {
+        self.rings.get_mut(idx)
+    }
+}
+
+impl<'a, T: RingThreading> Ring<'a, T> {
+    /// Reads up to `limit` records (see `walk`), counting them.
+    fn read(&mut self, limit: u64) -> Result<u64> {
+        match self.memory.walk(limit, &mut self.stats, &mut self.callback) {
+            ControlFlow::Continue(n) => Ok(n),
+            ControlFlow::Break(v) => Err(Error::stopped(v)),
+        }
+    }
+
+    /// Reads this map without waiting, at most 2^31 - 1 records (libbpf's
+    /// `ring__consume`). Returns the number read.
+    pub fn consume(&mut self) -> Result<usize> {
+        self.read(CALL_LIMIT).map(|n| n as usize)
+    }
+
+    /// Reads up to `n` records of this map (libbpf's `ring__consume_n`;
+    /// discarded records are stepped over without counting, and `n = 0`
+    /// still reads one record).
+    pub fn consume_n(&mut self, n: usize) -> Result<usize> {
+        self.read(n as u64).map(|n| n as usize)
+    }
+
+    /// Where the reader is (`consumer_pos`, bytes since the map's creation).
+    pub fn consumer_pos(&self) -> u64 {
+        self.memory.consumer().load(core::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Where the kernel has reserved up to (`producer_pos`).
+    pub fn producer_pos(&self) -> u64 {
+        self.memory.producer().load(core::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Bytes reserved but not yet read (some may still be being written):
+    /// `producer_pos - consumer_pos`, as libbpf computes it.
+    pub fn avail_data_size(&self) -> u64 {
+        self.producer_pos().wrapping_sub(self.consumer_pos())
+    }
+
+    /// Size of the data area in bytes (the map's `max_entries`).
+    pub fn size(&self) -> u64 {
+        self.memory.size()
+    }
+
+    /// The map's fd, as given.
+    pub fn map_fd(&self) -> RawFd {
+        self.map_fd
+    }
+
+    /// What this map's reads handed out, stepped over and skipped.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+}
+
+impl<'a> Builder<'a> {
+    /// Takes callbacks that are not `Send` (capturing an `Rc`, a
+    /// `&RefCell`...), for a ring buffer that stays on this thread.
+    pub fn local(self) -> Builder<'a, Local> {
+        let maps = self.maps.into_iter().map(|(m, f)| (m, f as <Local as RingThreading>::Callback<'a>));
+        Builder { maps: maps.collect() }
+    }
+}
+
+impl<'a, T: RingThreading> Builder<'a, T> {
+    /// Adds `map`, a `BPF_MAP_TYPE_RINGBUF`, whose records go to `f` (see
+    /// [`RingBuffer::add`]; checked when built).
+    pub fn add<F, R>(mut self, map: impl Into<MapFd<'a>>, f: F) -> Self
+    where
+        F: FnMut(&[u8]) -> R + 'a,
+        R: SampleResult,
+        T: BoxesSample<'a, F, R>,
+    {
+        self.maps.push((map.into(), T::boxed(f)));
+        self
+    }
+
+    /// Creates the epoll instance and maps every map added, in order; the
+    /// first that fails is the error.
+    pub fn build(self) -> Result<RingBuffer<'a, T>> {
+        let mut rb = RingBuffer::with_epoll()?;
+        for (map, f) in self.maps {
+            rb.add_ring(map.as_raw_fd(), map, f)?;
+        }
+        Ok(rb)
+    }
+}
+
+/// The epoll fd over all maps, for reactors such as tokio's `AsyncFd`:
+/// readable while a map holds records (libbpf's `ring_buffer__epoll_fd`).
+impl<T: RingThreading> AsFd for RingBuffer<'_, T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+}
+
+impl<T: RingThreading> AsRawFd for RingBuffer<'_, T> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+}
