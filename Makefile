@@ -22,7 +22,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
@@ -322,6 +322,28 @@ preload-test: $(BUILD)/preload_test lib
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/preload_test libperfbuf $(BUILD)/preload.libperfbuf.txt
 	diff -u $(BUILD)/preload.libbpf.txt $(BUILD)/preload.libperfbuf.txt
 	@echo "preload: transcripts identical ($$(wc -l < $(BUILD)/preload.libbpf.txt) lines)"
+
+# The ring buffer's differential suite: every ring_buffer__* scenario through
+# the system libbpf and libperfbuf (dlopened side by side), transcripts
+# compared; and a -lbpf program plainly and under LD_PRELOAD.
+RB_HARNESS := c-tests/rb_harness.c c-tests/rb_scenarios.c $(HARNESS)
+RB_HARNESS_H := c-tests/rb_harness.h $(HARNESS_H)
+
+$(BUILD)/rb_difftest: c-tests/rb_difftest.c $(RB_HARNESS) $(RB_HARNESS_H) | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/rb_difftest.c $(RB_HARNESS) -ldl
+
+$(BUILD)/rb_preload_test: c-tests/rb_preload_test.c $(RB_HARNESS) $(RB_HARNESS_H) | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/rb_preload_test.c $(RB_HARNESS) -lbpf -ldl
+
+ringbuf-difftest: $(BUILD)/rb_difftest lib
+	rm -rf $(BUILD)/rb_transcripts && mkdir -p $(BUILD)/rb_transcripts
+	$(BUILD)/rb_difftest $(CURDIR)/$(LIB) $(BUILD)/rb_transcripts
+
+ringbuf-preload-test: $(BUILD)/rb_preload_test lib
+	$(BUILD)/rb_preload_test libbpf $(BUILD)/rb_preload.libbpf.txt
+	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/rb_preload_test libperfbuf $(BUILD)/rb_preload.libperfbuf.txt
+	diff -u $(BUILD)/rb_preload.libbpf.txt $(BUILD)/rb_preload.libperfbuf.txt
+	@echo "ringbuf-preload: transcripts identical ($$(wc -l < $(BUILD)/rb_preload.libbpf.txt) lines)"
 
 # A program using both libraries, linked with -lbpf before and after
 # -lperfbuf, with and without --as-needed: through perfbuf_* names it reads

@@ -9,5 +9,7 @@ int main(void)
 	struct perf_buffer_raw_opts r = {.sz = sizeof(r)};
 	perf_buffer_sample_fn s = 0;
 	perf_buffer_event_fn e = 0;
-	return (int)(o.sz + r.sz) == 0 || o.sample_period != 64 || s != 0 || e != 0;
+	struct ring_buffer_opts rb = {.sz = sizeof(rb)};
+	ring_buffer_sample_fn rs = 0;
+	return (int)(o.sz + r.sz + rb.sz) == 0 || o.sample_period != 64 || s != 0 || e != 0 || rs != 0;
 }

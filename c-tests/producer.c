@@ -315,6 +315,71 @@ static int load_ringbuf_prog(const struct ringbuf_producer *r)
 	return load_insns(insns, n);
 }
 
+/* producer_ringbuf_ctl's program:
+ *   if (data + 14 > data_end) return 3;
+ *   op = data[0]; flags = data[1]; meta = *(u64 *)(data + 2);
+ *   if (op == OUTPUT) { u64 rec[2] = {meta, meta}; return bpf_ringbuf_output(&rb, rec, 16, flags); }
+ *   rec = bpf_ringbuf_reserve(&rb, 16, 0); if (!rec) return 1;
+ *   rec[0] = rec[1] = meta;
+ *   op == SUBMIT ? bpf_ringbuf_submit(rec, flags) : bpf_ringbuf_discard(rec, flags);
+ *   return 0; */
+static int load_ringbuf_ctl_prog(const struct ringbuf_producer *r)
+{
+	struct bpf_insn insns[48];
+	int n = 0, short_pkt, to_reserve, null_rec, to_discard, done;
+	insns[n++] = MOV64_REG(BPF_REG_6, BPF_REG_1);
+	insns[n++] = LDX(BPF_W, BPF_REG_2, BPF_REG_6, offsetof(struct __sk_buff, data));
+	insns[n++] = LDX(BPF_W, BPF_REG_3, BPF_REG_6, offsetof(struct __sk_buff, data_end));
+	insns[n++] = MOV64_REG(BPF_REG_4, BPF_REG_2);
+	insns[n++] = ALU64_IMM(BPF_ADD, BPF_REG_4, 14);
+	short_pkt = n;
+	insns[n++] = JMP_REG(BPF_JGT, BPF_REG_4, BPF_REG_3, 0);
+	insns[n++] = LDX(BPF_B, BPF_REG_7, BPF_REG_2, 0); /* r7 = op */
+	insns[n++] = LDX(BPF_B, BPF_REG_8, BPF_REG_2, 1); /* r8 = flags */
+	insns[n++] = LDX(BPF_DW, BPF_REG_9, BPF_REG_2, 2); /* r9 = meta */
+	to_reserve = n;
+	insns[n++] = JMP_IMM(BPF_JNE, BPF_REG_7, RINGBUF_OUTPUT, 0);
+	insns[n++] = STX(BPF_DW, BPF_REG_10, BPF_REG_9, -16);
+	insns[n++] = STX(BPF_DW, BPF_REG_10, BPF_REG_9, -8);
+	insns[n++] = LD_MAP_FD(BPF_REG_1, r->map_fd);
+	insns[n++] = INSN(0, 0, 0, 0, 0);
+	insns[n++] = MOV64_REG(BPF_REG_2, BPF_REG_10);
+	insns[n++] = ALU64_IMM(BPF_ADD, BPF_REG_2, -16);
+	insns[n++] = MOV64_IMM(BPF_REG_3, RINGBUF_CTL_SIZE);
+	insns[n++] = MOV64_REG(BPF_REG_4, BPF_REG_8);
+	insns[n++] = CALL(BPF_FUNC_ringbuf_output);
+	insns[n++] = EXIT(); /* return its result */
+	insns[to_reserve].off = (short)(n - to_reserve - 1);
+	insns[n++] = LD_MAP_FD(BPF_REG_1, r->map_fd);
+	insns[n++] = INSN(0, 0, 0, 0, 0);
+	insns[n++] = MOV64_IMM(BPF_REG_2, RINGBUF_CTL_SIZE);
+	insns[n++] = MOV64_IMM(BPF_REG_3, 0);
+	insns[n++] = CALL(BPF_FUNC_ringbuf_reserve);
+	null_rec = n;
+	insns[n++] = JMP_IMM(BPF_JEQ, BPF_REG_0, 0, 0);
+	insns[n++] = STX(BPF_DW, BPF_REG_0, BPF_REG_9, 0);
+	insns[n++] = STX(BPF_DW, BPF_REG_0, BPF_REG_9, 8);
+	insns[n++] = MOV64_REG(BPF_REG_1, BPF_REG_0);
+	insns[n++] = MOV64_REG(BPF_REG_2, BPF_REG_8);
+	to_discard = n;
+	insns[n++] = JMP_IMM(BPF_JNE, BPF_REG_7, RINGBUF_RESERVE_SUBMIT, 0);
+	insns[n++] = CALL(BPF_FUNC_ringbuf_submit);
+	done = n;
+	insns[n++] = INSN(BPF_JMP | BPF_JA, 0, 0, 0, 0);
+	insns[to_discard].off = (short)(n - to_discard - 1);
+	insns[n++] = CALL(BPF_FUNC_ringbuf_discard);
+	insns[done].off = (short)(n - done - 1);
+	insns[n++] = MOV64_IMM(BPF_REG_0, 0);
+	insns[n++] = EXIT();
+	insns[null_rec].off = (short)(n - null_rec - 1);
+	insns[n++] = MOV64_IMM(BPF_REG_0, 1);
+	insns[n++] = EXIT();
+	insns[short_pkt].off = (short)(n - short_pkt - 1);
+	insns[n++] = MOV64_IMM(BPF_REG_0, 3);
+	insns[n++] = EXIT();
+	return load_insns(insns, n);
+}
+
 static int create_map(unsigned type, unsigned key_size, unsigned value_size, unsigned max_entries, const char *name)
 {
 	union bpf_attr attr;
@@ -330,7 +395,7 @@ static int create_map(unsigned type, unsigned key_size, unsigned value_size, uns
 
 int producer_open_ringbuf(struct ringbuf_producer *r, unsigned ringbuf_bytes)
 {
-	r->map_fd = r->scratch_fd = r->stats_fd = r->prog_fd = -1;
+	r->map_fd = r->scratch_fd = r->stats_fd = r->prog_fd = r->ctl_prog_fd = -1;
 	int fd = create_map(BPF_MAP_TYPE_RINGBUF, 0, 0, ringbuf_bytes, "perfbuf_rb");
 	if (fd < 0)
 		return fd;
@@ -349,6 +414,12 @@ int producer_open_ringbuf(struct ringbuf_producer *r, unsigned ringbuf_bytes)
 		goto fail;
 	}
 	r->prog_fd = fd;
+	fd = load_ringbuf_ctl_prog(r);
+	if (fd < 0) {
+		fd = -errno;
+		goto fail;
+	}
+	r->ctl_prog_fd = fd;
 	return 0;
 fail:
 	producer_close_ringbuf(r);
@@ -357,7 +428,7 @@ fail:
 
 void producer_close_ringbuf(struct ringbuf_producer *r)
 {
-	int *fds[] = {&r->prog_fd, &r->stats_fd, &r->scratch_fd, &r->map_fd};
+	int *fds[] = {&r->ctl_prog_fd, &r->prog_fd, &r->stats_fd, &r->scratch_fd, &r->map_fd};
 	for (unsigned i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -384,4 +455,12 @@ int producer_ringbuf_stats(const struct ringbuf_producer *r, struct ringbuf_prod
 	attr.key = (uintptr_t)&key;
 	attr.value = (uintptr_t)out;
 	return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) ? -errno : 0;
+}
+
+int producer_ringbuf_ctl(struct ringbuf_producer *r, int cpu, enum ringbuf_op op, unsigned flags, uint64_t meta,
+			 int *helper_ret)
+{
+	uint8_t pkt[14] = {(uint8_t)op, (uint8_t)flags};
+	memcpy(pkt + 2, &meta, 8);
+	return test_run(r->ctl_prog_fd, cpu, pkt, sizeof(pkt), 1, helper_ret);
 }

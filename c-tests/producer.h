@@ -55,6 +55,7 @@ struct ringbuf_producer {
 	int scratch_fd;	    /* PERCPU_ARRAY, 1 entry: the record is built here */
 	int stats_fd;	    /* ARRAY, 1 entry: struct ringbuf_producer_stats */
 	int prog_fd;	    /* sample = packet[2..10) then packet[0..cnt) */
+	int ctl_prog_fd;    /* producer_ringbuf_ctl's: output, or reserve then submit/discard */
 };
 
 /* What the program counts itself: bpf_ringbuf_output's result is seen by
@@ -77,6 +78,24 @@ void producer_close_ringbuf(struct ringbuf_producer *r);
  * *helper_ret gets the last run's bpf_ringbuf_output result. */
 int producer_emit_ringbuf(struct ringbuf_producer *r, int cpu, unsigned n, uint8_t seed, unsigned repeat,
 			  int *helper_ret);
+
+/* What producer_ringbuf_ctl's program does. */
+enum ringbuf_op {
+	RINGBUF_OUTPUT = 0,	     /* bpf_ringbuf_output of the record */
+	RINGBUF_RESERVE_SUBMIT = 1,  /* bpf_ringbuf_reserve, fill, bpf_ringbuf_submit */
+	RINGBUF_RESERVE_DISCARD = 2, /* bpf_ringbuf_reserve, fill, bpf_ringbuf_discard */
+};
+
+/* Size of the records producer_ringbuf_ctl writes: meta, then meta again. */
+#define RINGBUF_CTL_SIZE 16
+
+/* Runs the ctl program once on `cpu`: writes (or reserves and discards) a
+ * RINGBUF_CTL_SIZE record holding `meta` twice, with `flags` (BPF_RB_*)
+ * for the output, submit or discard. *helper_ret gets the helper's
+ * result (0, -EAGAIN when full, -EINVAL for bad flags), or 1 when the
+ * reservation failed. Returns 0 or -errno. */
+int producer_ringbuf_ctl(struct ringbuf_producer *r, int cpu, enum ringbuf_op op, unsigned flags, uint64_t meta,
+			 int *helper_ret);
 
 /* Reads the program's own counters. Returns 0 or -errno. */
 int producer_ringbuf_stats(const struct ringbuf_producer *r, struct ringbuf_producer_stats *out);

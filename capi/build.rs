@@ -14,6 +14,7 @@ const SOVERSION: &str = "0";
 const FFI_SOURCES: &[&str] = &[
     "abi.rs",
     "libbpf.rs",
+    "ring_buffer.rs",
     "names.rs",
     "ext.rs",
     "decode.rs",

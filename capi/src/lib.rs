@@ -59,6 +59,7 @@ pub(crate) mod names;
 pub(crate) mod opts;
 pub(crate) mod perfdata;
 pub(crate) mod records;
+pub(crate) mod ring_buffer;
 pub(crate) mod sideband;
 
 use crate::error::{Error, Result, set_errno};

@@ -1,0 +1,423 @@
+//! libbpf's ring buffer API (`ring_buffer__*`, and libbpf 1.3/1.5's
+//! `ring_buffer__ring`, `ring__*`, `*__consume_n`), as short shims over
+//! the public [`perfbuf::RingBuffer`].
+//!
+//! Return values and errno are libbpf 1.x's: constructors return NULL and
+//! set errno; the others return a negative errno value and set errno, or
+//! the negative value a callback returned (which stopped the read, its
+//! record consumed); counts are capped at `INT_MAX`; success leaves errno
+//! alone. Where libbpf would crash (a NULL handle, a NULL `sample_cb` when
+//! a record arrives), these return -EINVAL (NULL and EINVAL for pointers,
+//! 0 and EINVAL for positions) or drop the record instead.
+//!
+//! Handles start with a magic word that no libbpf object starts with (its
+//! `struct ring_buffer` starts with a heap pointer, its `struct ring` with
+//! a function pointer), so a handle of the other library, met when link
+//! order splits the names between the two, is refused with EINVAL and a
+//! message instead of being used.
+
+#![allow(non_camel_case_types, reason = "these are the C names libbpf callers use")]
+
+use super::handle::null_with;
+use super::{check_tail, ret_errno, sized_in};
+use crate::error::{Error, Result, set_errno};
+use crate::{fallible, log};
+use core::ffi::{c_int, c_uint, c_ulong, c_void};
+use core::ops::ControlFlow;
+use core::sync::atomic::{AtomicU64, Ordering};
+use perfbuf::RingBuffer;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// Opaque handle returned by `ring_buffer__new`.
+pub struct ring_buffer {
+    _private: [u8; 0],
+}
+
+/// Opaque: one map of a `ring_buffer` (libbpf ≥ 1.3's `struct ring`),
+/// from `ring_buffer__ring`; it lives as long as its ring buffer.
+pub struct ring {
+    _private: [u8; 0],
+}
+
+/// Called for each record: `(ctx, data, size)`; a negative return stops
+/// the read and is returned by it.
+pub type ring_buffer_sample_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, data: *mut c_void, size: usize) -> c_int>;
+
+/// libbpf 1.x `struct ring_buffer_opts`: its size only.
+#[repr(C)]
+pub struct ring_buffer_opts {
+    /// Size of the caller's struct, for forward/backward compatibility.
+    pub sz: usize,
+}
+
+/// "PERFRBUF", "PERFRING": not canonical addresses, so no libbpf object
+/// starts with either.
+const RB_MAGIC: u64 = 0x5045_5246_5242_5546;
+const RING_MAGIC: u64 = 0x5045_5246_5249_4E47;
+
+/// What a `struct ring_buffer *` points to.
+#[repr(C)]
+struct RbHandle {
+    magic: AtomicU64,
+    rb: RingBuffer<'static>,
+    /// One per map, boxed so that `ring_buffer__ring`'s pointers stay put
+    /// while maps are added.
+    rings: Vec<Box<RingHandle>>,
+}
+
+/// What a `struct ring *` points to.
+#[repr(C)]
+struct RingHandle {
+    magic: AtomicU64,
+    owner: *mut RbHandle,
+    idx: usize,
+}
+
+/// The caller's callback and context.
+struct CSample {
+    cb: ring_buffer_sample_fn,
+    ctx: *mut c_void,
+}
+
+// SAFETY: libbpf's contract, which callers of this API follow: a ring
+// buffer is used by one thread at a time, and its callbacks, with their
+// ctx, are called on whichever thread reads it. Moving the pair between
+// threads is what such a caller does with libbpf.
+unsafe impl Send for CSample {}
+
+impl CSample {
+    fn call(&self, data: &[u8]) -> ControlFlow<i32> {
+        let Some(cb) = self.cb else {
+            return ControlFlow::Continue(()); // libbpf would crash: dropped
+        };
+        // SAFETY: the caller's callback with its ctx, as registered (the
+        // contract of ring_buffer__new/add); `data` is valid for the call
+        // and, as in libbpf, not to be written through.
+        let ret = unsafe { cb(self.ctx, data.as_ptr().cast_mut().cast(), data.len()) };
+        if ret < 0 { ControlFlow::Break(ret) } else { ControlFlow::Continue(()) }
+    }
+}
+
+/// Adds `map_fd` to `rb` with the C callback, and its `struct ring`.
+fn add_map(h: &mut RbHandle, map_fd: c_int, cb: ring_buffer_sample_fn, ctx: *mut c_void) -> Result<()> {
+    fallible::reserve(&mut h.rings, 1)?;
+    let owner: *mut RbHandle = h;
+    let ring = fallible::boxed(RingHandle { magic: AtomicU64::new(RING_MAGIC), owner, idx: h.rb.rings() })?;
+    let sample = CSample { cb, ctx };
+    // SAFETY: the C caller keeps map_fd open while the ring buffer lives,
+    // as libbpf requires of it (libbpf keeps the number, not a dup).
+    unsafe { h.rb.add_raw_fd(map_fd, move |data: &[u8]| sample.call(data)) }?;
+    h.rings.push(ring);
+    Ok(())
+}
+
+/// Creates a ring buffer reading the `BPF_MAP_TYPE_RINGBUF` `map_fd`:
+/// each record goes to `sample_cb(ctx, data, size)`. Add more maps with
+/// `ring_buffer__add`.
+///
+/// Returns a new handle, or NULL with `errno` set: EINVAL for bad `opts` or
+/// a map of another type, the kernel's error for an fd that is not a BPF
+/// object (EBADFD for one that is not open), or that of the failing
+/// system call. Free it with `ring_buffer__free`.
+///
+/// # Safety
+/// `opts` is NULL or a `struct ring_buffer_opts` readable for `opts->sz`
+/// bytes; `sample_cb` is callable with `ctx` while the ring buffer lives.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__new(
+    map_fd: c_int,
+    sample_cb: ring_buffer_sample_fn,
+    ctx: *mut c_void,
+    opts: *const ring_buffer_opts,
+) -> *mut ring_buffer {
+    // SAFETY: per this function's contract.
+    let opts = unsafe { sized_in(opts.cast()) };
+    let built = opts
+        .and_then(|o| o.map_or(Ok(()), |b| check_tail(b, size_of::<ring_buffer_opts>(), "ring_buffer_opts")))
+        .and_then(|()| {
+            let rb = RingBuffer::new()?;
+            let mut h = fallible::boxed(RbHandle { magic: AtomicU64::new(RB_MAGIC), rb, rings: Vec::new() })?;
+            add_map(&mut h, map_fd, sample_cb, ctx)?;
+            Ok(h)
+        });
+    match built {
+        Ok(h) => {
+            let raw = Box::into_raw(h);
+            // The rings point at where the handle now is, for good.
+            // SAFETY: `raw` is the live, unique pointer to the handle.
+            for ring in unsafe { &mut (*raw).rings } {
+                ring.owner = raw;
+            }
+            raw.cast()
+        }
+        Err(e) => null_with(&e),
+    }
+}
+
+/// The handle behind `rb`: EINVAL for NULL and for anything this library
+/// did not make (a libbpf `struct ring_buffer`, a freed handle).
+///
+/// # Safety
+/// `rb` is NULL, a live handle of ours, or a libbpf ring buffer (at least
+/// 8 readable bytes); no other call uses it concurrently.
+unsafe fn handle<'a>(rb: *const ring_buffer) -> Result<&'a mut RbHandle> {
+    if rb.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: a non-NULL handle is readable for at least 8 bytes, ours or
+    // libbpf's (contract); `magic` is our first field.
+    if unsafe { &*rb.cast::<AtomicU64>() }.load(Ordering::Relaxed) != RB_MAGIC {
+        return Err(log::invalid(
+            "this ring_buffer was not made by libperfbuf (a libbpf handle? link -lperfbuf before -lbpf)",
+        ));
+    }
+    // SAFETY: the magic says this is a Box<RbHandle> from ring_buffer__new,
+    // used by this call alone (libbpf's threading contract).
+    Ok(unsafe { &mut *rb.cast::<RbHandle>().cast_mut() })
+}
+
+/// The ring buffer and index behind `r`, like [`handle`].
+///
+/// # Safety
+/// `r` is NULL, a live `struct ring *` of ours or a libbpf one; no other
+/// call uses its ring buffer concurrently.
+unsafe fn ring_handle<'a>(r: *const ring) -> Result<(&'a mut RingBuffer<'static>, usize)> {
+    if r.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: as in `handle`.
+    if unsafe { &*r.cast::<AtomicU64>() }.load(Ordering::Relaxed) != RING_MAGIC {
+        return Err(log::invalid(
+            "this ring was not made by libperfbuf (from libbpf's ring_buffer__ring? link -lperfbuf before -lbpf)",
+        ));
+    }
+    // SAFETY: the magic says this is a live RingHandle.
+    let ring = unsafe { &*r.cast::<RingHandle>() };
+    // SAFETY: a RingHandle lives in its owner's `rings`, so the owner is
+    // live too; used by this call alone.
+    Ok((unsafe { &mut (*ring.owner).rb }, ring.idx))
+}
+
+/// libbpf's `int` count: at most `INT_MAX`.
+fn capped(n: usize) -> c_int {
+    n.min(c_int::MAX as usize) as c_int
+}
+
+/// Frees the ring buffer: unmaps every map and closes the epoll fd (the
+/// map fds stay the caller's). NULL and libbpf's `ERR_PTR` values are
+/// ignored; so is a handle libbpf made (with a message). Must not be
+/// called from a callback.
+///
+/// # Safety
+/// `rb` is NULL or a live handle; it is dangling afterwards, and so are
+/// its `struct ring` pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__free(rb: *mut ring_buffer) {
+    if rb.is_null() || rb as usize >= (-4095isize) as usize {
+        return;
+    }
+    // SAFETY: per this function's contract.
+    if let Ok(h) = unsafe { handle(rb) } {
+        h.magic.store(0, Ordering::Relaxed);
+        for ring in &h.rings {
+            ring.magic.store(0, Ordering::Relaxed);
+        }
+        // SAFETY: checked to be a Box<RbHandle> from ring_buffer__new.
+        drop(unsafe { Box::from_raw(rb.cast::<RbHandle>()) });
+    }
+}
+
+/// Adds the `BPF_MAP_TYPE_RINGBUF` `map_fd`, whose records go to
+/// `sample_cb(ctx, data, size)`, to the ring buffer. Returns 0, or a
+/// negative errno (as `ring_buffer__new`; EEXIST for an fd already added).
+///
+/// # Safety
+/// `rb` is a live handle; `sample_cb` is callable with `ctx` while the
+/// ring buffer lives.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__add(
+    rb: *mut ring_buffer,
+    map_fd: c_int,
+    sample_cb: ring_buffer_sample_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle(rb) }.and_then(|h| add_map(h, map_fd, sample_cb, ctx)).map(|()| 0))
+}
+
+/// Waits up to `timeout_ms` (negative: forever, 0: not at all) for maps
+/// holding records and reads them. Returns the number of records read
+/// (at most `INT_MAX`; 0 on timeout), `-errno` (-EINTR on a signal, not
+/// retried), or the negative value a callback returned.
+///
+/// # Safety
+/// `rb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__poll(rb: *mut ring_buffer, timeout_ms: c_int) -> c_int {
+    let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle(rb) }.and_then(|h| h.rb.poll(timeout)).map(capped))
+}
+
+/// Reads every map without waiting. Returns the number of records read (at
+/// most `INT_MAX`), or the negative value a callback returned.
+///
+/// # Safety
+/// `rb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__consume(rb: *mut ring_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle(rb) }.and_then(|h| h.rb.consume()).map(capped))
+}
+
+/// Reads up to `n` records without waiting, map after map (libbpf ≥ 1.5).
+/// Returns the number read (at most `INT_MAX`), or the negative value a
+/// callback returned.
+///
+/// # Safety
+/// `rb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__consume_n(rb: *mut ring_buffer, n: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle(rb) }.and_then(|h| h.rb.consume_n(n)).map(capped))
+}
+
+/// The epoll fd over all maps (owned by the ring buffer), or -EINVAL.
+///
+/// # Safety
+/// `rb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__epoll_fd(rb: *const ring_buffer) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { handle(rb) }.map(|h| h.rb.as_raw_fd()))
+}
+
+/// Map `idx` of the ring buffer, in the order they were added (libbpf ≥
+/// 1.3), valid until `ring_buffer__free`; NULL with `errno = ERANGE` for an
+/// index out of range.
+///
+/// # Safety
+/// `rb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring_buffer__ring(rb: *mut ring_buffer, idx: c_uint) -> *mut ring {
+    // SAFETY: per this function's contract.
+    match unsafe { handle(rb) } {
+        Ok(h) => match h.rings.get_mut(idx as usize) {
+            Some(ring) => (&mut **ring as *mut RingHandle).cast(),
+            None => null_with(&Error::from_errno(libc::ERANGE)),
+        },
+        Err(e) => null_with(&e),
+    }
+}
+
+/// Reads one `u64` figure of a ring; 0 with `errno = EINVAL` for NULL or a
+/// ring of libbpf's.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+unsafe fn ring_figure(r: *const ring, figure: impl FnOnce(&perfbuf::ringbuf::Ring<'static>) -> u64) -> u64 {
+    // SAFETY: per this function's contract.
+    match unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring(idx).ok_or(Error::INVAL)) {
+        Ok(ring) => figure(ring),
+        Err(e) => {
+            log::remember(&e);
+            set_errno(e.errno());
+            0
+        }
+    }
+}
+
+/// The ring's consumer position (bytes read since the map was created).
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__consumer_pos(r: *const ring) -> c_ulong {
+    // SAFETY: per this function's contract.
+    unsafe { ring_figure(r, |ring| ring.consumer_pos()) as c_ulong }
+}
+
+/// The ring's producer position (bytes reserved by BPF programs).
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__producer_pos(r: *const ring) -> c_ulong {
+    // SAFETY: per this function's contract.
+    unsafe { ring_figure(r, |ring| ring.producer_pos()) as c_ulong }
+}
+
+/// Bytes reserved but not yet read: producer minus consumer position.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__avail_data_size(r: *const ring) -> usize {
+    // SAFETY: per this function's contract.
+    unsafe { ring_figure(r, |ring| ring.avail_data_size()) as usize }
+}
+
+/// The size of the ring's data area in bytes.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__size(r: *const ring) -> usize {
+    // SAFETY: per this function's contract.
+    unsafe { ring_figure(r, |ring| ring.size()) as usize }
+}
+
+/// The map fd the ring was added with, or -EINVAL.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__map_fd(r: *const ring) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring(idx).ok_or(Error::INVAL));
+    ret_errno(ring.map(|ring| ring.map_fd()))
+}
+
+/// Reads this map alone without waiting. Returns the number of records
+/// read (at most `INT_MAX`), or the negative value a callback returned.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__consume(r: *mut ring) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring_mut(idx).ok_or(Error::INVAL));
+    ret_errno(ring.and_then(|ring| ring.consume()).map(capped))
+}
+
+/// Reads up to `n` records of this map without waiting (libbpf ≥ 1.5).
+/// Returns the number read, or the negative value a callback returned.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ring__consume_n(r: *mut ring, n: usize) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring_mut(idx).ok_or(Error::INVAL));
+    ret_errno(ring.and_then(|ring| ring.consume_n(n)).map(capped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_capped_at_int_max() {
+        assert_eq!(capped(0), 0);
+        assert_eq!(capped(i32::MAX as usize), i32::MAX);
+        assert_eq!(capped(i32::MAX as usize + 1), i32::MAX);
+        assert_eq!(capped(usize::MAX), i32::MAX);
+    }
+
+    #[test]
+    fn opts_layout_is_libbpfs() {
+        assert_eq!(size_of::<ring_buffer_opts>(), 8);
+    }
+}
