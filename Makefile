@@ -362,6 +362,21 @@ linkorder-test: lib | $(BUILD)
 	$(BUILD)/linkorder_bpf_first_as_needed libbpf
 	$(BUILD)/linkorder_perfbuf_first_as_needed libperfbuf
 
+# The same for ring buffers: libbpf 1.1's six ring_buffer__* names follow
+# the link order; ring_buffer__ring and ring__* are libperfbuf's, and refuse
+# a ring_buffer libbpf made.
+RB_LINKORDER_SRC := c-tests/rb_linkorder_test.c $(TESTUTIL)
+
+ringbuf-linkorder-test: lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/rb_linkorder_bpf_first $(RB_LINKORDER_SRC) -lbpf $(LINK_PERFBUF) -ldl
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/rb_linkorder_perfbuf_first $(RB_LINKORDER_SRC) $(LINK_PERFBUF) -lbpf -ldl
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/rb_linkorder_bpf_first_as_needed $(RB_LINKORDER_SRC) -Wl,--as-needed -lbpf $(LINK_PERFBUF) -ldl
+	$(CC) $(TEST_CFLAGS) -o $(BUILD)/rb_linkorder_perfbuf_first_as_needed $(RB_LINKORDER_SRC) -Wl,--as-needed $(LINK_PERFBUF) -lbpf -ldl
+	$(BUILD)/rb_linkorder_bpf_first libbpf
+	$(BUILD)/rb_linkorder_perfbuf_first libperfbuf
+	$(BUILD)/rb_linkorder_bpf_first_as_needed libbpf
+	$(BUILD)/rb_linkorder_perfbuf_first_as_needed libperfbuf
+
 check-exports: lib
 	c-tests/check-exports.sh $(LIB)
 
@@ -374,7 +389,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -445,7 +460,7 @@ lint:
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint bench-report-check cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test linked-test difftest preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint bench-report-check cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.
