@@ -63,7 +63,8 @@ struct RbHandle {
     magic: AtomicU64,
     rb: RingBuffer<'static>,
     /// One per map, boxed so that `ring_buffer__ring`'s pointers stay put
-    /// while maps are added.
+    /// while maps are added (a Vec of the handles would move them).
+    #[allow(clippy::vec_box, reason = "the boxes' addresses are handed to C")]
     rings: Vec<Box<RingHandle>>,
 }
 
