@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${FUZZ_SECONDS:-30}
-targets=${FUZZ_TARGETS:-ring decode tracepoint}
+targets=${FUZZ_TARGETS:-ring ringbuf decode tracepoint}
 triple=x86_64-unknown-linux-gnu
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$root/fuzz"
@@ -50,7 +50,7 @@ for t in $targets; do
 	dirs=("$scratch/$t")
 	[ -d "regressions/$t" ] && dirs+=("regressions/$t")
 	log=$scratch/$t.log
-	max_len=$([ "$t" = ring ] && echo 16408 || echo 8192)
+	max_len=$(case $t in ring) echo 16408 ;; ringbuf) echo 8216 ;; *) echo 8192 ;; esac)
 	rc=0
 	"$bin" -max_total_time="$secs" -timeout=10 -max_len="$max_len" -print_final_stats=1 \
 		-artifact_prefix="$scratch/$t-artifacts/" "${dirs[@]}" >"$log" 2>&1 || rc=$?

@@ -1,5 +1,5 @@
-//! Fuzz harnesses for perfbuf (ring reader, record decoder, tracepoint
-//! formats): what each fuzz target runs and checks, the
+//! Fuzz harnesses for perfbuf (perf ring reader, BPF ring buffer walk,
+//! record decoder, tracepoint formats): what each fuzz target runs and checks, the
 //! seed corpus generator, and a replay of the corpus for `cargo test`.
 //!
 //! A failed check panics; under libFuzzer a panic aborts and is reported as
@@ -9,5 +9,6 @@
 
 pub mod decode;
 pub mod ring;
+pub mod ringbuf;
 pub mod seeds;
 pub mod tracepoint;

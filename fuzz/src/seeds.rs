@@ -560,10 +560,73 @@ pub fn tracepoint_seeds() -> Vec<Seed> {
     seeds
 }
 
-/// Every seed of `target` ("ring", "decode" or "tracepoint").
+/// A BPF ring buffer record as the kernel lays it out: `len` with the
+/// header bits, the kernel's page offset (0 here), the body, padding.
+fn rb_record(len: u32, bits: u32, fill: u8) -> Vec<u8> {
+    let mut v = (len | bits).to_ne_bytes().to_vec();
+    v.extend_from_slice(&[0; 4]);
+    v.resize(8 + len as usize, fill);
+    v.resize((8 + len as usize).next_multiple_of(8), 0);
+    v
+}
+
+/// A ring buffer input: size `64 << size_log`, consumer at `cons`,
+/// producer `delta` bytes ahead (or `raw_prod`), limit, stop, data.
+fn rb(
+    name: &str,
+    size_log: u8,
+    cons: u64,
+    prod: Result<u16, u64>,
+    limit: u8,
+    stop: (u8, i8),
+    data: &[u8],
+) -> Seed {
+    let (mode, delta, raw) = match prod {
+        Ok(d) => (0u8, d, 0u64),
+        Err(r) => (8, 0, r),
+    };
+    let mut v = vec![size_log & 7 | mode];
+    v.extend_from_slice(&delta.to_le_bytes());
+    v.extend_from_slice(&[limit, stop.0, stop.1 as u8, 0, 0]);
+    v.extend_from_slice(&cons.to_le_bytes());
+    v.extend_from_slice(&raw.to_le_bytes());
+    v.extend_from_slice(data);
+    (format!("ringbuf-{name}"), v)
+}
+
+/// The BPF ring buffer target's seeds.
+pub fn ringbuf_seeds() -> Vec<Seed> {
+    use perfbuf::internals::ringbuf::{BUSY_BIT, DISCARD_BIT};
+    let three = [rb_record(5, 0, 1), rb_record(16, DISCARD_BIT, 2), rb_record(30, 0, 3)].concat();
+    let n = three.len() as u16;
+    let many: Vec<u8> =
+        (0..40).flat_map(|i| rb_record(i % 13, if i % 7 == 3 { DISCARD_BIT } else { 0 }, i as u8)).collect();
+    let busy = [rb_record(8, 0, 1), rb_record(8, BUSY_BIT, 2), rb_record(8, 0, 3)].concat();
+    let whole = rb_record(64 * 4 - 8, 0, 9);
+    vec![
+        rb("empty", 0, 0, Ok(0), 255, (0, 0), &[]),
+        rb("three", 1, 0, Ok(n), 255, (0, 0), &three),
+        rb("three-wrapping", 1, 128 - 16, Ok(n), 255, (0, 0), &three),
+        rb("three-near-u64-wrap", 1, u64::MAX - 15, Ok(n), 255, (0, 0), &three),
+        rb("many-limit-5", 4, 1000, Ok(many.len() as u16), 5, (0, 0), &many),
+        rb("many-stop-3", 4, 8, Ok(many.len() as u16), 255, (3, -7), &many),
+        rb("many-limit-0", 4, 0, Ok(many.len() as u16), 0, (0, 0), &many),
+        rb("busy", 1, 40, Ok(busy.len() as u16), 255, (0, 0), &busy),
+        rb("whole-ring", 2, 200, Ok(whole.len() as u16), 255, (0, 0), &whole),
+        rb("length-beyond-producer", 1, 0, Ok(n - 8), 255, (0, 0), &three),
+        rb("misaligned-consumer", 1, 3, Ok(n), 255, (0, 0), &three),
+        rb("producer-behind", 1, 4096, Err(4000), 255, (0, 0), &three),
+        rb("producer-far-ahead", 1, 0, Err(1 << 20), 255, (0, 0), &three),
+        rb("misaligned-producer", 1, 0, Ok(n + 4), 255, (0, 0), &three),
+        rb("huge-length", 1, 0, Ok(64), 255, (0, 0), &rb_record(0, 0x3fff_fff0, 0)[..8]),
+    ]
+}
+
+/// Every seed of `target` ("ring", "ringbuf", "decode" or "tracepoint").
 pub fn for_target(target: &str) -> Vec<Seed> {
     match target {
         "ring" => ring_seeds(),
+        "ringbuf" => ringbuf_seeds(),
         "decode" => decode_seeds(),
         "tracepoint" => tracepoint_seeds(),
         _ => panic!("unknown target {target}"),
@@ -571,4 +634,4 @@ pub fn for_target(target: &str) -> Vec<Seed> {
 }
 
 /// The fuzz targets.
-pub const TARGETS: [&str; 3] = ["ring", "decode", "tracepoint"];
+pub const TARGETS: [&str; 4] = ["ring", "ringbuf", "decode", "tracepoint"];

@@ -2,7 +2,7 @@
 //! makes, every seed passes its target's checks, and each seed's input
 //! layout round-trips.
 
-use perfbuf_fuzz::{decode, ring, seeds, tracepoint};
+use perfbuf_fuzz::{decode, ring, ringbuf, seeds, tracepoint};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -41,6 +41,15 @@ fn ring_seeds_pass() {
 }
 
 #[test]
+fn ringbuf_seeds_pass() {
+    for (name, bytes) in seeds::ringbuf_seeds() {
+        assert!(ringbuf::RingbufInput::parse(&bytes).is_some(), "{name}: too short");
+        println!("{name}");
+        ringbuf::run(&bytes);
+    }
+}
+
+#[test]
 fn decode_seeds_pass() {
     for (name, bytes) in seeds::decode_seeds() {
         let input = decode::DecodeInput::parse(&bytes).unwrap_or_else(|| panic!("{name}: too short"));
@@ -70,6 +79,7 @@ fn short_inputs_pass() {
     for len in 0..64 {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
         ring::run(&bytes);
+        ringbuf::run(&bytes);
         decode::run(&bytes);
         tracepoint::run(&bytes);
     }
