@@ -133,7 +133,7 @@ void harness_load_api(struct pb_api *api, const char *libname, const char *path)
 	printf("%-10s perf_buffer__new from %s\n", libname, info.dli_fname);
 }
 
-static void save(const char *dir, const char *scenario, const char *lib, const struct transcript *tx)
+void transcript_save(const char *dir, const char *scenario, const char *lib, const struct transcript *tx)
 {
 	if (!dir)
 		return;
@@ -156,8 +156,8 @@ int run_compared(struct harness *ref, struct harness *h, const char *outdir)
 		int fr = ref->failures, fh = h->failures;
 		s->run(ref);
 		s->run(h);
-		save(outdir, s->name, ref->api->name, &ref->tx);
-		save(outdir, s->name, h->api->name, &h->tx);
+		transcript_save(outdir, s->name, ref->api->name, &ref->tx);
+		transcript_save(outdir, s->name, h->api->name, &h->tx);
 		const char *a = ref->tx.text ? ref->tx.text : "", *b = h->tx.text ? h->tx.text : "";
 		int differ = transcript_compare(s->name, ref->api->name, a, h->api->name, b);
 		bool ok = !differ && ref->failures == fr && h->failures == fh && h->tx.len > 0;

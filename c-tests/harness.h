@@ -104,6 +104,9 @@ void harness_load_api(struct pb_api *api, const char *libname, const char *path)
  * how many scenarios failed. */
 int run_compared(struct harness *ref, struct harness *h, const char *outdir);
 
+/* Writes `tx` to DIR/SCENARIO.LIB.txt (nothing when `dir` is NULL). */
+void transcript_save(const char *dir, const char *scenario, const char *lib, const struct transcript *tx);
+
 /* Compares two transcripts; prints the first difference; returns 0 if equal. */
 int transcript_compare(const char *scenario, const char *a_name, const char *a, const char *b_name,
 		       const char *b);

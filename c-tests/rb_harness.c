@@ -92,19 +92,6 @@ int rb_run(struct rb_harness *h, FILE *out, bool all)
 	return failed;
 }
 
-static void save(const char *dir, const char *scenario, const char *lib, const struct transcript *tx)
-{
-	if (!dir)
-		return;
-	char path[512];
-	snprintf(path, sizeof(path), "%s/rb_%s.%s.txt", dir, scenario, lib);
-	FILE *f = fopen(path, "w");
-	if (f) {
-		fputs(tx->text ? tx->text : "", f);
-		fclose(f);
-	}
-}
-
 int rb_run_compared(struct rb_harness *ref, struct rb_harness *h, const char *outdir)
 {
 	int failed = 0, alone = 0;
@@ -117,10 +104,12 @@ int rb_run_compared(struct rb_harness *ref, struct rb_harness *h, const char *ou
 		if (compare)
 			s->run(ref);
 		s->run(h);
-		save(outdir, s->name, h->api->name, &h->tx);
+		char name[96];
+		snprintf(name, sizeof(name), "rb_%s", s->name);
+		transcript_save(outdir, name, h->api->name, &h->tx);
 		int differ = 0;
 		if (compare) {
-			save(outdir, s->name, ref->api->name, &ref->tx);
+			transcript_save(outdir, name, ref->api->name, &ref->tx);
 			differ = transcript_compare(s->name, ref->api->name, ref->tx.text ? ref->tx.text : "",
 						    h->api->name, h->tx.text ? h->tx.text : "");
 		}

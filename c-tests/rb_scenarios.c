@@ -173,6 +173,25 @@ static void check_all_delivered(struct rb_harness *h, int n)
 			 maps[i].exp_len);
 }
 
+/* A scenario's start: `n` fresh maps of `bytes`, a ring buffer over the
+ * first (NULL, maps closed, if that failed). */
+static struct ring_buffer *rb_start(struct rb_harness *h, int n, unsigned bytes)
+{
+	maps_open(h, n, bytes);
+	struct ring_buffer *rb = show_new(h, "new", h->api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	if (!rb)
+		maps_close();
+	return rb;
+}
+
+/* A scenario's end: every record of the `n` maps was delivered; all freed. */
+static void rb_end(struct rb_harness *h, struct ring_buffer *rb, int n)
+{
+	check_all_delivered(h, n);
+	h->api->free_(rb);
+	maps_close();
+}
+
 /* ---- scenarios ---- */
 
 /* Constructor and add errors, each with its errno; nothing leaked. */
@@ -243,10 +262,9 @@ static void s_errors(struct rb_harness *h)
 static void s_records(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 1, 16384);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 1, 16384);
 	if (!rb)
-		return maps_close();
+		return;
 	static const unsigned sizes[] = {8, 9, 15, 16, 17, 23, 64, 100, 255, 256, 1000, 3000};
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		emit(&maps[0], sizes[i], (uint8_t)i);
@@ -267,19 +285,16 @@ static void s_records(struct rb_harness *h)
 	}
 	SHOW(h, "consume", api->consume(rb));
 	tx_printf(&h->tx, "records %zu, bytes through the ring %u (%u wraps)\n", maps[0].got, total, total / 16384);
-	check_all_delivered(h, 1);
-	api->free_(rb);
-	maps_close();
+	rb_end(h, rb, 1);
 }
 
 /* Three maps in one ring buffer: poll and consume read them all and sum. */
 static void s_several_maps(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 3, 8192);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 3, 8192);
 	if (!rb)
-		return maps_close();
+		return;
 	SHOW(h, "add map 1", api->add(rb, maps[1].prod.map_fd, on_record, &maps[1]));
 	SHOW(h, "add map 2", api->add(rb, maps[2].prod.map_fd, on_record, &maps[2]));
 	emit(&maps[2], 40, 1);
@@ -294,9 +309,7 @@ static void s_several_maps(struct rb_harness *h)
 	emit(&maps[1], 32, 9);
 	SHOW(h, "poll: map 1 alone", api->poll(rb, WAIT_MS));
 	SHOW(h, "poll(0) empty", api->poll(rb, 0));
-	check_all_delivered(h, 3);
-	api->free_(rb);
-	maps_close();
+	rb_end(h, rb, 3);
 }
 
 /* A callback's negative return stops the read, is returned (errno set)
@@ -304,10 +317,9 @@ static void s_several_maps(struct rb_harness *h)
 static void s_callback_returns(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 2, 8192);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 2, 8192);
 	if (!rb)
-		return maps_close();
+		return;
 	SHOW(h, "add", api->add(rb, maps[1].prod.map_fd, on_record, &maps[1]));
 	maps[0].other_ret = 5;
 	maps[0].stop_at = 3;
@@ -330,9 +342,7 @@ static void s_callback_returns(struct rb_harness *h)
 	emit(&maps[0], 16, 70);
 	SHOW(h, "poll: a callback returning -EINTR", api->poll(rb, WAIT_MS));
 	SHOW(h, "consume empty", api->consume(rb));
-	check_all_delivered(h, 2);
-	api->free_(rb);
-	maps_close();
+	rb_end(h, rb, 2);
 }
 
 /* bpf_ringbuf_reserve + submit and + discard, output with flags: discarded
@@ -340,10 +350,9 @@ static void s_callback_returns(struct rb_harness *h)
 static void s_reserve_discard(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 1, 4096);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 1, 4096);
 	if (!rb)
-		return maps_close();
+		return;
 	ctl(&maps[0], RINGBUF_RESERVE_SUBMIT, 0, 1);
 	ctl(&maps[0], RINGBUF_RESERVE_DISCARD, 0, 2);
 	ctl(&maps[0], RINGBUF_OUTPUT, 0, 3);
@@ -357,9 +366,7 @@ static void s_reserve_discard(struct rb_harness *h)
 	ctl(&maps[0], RINGBUF_OUTPUT, 4 /* not a BPF_RB_* flag */, 8);
 	ctl(&maps[0], RINGBUF_RESERVE_SUBMIT, 0, 9);
 	SHOW(h, "consume", api->consume(rb));
-	check_all_delivered(h, 1);
-	api->free_(rb);
-	maps_close();
+	rb_end(h, rb, 1);
 }
 
 /* A full ring: the program's output fails (-EAGAIN, seen only by the
@@ -368,10 +375,9 @@ static void s_reserve_discard(struct rb_harness *h)
 static void s_full_ring(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 1, 4096);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 1, 4096);
 	if (!rb)
-		return maps_close();
+		return;
 	int written = 0, failed = 0;
 	for (int k = 0; k < 8; k++) {
 		if (emit(&maps[0], 1000, (uint8_t)k) == 0)
@@ -388,9 +394,7 @@ static void s_full_ring(struct rb_harness *h)
 	SHOW(h, "poll", api->poll(rb, WAIT_MS));
 	emit(&maps[0], 1000, 100);
 	SHOW(h, "poll after the space came back", api->poll(rb, WAIT_MS));
-	check_all_delivered(h, 1);
-	api->free_(rb);
-	maps_close();
+	rb_end(h, rb, 1);
 }
 
 static volatile sig_atomic_t alarms;
@@ -412,11 +416,10 @@ static long elapsed_ms(const struct timespec *t0)
 static void s_poll(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 1, 4096);
 	int base = fd_base();
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 1, 4096);
 	if (!rb)
-		return maps_close();
+		return;
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	SHOW(h, "poll(0) empty", api->poll(rb, 0));
@@ -451,9 +454,7 @@ static void s_poll(struct rb_harness *h)
 	SHOW(h, "poll(-1) interrupted", api->poll(rb, -1));
 	sigaction(SIGALRM, &old, NULL);
 	RB_CHECK(h, alarms > 0, "no alarm");
-	check_all_delivered(h, 1);
-	api->free_(rb);
-	maps_close();
+	rb_end(h, rb, 1);
 }
 
 /* Maps added after the first poll; the same map twice, through a dup of
@@ -462,10 +463,9 @@ static void s_poll(struct rb_harness *h)
 static void s_add_later(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 2, 4096);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 2, 4096);
 	if (!rb)
-		return maps_close();
+		return;
 	emit(&maps[0], 16, 1);
 	SHOW(h, "poll", api->poll(rb, WAIT_MS));
 	SHOW(h, "add after poll", api->add(rb, maps[1].prod.map_fd, on_record, &maps[1]));
@@ -480,20 +480,17 @@ static void s_add_later(struct rb_harness *h)
 	emit(&maps[1], 56, 6);
 	SHOW(h, "poll", api->poll(rb, WAIT_MS));
 	SHOW(h, "poll(0)", api->poll(rb, 0));
-	check_all_delivered(h, 2);
-	api->free_(rb);
+	rb_end(h, rb, 2);
 	close(dup_fd);
-	maps_close();
 }
 
 /* libbpf 1.3's ring_buffer__ring and ring__*, 1.5's consume_n. */
 static void s_rings(struct rb_harness *h)
 {
 	const struct rb_api *api = h->api;
-	maps_open(h, 2, 8192);
-	struct ring_buffer *rb = show_new(h, "new", api->new_(maps[0].prod.map_fd, on_record, &maps[0], NULL));
+	struct ring_buffer *rb = rb_start(h, 2, 8192);
 	if (!rb)
-		return maps_close();
+		return;
 	SHOW(h, "add", api->add(rb, maps[1].prod.map_fd, on_record, &maps[1]));
 	errno = 0;
 	struct ring *r0 = api->ring(rb, 0), *r1 = api->ring(rb, 1), *r2 = api->ring(rb, 2);
@@ -536,7 +533,8 @@ static void s_rings(struct rb_harness *h)
 	SHOW(h, "consume", api->consume(rb));
 	POS("end");
 #undef POS
-	check_all_delivered(h, 2);
+	rb_end(h, rb, 2);
+	return;
 out:
 	api->free_(rb);
 	maps_close();
