@@ -77,7 +77,7 @@ controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
 
 # Event sets on the real kernel: tracepoints, probes, targets, a profiler.
-$(BUILD)/events_test: c-tests/events_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+$(BUILD)/events_test: c-tests/events_test.c c-tests/offset_target.h $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/events_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
 events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o tracefs
@@ -90,7 +90,7 @@ $(BUILD)/sideband_test: c-tests/sideband_test.c $(TESTUTIL) c-tests/testutil.h i
 sideband-test: $(BUILD)/sideband_test tracefs
 	$(BUILD)/sideband_test
 
-$(BUILD)/probe_args_test: c-tests/probe_args_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+$(BUILD)/probe_args_test: c-tests/probe_args_test.c c-tests/offset_target.h $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/probe_args_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
 
 # Probes with fetch arguments (tracefs dynamic events) through the C face.

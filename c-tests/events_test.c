@@ -1,5 +1,6 @@
 /* Event sets on the real kernel: tracepoints with decoded fields, filters,
- * enable/disable and time order across CPUs; uprobes and uretprobes; the
+ * enable/disable and time order across CPUs; uprobes and uretprobes, at
+ * a symbol, inside a function and at file offsets; the
  * kprobe PMU or the clear error without it; pid and cgroup targets; a
  * profiler (hardware cycles or the software fallback, a BPF program on
  * every CPU, deferred enable); lost records; counter groups; events added
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "offset_target.h"
 #include "testutil.h"
 
 #define MAX_RECS 20000
@@ -312,6 +314,80 @@ static void test_uprobes(void)
 	EXPECT(perfbuf_events_add(set, &d) == -ENOENT, "missing symbol: %s", perfbuf_last_error());
 	d.name = "/nonexistent/binary";
 	EXPECT(perfbuf_events_add(set, &d) == -ENOENT, "missing binary: %s", perfbuf_last_error());
+	perfbuf_free(pb);
+	perfbuf_events_free(set);
+	free(c);
+	EXPECT(count_open_fds() == fds, "fds %d -> %d", fds, count_open_fds());
+}
+
+static struct perfbuf_event_desc uprobe_desc(const char *symbol, uint64_t offset, int retprobe)
+{
+	return (struct perfbuf_event_desc){
+		.sz = sizeof(struct perfbuf_event_desc),
+		.kind = PERFBUF_EVENT_UPROBE,
+		.name = exe,
+		.symbol = symbol,
+		.offset = offset,
+		.flags = retprobe ? PERFBUF_EVENT_F_RETPROBE : 0,
+	};
+}
+
+/* Uprobes inside a function land there: at SYMBOL+4, at the file offset
+ * of that instruction, and a uretprobe at the function's file offset; a
+ * uretprobe inside a function and an offset past its end are -EINVAL,
+ * naming the probe. */
+static void test_uprobe_offsets(void)
+{
+	int fds = count_open_fds();
+	struct perfbuf_events *set = must_new(NULL);
+	uint64_t entry = (uint64_t)(uintptr_t)&perfbuf_offset_target, inside = entry + OFFSET_INSIDE;
+	uint64_t file_entry = exe_file_offset((const void *)(uintptr_t)entry);
+	EXPECT(file_entry != 0, "no mapping of %s holds %#llx", exe, (unsigned long long)entry);
+	struct perfbuf_event_desc d = uprobe_desc("perfbuf_offset_target", OFFSET_INSIDE, 0);
+	int at_symbol = perfbuf_events_add(set, &d);
+	d = uprobe_desc(NULL, file_entry + OFFSET_INSIDE, 0);
+	int at_file_offset = perfbuf_events_add(set, &d);
+	d = uprobe_desc(NULL, file_entry, 1);
+	int ret = perfbuf_events_add(set, &d);
+	EXPECT(at_symbol >= 0 && at_file_offset >= 0 && ret >= 0, "add: %s", perfbuf_last_error());
+
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "uretprobe %s:perfbuf_offset_target+0x4", exe);
+	d = uprobe_desc("perfbuf_offset_target", OFFSET_INSIDE, 1);
+	EXPECT(perfbuf_events_add(set, &d) == -EINVAL && strstr(perfbuf_last_error(), want) &&
+		       strstr(perfbuf_last_error(), "function's entry"),
+	       "uretprobe inside: %s", perfbuf_last_error());
+	d = uprobe_desc("perfbuf_offset_target", OFFSET_TARGET_SIZE, 0);
+	EXPECT(perfbuf_events_add(set, &d) == -EINVAL && strstr(perfbuf_last_error(), "past the end"),
+	       "past the end: %s", perfbuf_last_error());
+
+	struct collected *c = collected_new(set);
+	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
+	perfbuf_events_enable(set, -1);
+	enum { N = 50 };
+	volatile uint64_t sum = 0;
+	for (uint64_t i = 0; i < N; i++)
+		sum += perfbuf_offset_target(i);
+	perfbuf_events_disable(set, -1);
+	perfbuf_consume(pb);
+	EXPECT(sum == N * (N + 1) / 2, "sum %llu", (unsigned long long)sum);
+	int inside_symbol = 0, inside_file = 0, returns = 0;
+	for (int i = 0; i < c->n; i++) {
+		const struct rec *r = &c->recs[i];
+		if (r->pid != (uint32_t)getpid())
+			continue;
+		inside_symbol += r->ev == at_symbol && r->ip == inside;
+		inside_file += r->ev == at_file_offset && r->ip == inside;
+		returns += r->ev == ret && (r->ip < entry || r->ip >= entry + OFFSET_TARGET_SIZE);
+	}
+	printf("  at +%d: %d by symbol, %d by file offset (ip %#llx); %d returns\n", OFFSET_INSIDE, inside_symbol,
+	       inside_file, (unsigned long long)inside, returns);
+	EXPECT(inside_symbol == N && count(c, at_symbol, NULL, 0) == N, "symbol+4: %d of %d at %#llx", inside_symbol,
+	       count(c, at_symbol, NULL, 0), (unsigned long long)inside);
+	EXPECT(inside_file == N && count(c, at_file_offset, NULL, 0) == N, "file offset: %d of %d", inside_file,
+	       count(c, at_file_offset, NULL, 0));
+	EXPECT(returns == N && count(c, ret, NULL, 0) == N, "uretprobe at a file offset: %d of %d", returns,
+	       count(c, ret, NULL, 0));
 	perfbuf_free(pb);
 	perfbuf_events_free(set);
 	free(c);
@@ -755,6 +831,7 @@ int main(int argc, char **argv)
 		{"tracepoint_exec_ordered", test_tracepoint_exec_ordered},
 		{"filter_enable_disable", test_filter_enable_disable},
 		{"uprobes", test_uprobes},
+		{"uprobe_offsets", test_uprobe_offsets},
 		{"kprobe", test_kprobe},
 		{"pid_target", test_pid_target},
 		{"cgroup_target", test_cgroup_target},

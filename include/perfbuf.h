@@ -210,7 +210,8 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 
 /*
  `perfbuf_event_desc.kind`: a uprobe (`name` = the binary's path,
- `symbol` = the function, or NULL and `offset` = a file offset).
+ `symbol` = the function and `offset` bytes into it, or `symbol` NULL
+ and `offset` = a file offset).
  */
 #define PERFBUF_EVENT_UPROBE 5
 
@@ -1014,7 +1015,12 @@ struct perfbuf_event_desc {
    */
   const char *symbol;
   /*
-   Kprobe: offset into the function; uprobe without `symbol`: file offset.
+   Kprobe, and uprobe with `symbol`: bytes into the function (an
+   instruction's first byte; past a uprobe's function end: -EINVAL).
+   Uprobe without `symbol`: the file offset. A return probe goes at the
+   function's entry: a uretprobe with `symbol` and an offset is -EINVAL
+   (the probed program would crash); without `symbol`, `offset` must be
+   a function's first byte.
    */
   uint64_t offset;
   /*

@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod offset_target;
 mod thread_cpu;
 use thread_cpu::thread_cpu;
 
@@ -118,6 +119,67 @@ fn uprobes_on_a_function_of_this_test() {
     assert_eq!((info.kind, info.enabled, info.instances), (EventKind::Uprobe, false, set.cpus().len()));
     let missing = set.add(&Event::uprobe(&exe, "no_such_function")).unwrap_err();
     assert_eq!(missing.errno(), libc::ENOENT);
+}
+
+#[test]
+fn uprobes_inside_a_function_land_at_their_offset() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let entry = offset_target::address();
+    let inside = entry + offset_target::INSIDE;
+    let file_entry = file_offset_of(entry as usize);
+    let at_symbol =
+        set.add(&Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::INSIDE)).unwrap();
+    let at_file_offset = set.add(&Event::uprobe_at(&exe, file_entry + offset_target::INSIDE)).unwrap();
+    let at_file_offset_plus =
+        set.add(&Event::uprobe_at(&exe, file_entry).offset(offset_target::INSIDE)).unwrap();
+    let returns = set.add(&Event::uretprobe_at(&exe, file_entry)).unwrap();
+    // A uretprobe inside a function: refused, naming the probe.
+    let inside_return = Event::uretprobe(&exe, offset_target::SYMBOL).offset(offset_target::INSIDE);
+    let e = set.add(&inside_return).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    let text = e.to_string();
+    assert!(text.contains(&format!("uretprobe {}:{}+0x4", exe.display(), offset_target::SYMBOL)), "{text}");
+    assert!(text.contains("function's entry"), "{text}");
+    let e = set.add(&Event::uretprobe_at(&exe, file_entry).offset(1)).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    // Past the function's end: refused, with its size.
+    let e = set.add(&Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::SIZE)).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    let text = e.to_string();
+    assert!(
+        text.contains("past the end") && text.contains(&format!("{:#x} bytes", offset_target::SIZE)),
+        "{text}"
+    );
+    let last = set.add(&Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::SIZE - 1)).unwrap();
+    set.remove(last).unwrap();
+    let me = std::process::id();
+    let mut ips: std::collections::BTreeMap<_, Vec<u64>> = Default::default();
+    let mut pb = set
+        .local_reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.pid() == me
+            {
+                ips.entry(s.event).or_default().push(s.ip());
+            }
+        })
+        .unwrap();
+    set.enable_all().unwrap();
+    for i in 0..50 {
+        assert_eq!(offset_target::call(i), i + 1);
+    }
+    set.disable_all().unwrap();
+    pb.consume().unwrap();
+    drop(pb);
+    for id in [at_symbol, at_file_offset, at_file_offset_plus] {
+        assert_eq!(ips.get(&id), Some(&vec![inside; 50]), "event {id:?}: ip {inside:#x} expected");
+    }
+    // A return probe fires back in the caller: 50 returns, none inside.
+    let back = ips.get(&returns).map(Vec::as_slice).unwrap_or_default();
+    assert_eq!(back.len(), 50);
+    assert!(back.windows(2).all(|w| w[0] == w[1]), "one call site: {back:x?}");
+    assert!(back.iter().all(|&ip| !(entry..entry + offset_target::SIZE).contains(&ip)), "{back:x?}");
 }
 
 /// A USDT semaphore: the kernel counts it up in every process that maps

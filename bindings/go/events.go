@@ -33,8 +33,8 @@ const (
 	EventTracepoint EventKind = C.PERFBUF_EVENT_TRACEPOINT
 	// EventKprobe is a kprobe: Name is the kernel function, Offset into it.
 	EventKprobe EventKind = C.PERFBUF_EVENT_KPROBE
-	// EventUprobe is a uprobe: Name is the binary, Symbol the function (or
-	// "" and Offset a file offset).
+	// EventUprobe is a uprobe: Name is the binary, Symbol the function and
+	// Offset bytes into it (or Symbol "" and Offset a file offset).
 	EventUprobe EventKind = C.PERFBUF_EVENT_UPROBE
 	// EventRaw is the caller's struct perf_event_attr, in Attr.
 	EventRaw EventKind = C.PERFBUF_EVENT_RAW
@@ -132,8 +132,12 @@ type Event struct {
 	Name string
 	// Symbol is a uprobe's function ("": Offset is a file offset).
 	Symbol string
-	// Offset is a kprobe's offset into its function, or a uprobe's file
-	// offset without Symbol.
+	// Offset is a kprobe's or uprobe's offset into its function (an
+	// instruction's first byte; past a uprobe's function end: EINVAL), or
+	// a uprobe's file offset without Symbol. A return probe goes at a
+	// function's entry: a uretprobe with Symbol and an Offset is EINVAL
+	// (the probed program would crash); without Symbol, Offset must be a
+	// function's first byte.
 	Offset uint64
 	// RefCtrOffset is a uprobe's USDT semaphore (file offset; 0: none).
 	RefCtrOffset uint64

@@ -433,6 +433,71 @@ func TestEventUprobes(t *testing.T) {
 	}
 }
 
+// TestEventUprobesInsideAFunction: uprobes at Symbol+4 and at that
+// instruction's file offset fire there, a uretprobe at the function's file
+// offset fires on return; a uretprobe inside a function and an offset past
+// its end are EINVAL, naming the probe.
+func TestEventUprobesInsideAFunction(t *testing.T) {
+	needEvents(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := probe.OffsetAddr()
+	inside := entry + probe.OffsetInside
+	fileEntry, err := probe.FileOffset(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	onThread(func(tid int) {
+		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		atSymbol := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside})
+		atFileOffset := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Offset: fileEntry + probe.OffsetInside})
+		returns := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Offset: fileEntry, Retprobe: true})
+		_, err = s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside, Retprobe: true})
+		want := "uretprobe " + exe + ":" + probe.OffsetSymbol + "+0x4"
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a uretprobe inside the function: %v (want EINVAL naming %q)", err, want)
+		}
+		_, err = s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetSize()})
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "past the end") {
+			t.Errorf("an offset past the function's end: %v", err)
+		}
+		r, err := s.NewReader(EventReaderOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer r.Close()
+		s.Enable(AllEvents)
+		for i := uint64(0); i < n; i++ {
+			if got := probe.OffsetCall(i); got != i+1 {
+				t.Errorf("call %d returned %d", i, got)
+			}
+		}
+		counts := map[int]int{}
+		for _, g := range drainNow(t, r) {
+			counts[g.Event]++
+			inFunction := g.IP >= entry && g.IP < entry+probe.OffsetSize()
+			switch {
+			case g.Event == returns && inFunction:
+				t.Errorf("a return sampled at %#x, inside the function", g.IP)
+			case g.Event != returns && g.IP != inside:
+				t.Errorf("event %d sampled at %#x, want %#x (entry %#x + %d)", g.Event, g.IP, inside, entry, probe.OffsetInside)
+			}
+		}
+		if counts[atSymbol] != n || counts[atFileOffset] != n || counts[returns] != n {
+			t.Errorf("samples per event %v, want %d each", counts, n)
+		}
+	})
+}
+
 // TestHelperProbeChild is the child of TestEventPIDTarget: it prints its
 // thread id, waits for stdin to close, calls the target 20 times.
 func TestHelperProbeChild(t *testing.T) {

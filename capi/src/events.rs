@@ -93,7 +93,8 @@ pub const PERFBUF_EVENT_TRACEPOINT: u32 = 3;
 /// `offset` into it).
 pub const PERFBUF_EVENT_KPROBE: u32 = 4;
 /// `perfbuf_event_desc.kind`: a uprobe (`name` = the binary's path,
-/// `symbol` = the function, or NULL and `offset` = a file offset).
+/// `symbol` = the function and `offset` bytes into it, or `symbol` NULL
+/// and `offset` = a file offset).
 pub const PERFBUF_EVENT_UPROBE: u32 = 5;
 /// `perfbuf_event_desc.kind`: the caller's `attr`.
 pub const PERFBUF_EVENT_RAW: u32 = 6;
@@ -134,7 +135,12 @@ pub struct perfbuf_event_desc {
     pub name: *const c_char,
     /// Uprobe: the function (NULL: `offset` is a file offset).
     pub symbol: *const c_char,
-    /// Kprobe: offset into the function; uprobe without `symbol`: file offset.
+    /// Kprobe, and uprobe with `symbol`: bytes into the function (an
+    /// instruction's first byte; past a uprobe's function end: -EINVAL).
+    /// Uprobe without `symbol`: the file offset. A return probe goes at the
+    /// function's entry: a uretprobe with `symbol` and an offset is -EINVAL
+    /// (the probed program would crash); without `symbol`, `offset` must be
+    /// a function's first byte.
     pub offset: u64,
     /// Uprobe: file offset of a USDT semaphore (0: none).
     pub ref_ctr_offset: u64,
@@ -452,16 +458,17 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
         PERFBUF_EVENT_UPROBE => {
             let path = OsStr::from_bytes(name()?.as_bytes());
             let probe = if desc.symbol.is_null() {
-                Event::uprobe_at(path, desc.offset)
+                if retprobe {
+                    Event::uretprobe_at(path, desc.offset)
+                } else {
+                    Event::uprobe_at(path, desc.offset)
+                }
             } else {
                 // SAFETY: per this function's contract.
                 let symbol = unsafe { c_str(desc.symbol, "perfbuf_event_desc: bad symbol") }?;
-                if retprobe { Event::uretprobe(path, symbol) } else { Event::uprobe(path, symbol) }
-            };
-            let probe = if retprobe && desc.symbol.is_null() {
-                return Err(log::invalid("perfbuf_event_desc: a uretprobe needs a symbol"));
-            } else {
-                probe
+                let probe =
+                    if retprobe { Event::uretprobe(path, symbol) } else { Event::uprobe(path, symbol) };
+                probe.offset(desc.offset)
             };
             probe.ref_ctr_offset(desc.ref_ctr_offset)
         }

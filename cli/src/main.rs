@@ -43,8 +43,10 @@ struct Cli {
 const TRACE_AFTER: &str = "\
 EVENT syntax:
   SUBSYSTEM:EVENT           a tracepoint (ls /sys/kernel/tracing/events/SUBSYSTEM); t: may prefix it
-  u:PATH:SYMBOL             a uprobe on SYMBOL of the ELF file PATH (absolute); +OFFSET after SYMBOL
-  u:PATH:SYMBOL%return      a uretprobe
+  u:PATH:SYMBOL[+OFFSET]    a uprobe on SYMBOL of the ELF file PATH (absolute), OFFSET bytes into it
+                            (decimal or 0x hex: an instruction's first byte, before the function's end)
+  u:PATH:0xFILE_OFFSET      a uprobe at a file offset of PATH (as uprobe_events writes it)
+  u:PATH:SYMBOL%return      a uretprobe (at the function's entry: no +OFFSET; or u:PATH:0xFILE_OFFSET%return)
   k:SYMBOL[%return]         a kprobe / kretprobe (needs CONFIG_KPROBES)
 A probe may be followed, in the same argument, by arguments as perf probe writes them:
   'u:/bin/bash:readline%return line=+0($retval):string'
@@ -103,7 +105,7 @@ EVENT (-e, repeatable):
   task-clock                the task clock (time on CPU of the watched tasks), sampled at -F Hz
   cycles                    CPU cycles at -F Hz; where there is no hardware PMU (virtual machines) the
                             CPU clock instead, which the first line says
-  anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return], k:SYMBOL[%return];
+  anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[+OFFSET][%return], k:SYMBOL[%return];
                             recorded on every hit, with its fields (perf script shows them), a
                             probe's arguments too (the file carries the format of its tracefs event)
 -F applies to the sampling events; the default is 999 Hz (perf record's is 4000), at most

@@ -125,8 +125,13 @@ pub fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
                         "{spec}: no such binary {bin} (give the full path of an ELF file)"
                     )));
                 }
-                let ev = if p.ret { Event::uretprobe(bin, &p.symbol) } else { Event::uprobe(bin, &p.symbol) };
-                Ok(with_args(if p.offset != 0 { ev.offset(p.offset) } else { ev }, p))
+                let ev = match (&p.symbol, p.ret) {
+                    (Some(symbol), false) => Event::uprobe(bin, symbol).offset(p.offset),
+                    (Some(symbol), true) => Event::uretprobe(bin, symbol).offset(p.offset),
+                    (None, false) => Event::uprobe_at(bin, p.offset),
+                    (None, true) => Event::uretprobe_at(bin, p.offset),
+                };
+                Ok(with_args(ev, p))
             }
             None => {
                 if !Path::new("/sys/bus/event_source/devices/kprobe").exists() {
@@ -135,8 +140,9 @@ pub fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
                              (ls /sys/kernel/tracing/events) or a uprobe"
                     )));
                 }
-                let ev = if p.ret { Event::kretprobe(&p.symbol) } else { Event::kprobe(&p.symbol) };
-                Ok(with_args(if p.offset != 0 { ev.offset(p.offset) } else { ev }, p))
+                let symbol = p.symbol.as_deref().unwrap_or_default();
+                let ev = if p.ret { Event::kretprobe(symbol) } else { Event::kprobe(symbol) };
+                Ok(with_args(ev.offset(p.offset), p))
             }
         },
     }
@@ -152,14 +158,19 @@ fn with_args(ev: Event, p: &spec::Probe) -> Event {
 pub fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
     let text = e.to_string();
     if let Spec::Probe(p) = spec
-        && p.binary.is_some()
+        && let (Some(binary), Some(symbol)) = (&p.binary, &p.symbol)
         && (e.errno() == libc::ENOENT || text.contains("symbol"))
     {
         return Failure::usage(format!(
-            "{spec}: symbol {} not found in {} ({text}); list symbols with `nm -D` or `readelf -Ws`",
-            p.symbol,
-            p.binary.as_deref().unwrap_or_default()
+            "{spec}: symbol {symbol} not found in {binary} ({text}); list symbols with `nm -D` or `readelf -Ws`"
         ));
+    }
+    if let Spec::Probe(p) = spec
+        && p.symbol.is_some()
+        && p.offset != 0
+        && text.contains("past the end")
+    {
+        return Failure::usage(format!("{spec}: {text}; `nm -S` gives a function's size"));
     }
     if matches!(spec, Spec::Tracepoint { .. }) && text.contains("PERF_EVENT_IOC_SET_FILTER") {
         return Failure::usage(format!(

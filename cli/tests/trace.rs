@@ -179,6 +179,75 @@ fn trace_uprobe_and_uretprobe_of_a_command() {
 }
 
 #[test]
+fn trace_uprobes_inside_a_function_fire_there() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_uprobes_inside_a_function_fire_there") {
+        return;
+    }
+    let dir = tempdir("offset");
+    let bin = offset_program(&dir);
+    let name = bin.to_str().unwrap();
+    let place = dir.join("place");
+    let place_arg = place.to_str().unwrap();
+    // A first run tells the function's file offset (the same every run).
+    assert!(Command::new(&bin).args(["0", place_arg]).status().unwrap().success());
+    let (_, file_entry) = offset_program_place(&place);
+    let arg = if cfg!(target_arch = "aarch64") { "x=%x0:u64" } else { "x=%di:u64" };
+    let at_symbol = format!("u:{name}:perfbuf_offset_target+4");
+    let with_arg = format!("u:{name}:perfbuf_offset_target+4 {arg}");
+    let at_file_offset = format!("u:{name}:{:#x}", file_entry + 4);
+    let returns = format!("u:{name}:{file_entry:#x}%return");
+    let n = 6;
+    let out = run(&[
+        "trace",
+        "--json",
+        &at_symbol,
+        &with_arg,
+        &at_file_offset,
+        &returns,
+        "--",
+        name,
+        &n.to_string(),
+        place_arg,
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The probe as traced: at +0x4, not at the function's entry.
+    let probe_name = at_symbol.replace("+4", "+0x4");
+    assert!(err.contains(&format!("tracing {probe_name}, {probe_name}, ")), "{err}");
+    let (entry, _) = offset_program_place(&place);
+    let records: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |event: &str| -> Vec<&Value> { records.iter().filter(|r| r["event"] == event).collect() };
+    let inside: Vec<&Value> = of(&probe_name);
+    assert_eq!(inside.len(), 2 * n, "{records:?}");
+    for r in &inside {
+        assert_eq!(r["ip"].as_u64(), Some(entry + 4), "{r}");
+    }
+    let xs: Vec<u64> = inside.iter().filter_map(|r| r["fields"]["x"].as_u64()).collect();
+    assert_eq!(xs, (0..n as u64).collect::<Vec<_>>());
+    let by_offset = of(&at_file_offset);
+    assert_eq!(by_offset.len(), n);
+    assert!(by_offset.iter().all(|r| r["ip"].as_u64() == Some(entry + 4)), "{by_offset:?}");
+    let back = of(&returns);
+    assert_eq!(back.len(), n);
+    assert!(
+        back.iter().all(|r| r["ip"].as_u64().is_some_and(|ip| !(entry..entry + 9).contains(&ip))),
+        "{back:?}"
+    );
+    // A return probe inside a function, an offset past its end: usage errors naming the probe.
+    let out =
+        run(&["trace", &format!("u:{name}:perfbuf_offset_target+4%return"), "--", name, "1", place_arg]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("perfbuf_offset_target+4%return") && err.contains("function's entry"), "{err}");
+    let out = run(&["trace", &format!("u:{name}:perfbuf_offset_target+64"), "--", name, "1", place_arg]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("perfbuf_offset_target+0x40") && err.contains("past the end"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn trace_probe_arguments_print_the_values_passed_and_returned() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !root_or_skip("trace_probe_arguments_print_the_values_passed_and_returned") {

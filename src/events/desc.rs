@@ -58,6 +58,8 @@ pub(crate) enum Kind {
     Uprobe {
         path: PathBuf,
         at: UprobeAt,
+        /// Bytes into the function at `at` ([`Event::offset`]).
+        offset: u64,
         retprobe: bool,
         ref_ctr_offset: u64,
     },
@@ -162,14 +164,10 @@ impl Event {
     }
 
     /// A uprobe on function `symbol` of the ELF binary at `path` (found in
-    /// its symbol tables).
+    /// its symbol tables); at an instruction inside it with
+    /// [`Self::offset`].
     pub fn uprobe(path: impl Into<PathBuf>, symbol: &str) -> Event {
-        Event::tracing(Kind::Uprobe {
-            path: path.into(),
-            at: UprobeAt::Symbol(symbol.to_owned()),
-            retprobe: false,
-            ref_ctr_offset: 0,
-        })
+        Event::uprobe_where(path.into(), UprobeAt::Symbol(symbol.to_owned()))
     }
 
     /// A uretprobe: fires when `symbol` of `path` returns.
@@ -177,14 +175,23 @@ impl Event {
         Event::uprobe(path, symbol).with_retprobe()
     }
 
-    /// A uprobe at a file offset of the binary at `path`.
+    /// A uprobe at a file offset of the binary at `path` (an instruction's
+    /// first byte: the kernel places its breakpoint there unchecked).
     pub fn uprobe_at(path: impl Into<PathBuf>, file_offset: u64) -> Event {
-        Event::tracing(Kind::Uprobe {
-            path: path.into(),
-            at: UprobeAt::Offset(file_offset),
-            retprobe: false,
-            ref_ctr_offset: 0,
-        })
+        Event::uprobe_where(path.into(), UprobeAt::Offset(file_offset))
+    }
+
+    /// A uretprobe on the function whose code starts at `file_offset` of
+    /// the binary at `path`. The kernel takes the word on top of the stack
+    /// when the probe fires for the return address, which holds only at
+    /// a function's first instruction: anywhere else it overwrites another
+    /// word and the probed program crashes.
+    pub fn uretprobe_at(path: impl Into<PathBuf>, file_offset: u64) -> Event {
+        Event::uprobe_at(path, file_offset).with_retprobe()
+    }
+
+    fn uprobe_where(path: PathBuf, at: UprobeAt) -> Event {
+        Event::tracing(Kind::Uprobe { path, at, offset: 0, retprobe: false, ref_ctr_offset: 0 })
     }
 
     fn with_retprobe(mut self) -> Event {
@@ -212,10 +219,17 @@ impl Event {
         Event::new(Kind::Raw(attr), sampling, attr.sample_type)
     }
 
-    /// For a kprobe: the offset into the function.
+    /// For a kprobe or uprobe: the probe goes `off` bytes into the
+    /// function (an instruction's first byte; for a uprobe at a file
+    /// offset, `off` bytes after it). A uprobe's offset at or past its
+    /// symbol's size is EINVAL. A return probe fires when the function
+    /// returns, so it takes no offset: a uretprobe with one is EINVAL
+    /// (the kernel would take it, and the probed program would crash), a
+    /// kretprobe with one fails as the kernel decides.
     pub fn offset(mut self, off: u64) -> Event {
-        if let Kind::Kprobe { offset, .. } = &mut self.kind {
-            *offset = off;
+        match &mut self.kind {
+            Kind::Kprobe { offset, .. } | Kind::Uprobe { offset, .. } => *offset = off,
+            _ => {}
         }
         self
     }

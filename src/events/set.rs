@@ -751,9 +751,10 @@ impl EventSet {
             }
             Kind::Kprobe { symbol, offset, retprobe } => {
                 let what = format!(
-                    "{} {}",
+                    "{} {}{}",
                     if *retprobe { "kretprobe" } else { "kprobe" },
-                    symbol.to_string_lossy()
+                    symbol.to_string_lossy(),
+                    if *offset == 0 { String::new() } else { format!("+{offset:#x}") }
                 );
                 let attr = match &event.args {
                     Some(args) => {
@@ -782,16 +783,20 @@ impl EventSet {
                 };
                 (attr, EventKind::Kprobe, what)
             }
-            Kind::Uprobe { path, at, retprobe, ref_ctr_offset } => {
-                let kind_name = if *retprobe { "uretprobe" } else { "uprobe" };
-                let what = match at {
-                    UprobeAt::Symbol(s) => format!("{kind_name} {}:{s}", path.display()),
-                    UprobeAt::Offset(o) => format!("{kind_name} {}:{o:#x}", path.display()),
-                };
+            Kind::Uprobe { path, at, offset: into, retprobe, ref_ctr_offset } => {
+                let what = uprobe_name(path, at, *into, *retprobe);
                 let fail = |e: Error| log::failed(e.about(&what));
+                if *retprobe && *into != 0 {
+                    return Err(fail(Error::invalid(
+                        "a uretprobe goes at the function's entry, without an offset (elsewhere the kernel \
+                         takes another stack word for the return address and the probed program crashes)",
+                    )));
+                }
                 let offset = match at {
-                    UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s).map_err(fail)?,
-                    UprobeAt::Offset(o) => *o,
+                    UprobeAt::Symbol(s) => elf::function_file_offset(path, s, *into).map_err(fail)?,
+                    UprobeAt::Offset(o) => {
+                        o.checked_add(*into).ok_or_else(|| fail(Error::invalid("the offset is too large")))?
+                    }
                 };
                 let attr = match &event.args {
                     Some(args) => {
@@ -1179,6 +1184,20 @@ fn close(mut opened: Opened) {
         let _ = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
     }
     drop(opened.probe);
+}
+
+/// A uprobe as errors and logs name it: `uprobe PATH:SYMBOL+0x4`,
+/// `uretprobe PATH:0x1139`.
+fn uprobe_name(path: &std::path::Path, at: &UprobeAt, into: u64, retprobe: bool) -> String {
+    let kind = if retprobe { "uretprobe" } else { "uprobe" };
+    let place = match at {
+        UprobeAt::Symbol(s) => s.clone(),
+        UprobeAt::Offset(o) => format!("{o:#x}"),
+    };
+    match into {
+        0 => format!("{kind} {}:{place}", path.display()),
+        n => format!("{kind} {}:{place}+{n:#x}", path.display()),
+    }
 }
 
 /// A uprobe's place for `uprobe_events`: `PATH:0xOFFSET[(0xREF)]`, with

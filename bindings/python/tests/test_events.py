@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import perfbuf
-from conftest import TESTS, need_root, run_python
+from conftest import TESTS, OffsetTarget, need_root, run_python
 from perfbuf import EventSample, EventSet, _lib
 
 TOP = TESTS.parents[2]
@@ -250,6 +250,32 @@ def test_uprobe_and_uretprobe(probe_lib: tuple[Path, ctypes.CDLL]) -> None:
             s.add_uprobe(path, "no_such_function")
         with pytest.raises(FileNotFoundError):
             s.add_uprobe("/nonexistent/binary", "perfbuf_py_probe")
+    assert open_fds() == fds
+
+
+def test_uprobes_inside_a_function(offset_target: OffsetTarget) -> None:
+    t = offset_target
+    inside = t.entry + t.inside
+    fds = open_fds()
+    got: list[EventSample] = []
+    with EventSet(pids=[os.getpid()]) as s:
+        at_symbol = s.add_uprobe(t.path, t.symbol, offset=t.inside)
+        at_file_offset = s.add_uprobe(t.path, offset=t.file_offset + t.inside)
+        returns = s.add_uprobe(t.path, offset=t.file_offset, retprobe=True)
+        with pytest.raises(OSError) as e:
+            s.add_uprobe(t.path, t.symbol, offset=t.inside, retprobe=True)
+        assert e.value.errno == errno.EINVAL and f"uretprobe {t.path}:{t.symbol}+0x4" in str(e.value)
+        with pytest.raises(OSError) as e:
+            s.add_uprobe(t.path, t.symbol, offset=t.size)
+        assert e.value.errno == errno.EINVAL and "past the end" in str(e.value)
+        with s.reader(got.append) as r:
+            s.enable()
+            assert [t.lib.perfbuf_offset_target(i) for i in range(30)] == list(range(1, 31))
+            r.consume()
+    assert [g.ip for g in got if g.event == at_symbol] == [inside] * 30
+    assert [g.ip for g in got if g.event == at_file_offset] == [inside] * 30
+    back = [g.ip for g in got if g.event == returns]
+    assert len(back) == 30 and not any(t.entry <= ip < t.entry + t.size for ip in back)
     assert open_fds() == fds
 
 

@@ -496,7 +496,12 @@ class EventSet:
                    retprobe: bool = False, ref_ctr_offset: int = 0, *, filter: Optional[str] = None,
                    sample_type: int = 0, args: Optional[str] = None, enabled: bool = False) -> int:
         """A uprobe (or uretprobe) on function ``symbol`` of the binary or
-        shared library at ``path``, or at file ``offset`` without a symbol.
+        shared library at ``path``, ``offset`` bytes into it (an
+        instruction's first byte; ``OSError(EINVAL)`` past the function's
+        end), or at file ``offset`` without a symbol. A uretprobe goes at a
+        function's entry: with a symbol and an offset it is
+        ``OSError(EINVAL)`` (the probed program would crash); without a
+        symbol, ``offset`` must be a function's first byte.
         ``ref_ctr_offset``: a USDT semaphore's file offset.
         ``args``: what each hit fetches, in the kernel's dynamic-event syntax
         (``"n=%di:s32 name=+0(%si):ustring"``, ``"ret=$retval:s64"``): the
@@ -504,12 +509,11 @@ class EventSet:
         as fields (``sample.field("n")``, ``sample.fields()``).
         ``OSError(EINVAL)`` with the kernel's complaint for arguments it
         rejects. ``FileNotFoundError`` for a missing binary or symbol."""
-        if symbol is None and retprobe:
-            raise ValueError("a uretprobe needs a symbol")
+        place = hex(offset) if symbol is None else symbol if offset == 0 else f"{symbol}+{offset:#x}"
         return self._add(_lib.PERFBUF_EVENT_UPROBE, flags=_lib.PERFBUF_EVENT_F_RETPROBE if retprobe else 0,
                          name=_path("path", path), symbol=_optional_str("symbol", symbol), offset=offset,
                          ref_ctr_offset=ref_ctr_offset, filter=_optional_str("filter", filter),
-                         sample_type=sample_type, label=f"{os.fsdecode(path)}:{symbol or hex(offset)}",
+                         sample_type=sample_type, label=f"{os.fsdecode(path)}:{place}",
                          args=_optional_str("args", args), enabled=enabled)
 
     def add_software(self, config: Union[int, str], period: int = 0, freq: int = 0, *, sample_type: int = 0,
