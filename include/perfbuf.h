@@ -233,7 +233,9 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_EVENT_F_FALLBACK 2
 
 /*
- `perfbuf_event_desc.flags`: `period` is a frequency in Hz.
+ `perfbuf_event_desc.flags`: `period` is a frequency in Hz (the kernel
+ adjusts the period; `PERF_SAMPLE_PERIOD` is added, so that each sample
+ says what it stands for).
  */
 #define PERFBUF_EVENT_F_FREQ 4
 
@@ -975,7 +977,8 @@ struct perfbuf_events_opts {
    bits (added), the `exclude_*` flags, `inherit`, `sample_regs_user`,
    `sample_stack_user`, `sample_max_stack`, and for software and
    hardware events given no `period`, its `sample_period` (or with
-   `freq`, `sample_freq`). Its `size` says how much is read. (Added
+   `freq`, `sample_freq`, and then their samples carry
+   `PERF_SAMPLE_PERIOD`). Its `size` says how much is read. (Added
    after `reserved`: older callers' smaller `sz` gives none.)
    */
   const struct perf_event_attr *default_attr;

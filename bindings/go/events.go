@@ -150,7 +150,8 @@ type Event struct {
 	Fallback       bool
 	FallbackConfig uint64
 	// Period takes a sample every Period occurrences; Frequency takes
-	// Frequency samples a second instead. With neither, tracing events
+	// Frequency samples a second instead (each sample then carries the
+	// period the kernel chose, PERF_SAMPLE_PERIOD). With neither, tracing events
 	// sample every hit and software and hardware events only count.
 	Period, Frequency uint64
 	// SampleType adds PERF_SAMPLE_* bits to the set's own.
@@ -688,7 +689,8 @@ type EventSample struct {
 	Time uint64
 	// IP is the instruction pointer.
 	IP uint64
-	// Addr, Period and Callchain are set when the event's SampleType asked for them.
+	// Addr, Period and Callchain are set when the event's SampleType asked
+	// for them (Period also with Frequency).
 	Addr, Period uint64
 	Callchain    []uint64
 	// Raw is the tracing data of tracepoints, kprobes and uprobes.

@@ -498,6 +498,52 @@ func TestEventUprobesInsideAFunction(t *testing.T) {
 	})
 }
 
+// TestEventFrequencySamplesCarryThePeriod: the kernel turns 999 Hz of
+// cpu-clock into a period of 1e9/999 ns, which each sample carries (what it
+// stands for: perf report's event count).
+func TestEventFrequencySamplesCarryThePeriod(t *testing.T) {
+	needEvents(t)
+	onThread(func(tid int) {
+		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		ev := mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Frequency: 999})
+		if info, err := s.Info(ev); err != nil || info.SampleType&perfSamplePeriod == 0 {
+			t.Errorf("info %+v %v: no PERF_SAMPLE_PERIOD", info, err)
+		}
+		r, err := s.NewReader(EventReaderOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer r.Close()
+		s.Enable(ev)
+		// 50 ms of this thread's CPU time: a loaded machine may deschedule it.
+		threadCPU := func() time.Duration {
+			var u syscall.Rusage
+			syscall.Getrusage(1 /* RUSAGE_THREAD */, &u)
+			return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+		}
+		for start, x := threadCPU(), 0; threadCPU()-start < 50*time.Millisecond; x++ {
+			_ = x * x
+		}
+		s.Disable(ev)
+		got := drainNow(t, r)
+		if len(got) == 0 {
+			t.Error("no sample")
+		}
+		for _, g := range got {
+			if g.Period != 1001001 {
+				t.Errorf("a sample's period is %d, want 1001001", g.Period)
+				break
+			}
+		}
+	})
+}
+
 // TestHelperProbeChild is the child of TestEventPIDTarget: it prints its
 // thread id, waits for stdin to close, calls the target 20 times.
 func TestHelperProbeChild(t *testing.T) {

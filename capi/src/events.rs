@@ -78,7 +78,8 @@ pub struct perfbuf_events_opts {
     /// bits (added), the `exclude_*` flags, `inherit`, `sample_regs_user`,
     /// `sample_stack_user`, `sample_max_stack`, and for software and
     /// hardware events given no `period`, its `sample_period` (or with
-    /// `freq`, `sample_freq`). Its `size` says how much is read. (Added
+    /// `freq`, `sample_freq`, and then their samples carry
+    /// `PERF_SAMPLE_PERIOD`). Its `size` says how much is read. (Added
     /// after `reserved`: older callers' smaller `sz` gives none.)
     pub default_attr: *const perf_event_attr,
 }
@@ -105,7 +106,9 @@ pub const PERFBUF_EVENT_F_RETPROBE: u32 = 1;
 /// software event `fallback_config` where it cannot be opened (EOPNOTSUPP,
 /// ENOENT, ENODEV, EINVAL, EACCES); `perfbuf_events_info` tells.
 pub const PERFBUF_EVENT_F_FALLBACK: u32 = 2;
-/// `perfbuf_event_desc.flags`: `period` is a frequency in Hz.
+/// `perfbuf_event_desc.flags`: `period` is a frequency in Hz (the kernel
+/// adjusts the period; `PERF_SAMPLE_PERIOD` is added, so that each sample
+/// says what it stands for).
 pub const PERFBUF_EVENT_F_FREQ: u32 = 4;
 /// `perfbuf_event_desc.flags`: a counter group's leader.
 pub const PERFBUF_EVENT_F_GROUP_LEADER: u32 = 8;

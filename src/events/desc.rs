@@ -25,7 +25,8 @@ pub enum Sampling {
     Count,
     /// A sample every `n` occurrences (nanoseconds for the clock events).
     Period(u64),
-    /// About `hz` samples a second: the kernel adjusts the period.
+    /// About `hz` samples a second: the kernel adjusts the period, which
+    /// each sample then carries (`PERF_SAMPLE_PERIOD`).
     Frequency(u64),
 }
 
@@ -206,7 +207,8 @@ impl Event {
     /// `sample_id_all`, `PERF_SAMPLE_IDENTIFIER | IP | TID | TIME | CPU`
     /// added to its `sample_type`, `CLOCK_MONOTONIC` and the set's wake-ups.
     ///
-    /// The caller's `freq` and `sample_freq` (or `sample_period`), its
+    /// The caller's `freq` and `sample_freq` (or `sample_period`; with
+    /// `freq`, `PERF_SAMPLE_PERIOD` is added, see [`Self::frequency`]), its
     /// other flags (`exclude_*`, `inherit`, `precise_ip`, `mmap`...) and
     /// its `read_format` bits `GROUP` and `LOST` are kept; only the flags
     /// above, `write_backward` and `watermark` are the set's.
@@ -250,7 +252,9 @@ impl Event {
     }
 
     /// About `hz` samples a second (at most
-    /// `/proc/sys/kernel/perf_event_max_sample_rate`).
+    /// `/proc/sys/kernel/perf_event_max_sample_rate`). The kernel adjusts
+    /// the period as it goes, so each sample carries the period it stands
+    /// for (`PERF_SAMPLE_PERIOD` is added), as `perf record -F` does.
     pub fn frequency(mut self, hz: u64) -> Event {
         self.sampling = Sampling::Frequency(hz);
         self

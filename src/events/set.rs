@@ -201,7 +201,8 @@ impl EventSetBuilder {
     /// `exclude_callchain_*`), `inherit`, `sample_regs_user`,
     /// `sample_stack_user` and `sample_max_stack`; and, for a software or
     /// hardware event left counting, its `sample_period` or (with `freq`)
-    /// `sample_freq`. Other fields are the set's or the event's.
+    /// `sample_freq`, which then adds `PERF_SAMPLE_PERIOD` as
+    /// [`Event::frequency`] does. Other fields are the set's or the event's.
     pub fn default_attr(mut self, attr: PerfEventAttr) -> Self {
         self.default_attr = Some(attr);
         self
@@ -858,6 +859,10 @@ impl EventSet {
             Sampling::Period(n) => n,
             Sampling::Frequency(hz) => {
                 attr.flags |= kernel::ATTR_FLAG_FREQ;
+                // The kernel changes the period as it goes: each sample
+                // says what it stands for (perf report's event counts, a
+                // perf.data file), as `perf record -F` asks.
+                attr.sample_type |= kernel::PERF_SAMPLE_PERIOD;
                 hz
             }
         };

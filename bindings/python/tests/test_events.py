@@ -509,6 +509,23 @@ def test_profiler_fallback_and_deferred_enable(profile_prog: tuple[Libbpf, int, 
     assert open_fds() == fds
 
 
+def test_samples_at_a_frequency_carry_their_period() -> None:
+    # The kernel turns 999 Hz of cpu-clock into a period of 1e9 / 999 ns:
+    # what each sample stands for (perf report's event count).
+    got: list[EventSample] = []
+    with EventSet(pids=[threading.get_native_id()]) as s:
+        ev = s.add_software("cpu-clock", freq=999)
+        assert s.info(ev).sample_type & (1 << 8)  # PERF_SAMPLE_PERIOD
+        with s.reader(got.append) as r:
+            s.enable(ev)
+            start = time.thread_time()
+            while time.thread_time() - start < 0.05:  # CPU time: a loaded machine may deschedule us
+                sum(range(1000))
+            s.disable(ev)
+            r.consume()
+    assert got and {g.period for g in got} == {1_001_001}, [g.period for g in got]
+
+
 def test_counter_group() -> None:
     with EventSet(pids=[os.getpid()], rings=False) as s:
         leader = s.add_software("task-clock", group_leader=True)

@@ -157,7 +157,7 @@ class EventSample:
     ``ip`` the instruction pointer, ``raw`` a copy of the tracing data
     (tracepoints, kprobes, uprobes; ``b""`` otherwise). ``addr``,
     ``period`` and ``callchain`` are set when the event asked for them
-    (``sample_type``). A record of lost samples has ``lost`` > 0 and no
+    (``sample_type``; ``period`` also with ``freq``). A record of lost samples has ``lost`` > 0 and no
     other data.
 
     Every other field C's decoder gives is an attribute too, set when the
@@ -520,8 +520,9 @@ class EventSet:
                      group_leader: bool = False, member_of: Optional[int] = None) -> int:
         """A software event (``"cpu-clock"``, ``"task-clock"``,
         ``"page-faults"``, ... or a ``PERF_COUNT_SW_*`` number): a sample
-        every ``period`` occurrences or ``freq`` times a second; with
-        neither it only counts (:meth:`read`). ``group_leader`` /
+        every ``period`` occurrences or ``freq`` times a second (each
+        sample then carries the period the kernel chose, ``sample.period``);
+        with neither it only counts (:meth:`read`). ``group_leader`` /
         ``member_of=leader_id`` make counter groups read together."""
         return self._add(_lib.PERFBUF_EVENT_SOFTWARE, config=_config(SOFTWARE, "software", config), period=period,
                          freq=freq, sample_type=sample_type, group_leader=group_leader, member_of=member_of,
