@@ -1122,6 +1122,39 @@ struct perfbuf_event_info {
    Reserved, 0.
    */
   uint32_t reserved;
+  /*
+   For an event on a tracepoint (a tracepoint, a probe with arguments,
+   a raw tracepoint attr): how many BPF programs others attached to the
+   tracepoint. The kernel runs them on every hit, and where one returns
+   0 it drops the hit for every perf event on the tracepoint, this
+   set's included: its samples vanish. Each is also warned about once
+   (`perfbuf_set_print`); `perfbuf_events_bpf_progs` names them.
+   (Added after `reserved`: older callers' smaller `sz` gets none.)
+   */
+  uint32_t other_bpf_progs;
+  /*
+   The first of them's id (0: none).
+   */
+  uint32_t other_bpf_prog_id;
+};
+
+/*
+ A BPF program on an event's tracepoint (`perfbuf_events_bpf_progs`).
+ */
+struct perfbuf_bpf_prog {
+  /*
+   Its id (`bpftool prog show id ID`).
+   */
+  uint32_t id;
+  /*
+   1 if this set attached it (`perfbuf_events_attach_bpf`).
+   */
+  uint32_t ours;
+  /*
+   The name it was loaded with, NUL-terminated; empty when the kernel
+   would not say (reading it needs CAP_SYS_ADMIN).
+   */
+  char name[16];
 };
 
 /*
@@ -2070,6 +2103,17 @@ int perfbuf_events_info(const struct perfbuf_events *set, int ev, struct perfbuf
  `set` is NULL or a live set.
  */
 int perfbuf_events_fd(const struct perfbuf_events *set, int ev, size_t idx);
+
+/*
+ Writes the BPF programs the kernel runs on every hit of event `ev`'s
+ tracepoint (none for events not on a tracepoint) to `progs` (at most
+ `cnt`); returns how many there are. Those this set did not attach may
+ drop its samples (see `perfbuf_event_info.other_bpf_progs`).
+
+ # Safety
+ `set` is NULL or a live set; `progs` is NULL or writable for `cnt` entries.
+ */
+int perfbuf_events_bpf_progs(const struct perfbuf_events *set, int ev, struct perfbuf_bpf_prog *progs, size_t cnt);
 
 /*
  Writes the set's CPUs (`offline` = 0) or the offline CPUs it skipped

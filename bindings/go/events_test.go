@@ -544,6 +544,112 @@ func TestEventFrequencySamplesCarryThePeriod(t *testing.T) {
 	})
 }
 
+// quietTracepoint is a tracepoint only these tests trace, hit by getpgid.
+const quietTracepoint = "syscalls:sys_enter_getpgid"
+
+// loadDropProgram loads a classic tracepoint program returning 0 as name.
+func loadDropProgram(t *testing.T, name string) int {
+	t.Helper()
+	code := append(insn(0xb7, 0, 0, 0, 0), insn(0x95, 0, 0, 0, 0)...) // r0 = 0; exit
+	license := []byte("GPL\x00")
+	attr := make([]byte, 128)
+	binary.LittleEndian.PutUint32(attr[0:], 5 /* BPF_PROG_TYPE_TRACEPOINT */)
+	binary.LittleEndian.PutUint32(attr[4:], 2)
+	binary.LittleEndian.PutUint64(attr[8:], uint64(uintptr(unsafe.Pointer(&code[0]))))
+	binary.LittleEndian.PutUint64(attr[16:], uint64(uintptr(unsafe.Pointer(&license[0]))))
+	copy(attr[48:64], name)
+	prog, err := bpfSyscall(5 /* BPF_PROG_LOAD */, attr)
+	runtime.KeepAlive(code)
+	runtime.KeepAlive(license)
+	if err != nil {
+		t.Fatal("BPF_PROG_LOAD:", err)
+	}
+	return prog
+}
+
+// attachElsewhere attaches prog to the tracepoint through a perf event of
+// its own, as another tool would; closing the returned fd detaches it.
+func attachElsewhere(t *testing.T, prog int, tracepoint string) int {
+	t.Helper()
+	text, err := os.ReadFile("/sys/kernel/tracing/events/" + strings.Replace(tracepoint, ":", "/", 1) + "/id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := strconv.ParseUint(strings.TrimSpace(string(text)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := make([]byte, 128)
+	binary.LittleEndian.PutUint32(attr[0:], 2 /* PERF_TYPE_TRACEPOINT */)
+	binary.LittleEndian.PutUint32(attr[4:], 128)
+	binary.LittleEndian.PutUint64(attr[8:], config)
+	binary.LittleEndian.PutUint64(attr[16:], 1) // sample_period
+	fd, _, errno := syscall.Syscall6(syscall.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr[0])),
+		^uintptr(0) /* pid -1 */, 0, ^uintptr(0) /* no group */, 8 /* PERF_FLAG_FD_CLOEXEC */, 0)
+	runtime.KeepAlive(attr)
+	if errno != 0 {
+		t.Fatal("perf_event_open:", errno)
+	}
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, 0x40042408 /* PERF_EVENT_IOC_SET_BPF */, uintptr(prog)); errno != 0 {
+		syscall.Close(int(fd))
+		t.Fatal("PERF_EVENT_IOC_SET_BPF:", errno)
+	}
+	return int(fd)
+}
+
+// TestEventBPFProgramThatDropsTheHitsIsNamed: another tool's tracepoint
+// program returning 0 makes the kernel drop every hit for every perf event
+// on the tracepoint; Info names it.
+func TestEventBPFProgramThatDropsTheHitsIsNamed(t *testing.T) {
+	needEvents(t)
+	onThread(func(tid int) {
+		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		ev := mustAdd(t, s, Event{Kind: EventTracepoint, Name: quietTracepoint, Enabled: true})
+		r, err := s.NewReader(EventReaderOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer r.Close()
+		hits := func() int {
+			for i := 0; i < 5; i++ {
+				syscall.Getpgid(0)
+			}
+			return len(drainNow(t, r))
+		}
+		info := func() EventInfo {
+			i, err := s.Info(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return i
+		}
+		if got := info().BPFPrograms; len(got) != 0 || hits() != 5 {
+			t.Errorf("nothing attached: programs %v", got)
+		}
+		prog := loadDropProgram(t, "perfbuf_go_drop")
+		other := attachElsewhere(t, prog, quietTracepoint)
+		attached := info()
+		if len(attached.BPFPrograms) != 1 || attached.BPFPrograms[0].Name != "perfbuf_go_drop" ||
+			attached.BPFPrograms[0].Ours || attached.BPFPrograms[0].ID == 0 || len(attached.OtherBPFPrograms()) != 1 {
+			t.Errorf("attached: programs %+v", attached.BPFPrograms)
+		}
+		if n := hits(); n != 0 {
+			t.Errorf("%d hits sampled while the program dropped them", n)
+		}
+		syscall.Close(other)
+		syscall.Close(prog)
+		if got := info().BPFPrograms; len(got) != 0 || hits() != 5 {
+			t.Errorf("detached: programs %v", got)
+		}
+	})
+}
+
 // TestHelperProbeChild is the child of TestEventPIDTarget: it prints its
 // thread id, waits for stdin to close, calls the target 20 times.
 func TestHelperProbeChild(t *testing.T) {

@@ -203,6 +203,29 @@ pub struct perfbuf_event_info {
     pub bpf_attached: u32,
     /// Reserved, 0.
     pub reserved: u32,
+    /// For an event on a tracepoint (a tracepoint, a probe with arguments,
+    /// a raw tracepoint attr): how many BPF programs others attached to the
+    /// tracepoint. The kernel runs them on every hit, and where one returns
+    /// 0 it drops the hit for every perf event on the tracepoint, this
+    /// set's included: its samples vanish. Each is also warned about once
+    /// (`perfbuf_set_print`); `perfbuf_events_bpf_progs` names them.
+    /// (Added after `reserved`: older callers' smaller `sz` gets none.)
+    pub other_bpf_progs: u32,
+    /// The first of them's id (0: none).
+    pub other_bpf_prog_id: u32,
+}
+
+/// A BPF program on an event's tracepoint (`perfbuf_events_bpf_progs`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct perfbuf_bpf_prog {
+    /// Its id (`bpftool prog show id ID`).
+    pub id: u32,
+    /// 1 if this set attached it (`perfbuf_events_attach_bpf`).
+    pub ours: u32,
+    /// The name it was loaded with, NUL-terminated; empty when the kernel
+    /// would not say (reading it needs CAP_SYS_ADMIN).
+    pub name: [c_char; 16],
 }
 
 /// Times of a `perfbuf_events_read` (set `sz`).
@@ -674,6 +697,8 @@ pub unsafe extern "C" fn perfbuf_events_info(
             enabled: i.enabled.into(),
             bpf_attached: i.bpf_attached.into(),
             reserved: 0,
+            other_bpf_progs: i.bpf_programs.iter().filter(|p| !p.ours).count() as u32,
+            other_bpf_prog_id: i.bpf_programs.iter().find(|p| !p.ours).map_or(0, |p| p.id),
         };
         // SAFETY: `info` is writable for `sz` bytes (contract).
         unsafe { write_sized(info, &value, sz) };
@@ -691,6 +716,39 @@ pub unsafe extern "C" fn perfbuf_events_info(
 pub unsafe extern "C" fn perfbuf_events_fd(set: *const perfbuf_events, ev: c_int, idx: usize) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { set_ref(set) }.and_then(|s| s.instance_fd(event_id(ev)?, idx)))
+}
+
+/// Writes the BPF programs the kernel runs on every hit of event `ev`'s
+/// tracepoint (none for events not on a tracepoint) to `progs` (at most
+/// `cnt`); returns how many there are. Those this set did not attach may
+/// drop its samples (see `perfbuf_event_info.other_bpf_progs`).
+///
+/// # Safety
+/// `set` is NULL or a live set; `progs` is NULL or writable for `cnt` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_bpf_progs(
+    set: *const perfbuf_events,
+    ev: c_int,
+    progs: *mut perfbuf_bpf_prog,
+    cnt: usize,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_ref(set) }?;
+        let list = set.info(event_id(ev)?)?.bpf_programs;
+        if !progs.is_null() {
+            for (i, p) in list.iter().take(cnt).enumerate() {
+                let mut out = perfbuf_bpf_prog { id: p.id, ours: p.ours.into(), name: [0; 16] };
+                // Cut to 15 bytes: the kernel's names are, and the last stays NUL.
+                for (to, &from) in out.name.iter_mut().zip(p.name.as_bytes().iter().take(15)) {
+                    *to = from as c_char;
+                }
+                // SAFETY: `progs` is writable for `cnt` > i entries (contract).
+                unsafe { progs.add(i).write(out) };
+            }
+        }
+        Ok(list.len() as c_int)
+    })())
 }
 
 /// Writes the set's CPUs (`offline` = 0) or the offline CPUs it skipped

@@ -6,6 +6,7 @@ mod child;
 mod dump;
 mod fail;
 mod output;
+mod programs;
 mod record;
 mod run;
 mod spec;
@@ -69,6 +70,8 @@ With --json, one object per line (the schema only ever gains fields):
   {\"type\":\"lost\",\"event\":NAME|null,\"cpu\":N,\"lost\":N}
   {\"type\":\"other\",\"event\":NAME|null,\"cpu\":N,\"record_type\":N,\"size\":N}
 time_ns is CLOCK_MONOTONIC. A summary (records, lost per CPU) goes to stderr at exit.
+A BPF program attached to a traced tracepoint that returns 0 makes the kernel drop the event for every
+perf event on it: trace names each such program once on stderr (warning: BPF program ID \"NAME\" ...).
 
 Examples:
   perfbuf trace sched:sched_process_exec

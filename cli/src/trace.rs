@@ -4,6 +4,7 @@
 use crate::child::Child;
 use crate::fail::{Failure, Result, check_pages, need_root};
 use crate::output::{self, Head};
+use crate::programs::ProgramWarnings;
 use crate::run::{Status, catch_stop_signals, poll_result, stop_requested};
 use crate::spec::{self, Spec};
 use perfbuf::events::{Event, EventId, EventRecord, EventSet, Sideband};
@@ -240,9 +241,11 @@ pub fn run(args: TraceArgs) -> Result<()> {
     }
     let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = HashMap::new();
+    let mut added = Vec::new();
     for (spec, ev) in specs.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| add_failure(spec, &e))?;
         names.insert(id, spec.to_string());
+        added.push((id, spec.to_string()));
     }
     let sink = Arc::new(Mutex::new(Sink {
         out: std::io::BufWriter::new(std::io::stdout()),
@@ -277,8 +280,11 @@ pub fn run(args: TraceArgs) -> Result<()> {
     );
     let started = Instant::now();
     let mut status = Status::new();
+    let mut programs = ProgramWarnings::new("trace");
+    programs.check(&set, &added, &mut status, true);
     let why = loop {
         poll_result(pb.poll(Some(Duration::from_millis(100))))?;
+        programs.check(&set, &added, &mut status, false);
         let (samples, lost, failed) = {
             let mut s = sink.lock().expect("sink");
             let _ = s.out.flush();
@@ -307,6 +313,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
             break "command ended";
         }
     };
+    programs.check(&set, &added, &mut status, true);
     let _ = set.disable_all();
     drain(&mut pb)?;
     status.clear();

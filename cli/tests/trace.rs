@@ -3,6 +3,8 @@
 //! these fail under CI=true and are skipped (with a message) otherwise.
 
 mod common;
+#[path = "../../tests/drop_program/mod.rs"]
+mod drop_program;
 
 use common::*;
 use serde_json::Value;
@@ -244,6 +246,57 @@ fn trace_uprobes_inside_a_function_fire_there() {
     let err = text(&out.stderr);
     assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
     assert!(err.contains("perfbuf_offset_target+0x40") && err.contains("past the end"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tracepoint that only these tests trace, hit by `getpgid` calls.
+const QUIET_TRACEPOINT: &str = "syscalls:sys_enter_getpgid";
+
+/// A program calling getpgid as often as its argument says.
+fn getpgid_program(dir: &Path) -> PathBuf {
+    let src = dir.join("getpgid.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n#include <unistd.h>\n\
+         int main(int argc, char **argv) { for (int i = atoi(argv[1]); i > 0; i--) getpgid(0); return 0; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("getpgid");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    assert!(Command::new(cc).arg("-o").arg(&bin).arg(&src).status().unwrap().success());
+    bin
+}
+
+#[test]
+fn trace_names_a_bpf_program_that_drops_the_tracepoints_events() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_names_a_bpf_program_that_drops_the_tracepoints_events") {
+        return;
+    }
+    let dir = tempdir("dropped");
+    let bin = getpgid_program(&dir);
+    let trace = || run(&["trace", QUIET_TRACEPOINT, "--", bin.to_str().unwrap(), "6"]);
+    // Nothing attached: every call, no warning.
+    let out = trace();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout).lines().count(), 6, "{}", text(&out.stdout));
+    assert!(!err.contains("warning"), "{err}");
+    // Another tool's program returning 0: the kernel drops every event, and
+    // trace says which program does it, once.
+    let other = drop_program::DropProgram::attach(QUIET_TRACEPOINT, "pbcli_drop").unwrap();
+    let other_id = other.id;
+    let out = trace();
+    drop(other);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout), "", "the program dropped them");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    let want = format!(
+        "perfbuf trace: warning: BPF program {other_id} \"pbcli_drop\" is attached to {QUIET_TRACEPOINT}"
+    );
+    assert!(warnings[0].starts_with(&want) && warnings[0].contains("returns 0"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

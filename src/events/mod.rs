@@ -5,7 +5,8 @@
 //!
 //! Layout: `desc` describes events and targets; `set` opens them (with
 //! `pmu` for the kprobe and uprobe PMUs, `tracefs` for tracepoints, `elf`
-//! for uprobe symbols, `probe_events` for probes with arguments); `table` attributes records to events and decodes
+//! for uprobe symbols, `probe_events` for probes with arguments, `programs`
+//! for the BPF programs on a tracepoint); `table` attributes records to events and decodes
 //! them ([`mod@format`] decodes tracepoint fields); `counts` reads counters.
 
 mod counts;
@@ -14,6 +15,7 @@ pub(crate) mod elf;
 pub mod format;
 pub(crate) mod pmu;
 mod probe_events;
+mod programs;
 mod set;
 mod sideband;
 mod table;
@@ -21,6 +23,7 @@ pub(crate) mod tracefs;
 
 pub use counts::Counts;
 pub use desc::{Event, EventId, Sampling, Target};
+pub use programs::AttachedProgram;
 pub(crate) use set::AddObserver;
 pub(crate) use set::BASE_SAMPLE_TYPE;
 pub use set::{EventInfo, EventKind, EventSet, EventSetBuilder};

@@ -8,6 +8,7 @@ use super::counts::Counts;
 use super::desc::{Event, EventId, Group, Kind, Sampling, Target, UprobeAt};
 use super::pmu::{DynamicPmu, EVENT_SOURCES, ProbePmu};
 use super::probe_events::{self, Definition, ProbeEvent, ProbeType};
+use super::programs::{AttachedProgram, ProgramWatch};
 use super::sideband::Sideband;
 use super::table::{Decoder, Layout};
 use super::tracefs::Tracefs;
@@ -93,6 +94,14 @@ pub struct EventInfo {
     pub enabled: bool,
     /// Whether a BPF program is attached.
     pub bpf_attached: bool,
+    /// For an event on a tracepoint (a tracepoint, a probe with arguments,
+    /// a raw tracepoint attr): the BPF programs the kernel runs on every
+    /// hit, whoever attached them (`PERF_EVENT_IOC_QUERY_BPF`; empty where
+    /// the kernel will not say). A program that returns 0 makes the kernel
+    /// drop the hit for every perf event on the tracepoint, this set's
+    /// included: samples vanish. Each one the set did not attach is also
+    /// warned about once (the `log` facade, `perfbuf_set_print`).
+    pub bpf_programs: Vec<AttachedProgram>,
 }
 
 /// A set's target, opened.
@@ -162,6 +171,20 @@ struct Opened {
     probe: Option<ProbeEvent>,
     /// What a probe PMU attr's `config1` points to (symbol or path).
     target_name: Option<CString>,
+    /// The BPF programs on its tracepoint, its own and others'.
+    programs: ProgramWatch,
+}
+
+impl Opened {
+    /// The programs on the event's tracepoint (none for other events).
+    fn bpf_programs(&self) -> Vec<AttachedProgram> {
+        match self.instances.first() {
+            Some(inst) if self.type_ == kernel::PERF_TYPE_TRACEPOINT => {
+                self.programs.check(inst.fd.as_fd(), &self.name)
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Options of an [`EventSet`]: see [`EventSet::builder`].
@@ -609,6 +632,7 @@ impl EventSet {
                 bpf_attached: false,
                 probe: resolved.probe,
                 target_name: resolved.target_name,
+                programs: ProgramWatch::default(),
             },
         );
         self.next_id += 1;
@@ -941,6 +965,8 @@ impl EventSet {
             }
         }
         opened.enabled = true;
+        // A program already on the tracepoint may drop every sample: say so now.
+        opened.bpf_programs();
         Ok(())
     }
 
@@ -1021,6 +1047,7 @@ impl EventSet {
             }
         }
         opened.bpf_attached = true;
+        opened.programs.attached(prog);
         Ok(())
     }
 
@@ -1040,6 +1067,7 @@ impl EventSet {
             instances: e.instances.len(),
             enabled: e.enabled,
             bpf_attached: e.bpf_attached,
+            bpf_programs: e.bpf_programs(),
         })
     }
 

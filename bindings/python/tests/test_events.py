@@ -9,8 +9,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 import perfbuf
-from conftest import TESTS, OffsetTarget, need_root, run_python
+from conftest import TESTS, OffsetTarget, bpf, need_root, run_python
 from perfbuf import EventSample, EventSet, _lib
 
 TOP = TESTS.parents[2]
@@ -524,6 +526,66 @@ def test_samples_at_a_frequency_carry_their_period() -> None:
             s.disable(ev)
             r.consume()
     assert got and {g.period for g in got} == {1_001_001}, [g.period for g in got]
+
+
+QUIET_TRACEPOINT = "syscalls:sys_enter_getpgid"  # only this test traces it
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}[os.uname().machine]
+_PERF_EVENT_IOC_SET_BPF = 0x40042408
+
+
+def load_drop_program(name: str) -> int:
+    """A classic tracepoint program returning 0, loaded as ``name``: its fd."""
+    insns = struct.pack("<QQ", 0xB7, 0x95)  # r0 = 0; exit
+    buf, lic = ctypes.create_string_buffer(insns, len(insns)), ctypes.create_string_buffer(b"GPL")
+    attr = struct.pack("<IIQQIIQII16s", 5, 2, ctypes.addressof(buf), ctypes.addressof(lic), 0, 0, 0, 0, 0,
+                       name.encode())
+    return bpf(5, attr)  # BPF_PROG_LOAD, BPF_PROG_TYPE_TRACEPOINT
+
+
+def attach_elsewhere(prog: int, tracepoint: str) -> int:
+    """Attaches ``prog`` to ``tracepoint`` through a perf event of its own,
+    as another tool would: the event's fd (closing it detaches)."""
+    system, name = tracepoint.split(":")
+    config = int(Path(f"/sys/kernel/tracing/events/{system}/{name}/id").read_text())
+    attr = ctypes.create_string_buffer(struct.pack("<IIQQ", 2, 128, config, 1), 128)  # TRACEPOINT, period 1
+    fd = _libc.syscall(_SYS_PERF_EVENT_OPEN, attr, -1, 0, -1, 8)  # PERF_FLAG_FD_CLOEXEC
+    if fd < 0 or fcntl.ioctl(fd, _PERF_EVENT_IOC_SET_BPF, prog) != 0:
+        raise OSError(ctypes.get_errno(), "cannot attach the program")
+    return int(fd)
+
+
+def test_a_bpf_program_that_drops_the_tracepoints_hits_is_named(caplog: pytest.LogCaptureFixture) -> None:
+    got: list[EventSample] = []
+    with EventSet(pids=[threading.get_native_id()]) as s:
+        ev = s.add_tracepoint(QUIET_TRACEPOINT)
+        with s.reader(got.append) as r:
+            s.enable(ev)
+
+            def hits(n: int) -> int:
+                before = len(got)
+                for _ in range(n):
+                    os.getpgid(0)
+                r.consume()
+                return len(got) - before
+
+            assert s.info(ev).bpf_programs == () and hits(5) == 5
+            prog = load_drop_program("perfbuf_py_drop")
+            other = attach_elsewhere(prog, QUIET_TRACEPOINT)
+            try:
+                info = s.info(ev)
+                assert len(info.bpf_programs) == 1 and info.other_bpf_programs == info.bpf_programs
+                attached = info.bpf_programs[0]
+                assert attached.name == "perfbuf_py_drop" and not attached.ours and attached.id > 0
+                assert hits(5) == 0  # the kernel dropped them: what the warning is about
+                s.info(ev)
+            finally:
+                os.close(other)
+                os.close(prog)
+            assert s.info(ev).bpf_programs == () and hits(5) == 5
+    warned = [r.getMessage() for r in caplog.records if "perfbuf_py_drop" in r.getMessage()]
+    assert len(warned) == 1 and f"BPF program {attached.id} " in warned[0], warned
 
 
 def test_counter_group() -> None:

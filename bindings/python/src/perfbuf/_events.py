@@ -11,7 +11,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
 from . import _LIB, LostFn, _as_int, _as_u32, _callable_or_none, _lib, _os_error, _RingReader
 from . import _sideband
@@ -93,12 +93,29 @@ def _ints(name: str, values: Optional[Iterable[int]]) -> Optional[list[int]]:
 
 # ---- what the set reports ------------------------------------------------------------
 
+class BpfProgram(NamedTuple):
+    """A BPF program on an event's tracepoint: its ``id`` (``bpftool prog
+    show id ID``), the ``name`` it was loaded with (``""`` when the kernel
+    would not say) and whether this set attached it (``ours``)."""
+
+    id: int
+    name: str
+    ours: bool
+
+
 @dataclass(frozen=True)
 class EventInfo:
     """What :meth:`EventSet.info` reports about an event: the kind opened
     (``"software"`` for a hardware event that fell back), the attr's type
     and config as opened, why a hardware event fell back (``fallback_errno``,
-    0 if it did not), the kernel events open for it (CPUs × targets)."""
+    0 if it did not), the kernel events open for it (CPUs × targets).
+
+    ``bpf_programs``: for an event on a tracepoint (a tracepoint, a probe
+    with arguments), the BPF programs the kernel runs on every hit, whoever
+    attached them. Where one returns 0 the kernel drops the hit for every
+    perf event on the tracepoint, this set's included: its samples vanish.
+    Each one the set did not attach is also warned about once (the
+    ``perfbuf`` logger). :attr:`other_bpf_programs` lists those."""
 
     kind: str
     attr_type: int
@@ -109,6 +126,12 @@ class EventInfo:
     cpu_count: int
     enabled: bool
     bpf_attached: bool
+    bpf_programs: tuple[BpfProgram, ...] = ()
+
+    @property
+    def other_bpf_programs(self) -> tuple[BpfProgram, ...]:
+        """The programs on the event's tracepoint that this set did not attach."""
+        return tuple(p for p in self.bpf_programs if not p.ours)
 
     @property
     def fell_back(self) -> bool:
@@ -590,9 +613,13 @@ class EventSet:
         """What was opened for event ``ev``."""
         i = _lib.EventInfo(sz=ctypes.sizeof(_lib.EventInfo))
         self._call(_LIB.perfbuf_events_info, self._event(ev), ctypes.byref(i))
+        progs = (_lib.BpfProg * 64)()  # the kernel attaches at most 64 to a tracepoint
+        n = min(self._call(_LIB.perfbuf_events_bpf_progs, self._event(ev), progs, len(progs)), len(progs))
+        attached = tuple(BpfProgram(p.id, p.name.decode(errors="replace"), bool(p.ours)) for p in progs[:n])
         return EventInfo(kind=_KINDS.get(i.kind, f"kind {i.kind}"), attr_type=i.attr_type, config=i.config,
                          fallback_errno=i.fallback_errno, instances=i.instances, sample_type=i.sample_type,
-                         cpu_count=i.cpu_cnt, enabled=bool(i.enabled), bpf_attached=bool(i.bpf_attached))
+                         cpu_count=i.cpu_cnt, enabled=bool(i.enabled), bpf_attached=bool(i.bpf_attached),
+                         bpf_programs=attached)
 
     def fd(self, ev: int, index: int = 0) -> int:
         """The fd of kernel event ``index`` of ``ev`` (CPU by CPU, each CPU's
