@@ -59,12 +59,17 @@ A probe may be followed, in the same argument, by arguments as perf probe writes
 
 Output, one line per record, in time order across CPUs:
   SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= when no fields)
+  Fields: a tracepoint's own (pointers in hex), or the arguments a probe declares, in order (x8..x64 in
+  hex). --all-fields adds those the kernel adds: common_* (common_pid, ...) of every tracepoint, and a
+  probe's __probe_ip (return probes: __probe_func, __probe_ret_ip), addresses in hex.
   SECONDS.MICROS cpuN PID/TID fork: pid=N ppid=N tid=N ptid=N    with --task (also exit:)
   SECONDS.MICROS cpuN PID/TID comm: pid=N tid=N name=\"NAME\" exec=1  with --task; exec=0: a rename
   LOST N records on cpuN (EVENT)                       the kernel dropped N records: its ring was full
 With --json, one object per line (the schema only ever gains fields):
   {\"type\":\"sample\",\"event\":\"sched:sched_process_exec\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"ip\":N,
    \"fields\":{\"filename\":\"/usr/bin/true\",\"pid\":N,\"old_pid\":N}}
+   fields: the ones shown in text (the kernel's too with --all-fields); integers are JSON numbers, in
+   decimal whatever their type (ip and addresses too), strings are strings, other byte arrays hex strings
   {\"type\":\"fork\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"ppid\":N,\"tid\":N,\"ptid\":N}  (--task; \"exit\" alike)
   {\"type\":\"comm\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"name\":\"NAME\",\"exec\":true}  (--task)
   {\"type\":\"lost\",\"event\":NAME|null,\"cpu\":N,\"lost\":N}
@@ -163,6 +168,10 @@ enum Command {
         /// JSON lines (schema below)
         #[arg(long)]
         json: bool,
+        /// Also the fields the kernel adds: common_* of tracepoints, __probe_ip (__probe_func,
+        /// __probe_ret_ip) of probes with arguments
+        #[arg(long)]
+        all_fields: bool,
         /// Process records too: fork, comm (name set, exec=1 by an exec) and exit of the traced tasks
         #[arg(long)]
         task: bool,
@@ -256,21 +265,33 @@ enum Command {
 
 fn dispatch(cli: Cli) -> fail::Result<()> {
     match cli.command {
-        Command::Trace { events, filter, pid, cgroup, cpu, duration, count, json, task, pages, command } => {
-            trace::run(trace::TraceArgs {
-                events,
-                filter,
-                pid,
-                cgroup,
-                cpus: cpu.map(|c| c.0),
-                duration,
-                count,
-                json,
-                task,
-                pages,
-                command,
-            })
-        }
+        Command::Trace {
+            events,
+            filter,
+            pid,
+            cgroup,
+            cpu,
+            duration,
+            count,
+            json,
+            all_fields,
+            task,
+            pages,
+            command,
+        } => trace::run(trace::TraceArgs {
+            events,
+            filter,
+            pid,
+            cgroup,
+            cpus: cpu.map(|c| c.0),
+            duration,
+            count,
+            json,
+            all_fields,
+            task,
+            pages,
+            command,
+        }),
         Command::Dump {
             map,
             format,

@@ -25,6 +25,8 @@ pub struct TraceArgs {
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub json: bool,
+    /// The fields the kernel adds too (`common_*`, a probe's `__probe_*`).
+    pub all_fields: bool,
     /// Side-band process records too: fork, comm (exec), exit.
     pub task: bool,
     pub pages: usize,
@@ -35,6 +37,9 @@ pub struct TraceArgs {
 struct Sink {
     out: std::io::BufWriter<std::io::Stdout>,
     names: HashMap<EventId, String>,
+    /// A probe's declared arguments (name, shown in hex), by event.
+    declared: HashMap<EventId, Vec<(String, bool)>>,
+    all_fields: bool,
     json: bool,
     samples: u64,
     lost: u64,
@@ -69,8 +74,13 @@ impl Sink {
                     tid: s.tid(),
                     ip: s.ip(),
                 };
-                let fields =
-                    s.format().into_iter().flat_map(|f| f.event_values(s.raw())).map(|(n, v)| (n, v.ok()));
+                let declared = self.declared.get(&s.event()).map(Vec::as_slice);
+                let fields = s.format().into_iter().flat_map(|f| f.fields()).filter_map(|field| {
+                    match output::show(field, declared, self.all_fields) {
+                        output::Show::Hide => None,
+                        how => Some((field.name(), field.decode(s.raw()).ok(), how)),
+                    }
+                });
                 let line = if self.json {
                     output::sample_json(&head, fields)
                 } else {
@@ -241,15 +251,22 @@ pub fn run(args: TraceArgs) -> Result<()> {
     }
     let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = HashMap::new();
+    let mut declared = HashMap::new();
     let mut added = Vec::new();
     for (spec, ev) in specs.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| add_failure(spec, &e))?;
         names.insert(id, spec.to_string());
+        if let Spec::Probe(p) = spec {
+            let hex = |t: &spec::ArgType| matches!(t, spec::ArgType::Hex(_));
+            declared.insert(id, p.args.iter().map(|a| (a.name.clone(), hex(&a.type_))).collect());
+        }
         added.push((id, spec.to_string()));
     }
     let sink = Arc::new(Mutex::new(Sink {
         out: std::io::BufWriter::new(std::io::stdout()),
         names,
+        declared,
+        all_fields: args.all_fields,
         json: args.json,
         samples: 0,
         lost: 0,

@@ -338,14 +338,52 @@ fn trace_probe_arguments_print_the_values_passed_and_returned() {
     assert_eq!(passed, (1..=n).collect::<Vec<i64>>());
     assert_eq!(returned, (1..=n).map(|i| 2 * i).collect::<Vec<i64>>());
     assert_eq!(records.len(), 2 * n as usize);
-    // Text: the argument by name.
-    let out = run(&["trace", &format!("{entry} n=%di:s32"), "--", name, "3"]);
+    // What the user declared, and nothing the kernel adds (__probe_ip...).
+    for r in &records {
+        let keys: Vec<&String> = r["fields"].as_object().unwrap().keys().collect();
+        assert!(keys == ["n"] || keys == ["r"], "{r}");
+    }
+    // Text: the arguments by name, in the order declared, x-typed in hex.
+    let out = run(&["trace", &format!("{entry} n=%di:s32 h=%di:x32"), "--", name, "3"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
     for (line, i) in lines.iter().zip(1..) {
-        assert!(line.contains(&format!("{entry}:")) && line.ends_with(&format!(" n={i}")), "{line}");
+        assert!(line.ends_with(&format!(" {entry}: n={i} h={i:#x}")), "{line}");
     }
+    // --all-fields: the kernel's fields too, its addresses in hex.
+    let out = run(&[
+        "trace",
+        "--all-fields",
+        &format!("{entry} n=%di:s32"),
+        &format!("{ret} r=$retval:s32"),
+        "--",
+        name,
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let hex_field = |line: &str, field: &str| {
+        let v = line
+            .split(' ')
+            .find_map(|w| w.strip_prefix(&format!("{field}=")))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(v.starts_with("0x") && u64::from_str_radix(&v[2..], 16).is_ok(), "{line}");
+    };
+    assert!(lines[0].contains(" common_pid=") && lines[0].ends_with(" n=1"), "{}", lines[0]);
+    hex_field(&lines[0], "__probe_ip");
+    hex_field(&lines[1], "__probe_func");
+    hex_field(&lines[1], "__probe_ret_ip");
+    assert!(lines[1].ends_with(" r=2"), "{}", lines[1]);
+    let out = run(&["trace", "--json", "--all-fields", &format!("{entry} n=%di:s32"), "--", name, "1"]);
+    let record: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    let fields = record["fields"].as_object().unwrap();
+    assert!(
+        fields.contains_key("__probe_ip") && fields.contains_key("common_pid") && fields["n"] == 1,
+        "{record}"
+    );
+    assert_eq!(fields["__probe_ip"], record["ip"], "the probe's address is the sample's ip");
     // A definition the kernel refuses: one line with the probe and the
     // kernel's complaint (tracefs error_log).
     let out = run(&["trace", &format!("{entry} x=%nosuchreg:s32"), "--", name, "1"]);
