@@ -359,6 +359,30 @@ func onThread(fn func(tid int)) {
 	<-done
 }
 
+// onThreadWithSet runs fn as onThread does, with an event set watching
+// that thread, closed after fn.
+func onThreadWithSet(t *testing.T, fn func(s *EventSet, tid int)) {
+	onThread(func(tid int) {
+		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		fn(s, tid)
+	})
+}
+
+// mustReader opens s's reader (the caller closes it).
+func mustReader(t *testing.T, s *EventSet) *EventReader {
+	t.Helper()
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestEventUprobes(t *testing.T) {
 	needEvents(t)
 	exe, err := os.Executable()
@@ -450,13 +474,7 @@ func TestEventUprobesInsideAFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 40
-	onThread(func(tid int) {
-		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer s.Close()
+	onThreadWithSet(t, func(s *EventSet, tid int) {
 		atSymbol := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside})
 		atFileOffset := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Offset: fileEntry + probe.OffsetInside})
 		returns := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Offset: fileEntry, Retprobe: true})
@@ -469,11 +487,7 @@ func TestEventUprobesInsideAFunction(t *testing.T) {
 		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "past the end") {
 			t.Errorf("an offset past the function's end: %v", err)
 		}
-		r, err := s.NewReader(EventReaderOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
+		r := mustReader(t, s)
 		defer r.Close()
 		s.Enable(AllEvents)
 		for i := uint64(0); i < n; i++ {
@@ -503,22 +517,12 @@ func TestEventUprobesInsideAFunction(t *testing.T) {
 // stands for: perf report's event count).
 func TestEventFrequencySamplesCarryThePeriod(t *testing.T) {
 	needEvents(t)
-	onThread(func(tid int) {
-		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer s.Close()
+	onThreadWithSet(t, func(s *EventSet, tid int) {
 		ev := mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Frequency: 999})
 		if info, err := s.Info(ev); err != nil || info.SampleType&perfSamplePeriod == 0 {
 			t.Errorf("info %+v %v: no PERF_SAMPLE_PERIOD", info, err)
 		}
-		r, err := s.NewReader(EventReaderOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
+		r := mustReader(t, s)
 		defer r.Close()
 		s.Enable(ev)
 		// 50 ms of this thread's CPU time: a loaded machine may deschedule it.
@@ -602,19 +606,9 @@ func attachElsewhere(t *testing.T, prog int, tracepoint string) int {
 // on the tracepoint; Info names it.
 func TestEventBPFProgramThatDropsTheHitsIsNamed(t *testing.T) {
 	needEvents(t)
-	onThread(func(tid int) {
-		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer s.Close()
+	onThreadWithSet(t, func(s *EventSet, tid int) {
 		ev := mustAdd(t, s, Event{Kind: EventTracepoint, Name: quietTracepoint, Enabled: true})
-		r, err := s.NewReader(EventReaderOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
+		r := mustReader(t, s)
 		defer r.Close()
 		hits := func() int {
 			for i := 0; i < 5; i++ {

@@ -120,20 +120,10 @@ func TestProbeArgumentsInsideAFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	inside := probe.OffsetAddr() + probe.OffsetInside
-	onThread(func(tid int) {
-		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer s.Close()
+	onThreadWithSet(t, func(s *EventSet, tid int) {
 		ev := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside,
 			Args: probe.OffsetArg(), Enabled: true})
-		r, err := s.NewReader(EventReaderOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
+		r := mustReader(t, s)
 		defer r.Close()
 		for i := uint64(0); i < 20; i++ {
 			probe.OffsetCall(i * 11)
