@@ -144,12 +144,13 @@ impl CpuRings {
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
     {
-        self.drain_watched(stats, drain, |_, _| ())
+        self.drain_watched(stats, drain, |chunk, _, _| chunk)
     }
 
-    /// [`Self::drain`], calling `watch(before, now)` between the chunks of
-    /// a ring drained in chunks (see [`PerfRing::set_drain_chunk`]) with
-    /// the bytes pending when the chunk began and now.
+    /// [`Self::drain`], calling `watch(chunk, before, now)` between the
+    /// chunks of a ring drained in chunks (see [`PerfRing::set_drain_chunk`])
+    /// with the chunk's size and the bytes pending when it began and now;
+    /// it returns the size of the next chunk.
     #[inline(always)]
     pub fn drain_watched<B, F, W>(
         &mut self,
@@ -159,7 +160,7 @@ impl CpuRings {
     ) -> ControlFlow<Stop<B>>
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
-        W: FnMut(u64, u64),
+        W: FnMut(u64, u64, u64) -> u64,
     {
         let (older, newer) = match &mut self.spill {
             None => {
@@ -191,7 +192,7 @@ impl CpuRings {
         match &mut self.spill {
             Some(spill) if !self.spill_current => {
                 let head = spill.load_head();
-                drain_ring(spill, head, stats, &mut drain, &mut |_, _| ())
+                drain_ring(spill, head, stats, &mut drain, &mut |chunk, _, _| chunk)
             }
             _ => ControlFlow::Continue(()),
         }
@@ -212,7 +213,7 @@ impl CpuRings {
 }
 
 /// Drains `ring` up to `head` with `drain`, chunk by chunk if the ring
-/// drains in chunks (`watch` between them), counting in the ring the lost
+/// drains in chunks (`watch` between them sizes the next), counting in the ring the lost
 /// records the kernel reported there: what `drain` added to `stats.lost`,
 /// and what it took off `stats.lost_credit` (losses reported early, which
 /// the ring's LOST record reports again: the fast mode's reconciliation
@@ -227,7 +228,7 @@ fn drain_ring<B, F, W>(
 ) -> ControlFlow<Stop<B>>
 where
     F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
-    W: FnMut(u64, u64),
+    W: FnMut(u64, u64, u64) -> u64,
 {
     // An empty ring costs two loads: no drain set up, no tail store.
     let tail = ring.load_tail();
@@ -243,7 +244,8 @@ where
             return ret;
         }
         let now = ring.pending_bytes();
-        watch(before, now);
+        let next = watch(ring.drain_chunk(), before, now);
+        ring.set_drain_chunk(next);
         before = now;
     }
 }
