@@ -8,10 +8,10 @@
 //! What the reader can take decides, not thresholds tuned to one
 //! producer: a ring batches only while its records wait for the reader
 //! at most a share of the time the producer, freed of per-record
-//! wake-ups, takes to fill it (that pace measured once it has batched,
-//! assumed fast before), and is read in chunks small enough that a
-//! producer outrunning the reader adds at most an eighth of the ring
-//! before the reader looks again.
+//! wake-ups, takes to fill it (that pace measured once it has batched;
+//! before, assumed many times its pace under per-record wake-ups), and is
+//! read in chunks small enough that a producer outrunning the reader adds
+//! at most an eighth of the ring before the reader looks again.
 
 use crate::kernel::clock::Moment;
 use std::time::Duration;
@@ -38,9 +38,13 @@ pub const BUSY_SPAN: Duration = Duration::from_millis(2);
 /// for its CPU) would not be woken sooner by batching, and would face a
 /// producer it does not watch.
 pub const REACH_SHARE: u32 = 4;
-/// That producer's pace in bytes/s, assumed until a window batched
-/// throughout has measured it: above the fastest perf output measured on
-/// the project's hosts (10 M records/s of 64-byte samples, 0.8 GB/s).
+/// Until a window batched throughout has measured that producer's pace,
+/// it is assumed this many times its pace under per-record wake-ups (on
+/// the project's fastest host, 66 times: 10 M against 150 k records/s)...
+pub const FREED_SPEEDUP: u64 = 128;
+/// ... and at most this many bytes/s: above the fastest perf output
+/// measured on the project's hosts (10 M records/s of 64-byte samples,
+/// 0.8 GB/s).
 pub const PRODUCER_PRIOR: u64 = 1 << 30;
 
 /// Where a CPU's map slot points, in the fast mode.
@@ -115,6 +119,8 @@ pub struct LanePolicy {
     /// producer does freed of per-record wake-ups, or what the reader
     /// took of it (zero: never measured).
     fast_bytes: u64,
+    /// Bytes/s over the last window read under per-record wake-ups.
+    slowed_bytes: u64,
 }
 
 impl LanePolicy {
@@ -145,9 +151,13 @@ impl LanePolicy {
     }
 
     /// How long records may wait for the reader for a ring of `ring` bytes
-    /// to batch (see [`REACH_SHARE`], [`PRODUCER_PRIOR`]).
+    /// to batch (see [`REACH_SHARE`], [`FREED_SPEEDUP`]).
     pub fn reach(&self, ring: u64) -> Duration {
-        let pace = if self.fast_bytes == 0 { PRODUCER_PRIOR } else { self.fast_bytes };
+        let pace = match (self.fast_bytes, self.slowed_bytes) {
+            (0, 0) => PRODUCER_PRIOR,
+            (0, slowed) => slowed.saturating_mul(FREED_SPEEDUP).min(PRODUCER_PRIOR),
+            (measured, _) => measured,
+        };
         let fill = u128::from(ring) * 1_000_000_000 / u128::from(pace);
         Duration::from_nanos(fill.min(u64::MAX as u128) as u64) / REACH_SHARE
     }
@@ -166,8 +176,11 @@ impl LanePolicy {
             (0, _) => w.elapsed,
             (b, m) => w.elapsed.mul_f64((m as f64 / b as f64).min(1e6)),
         };
+        let byte_rate = bytes.saturating_mul(1_000_000) / micros;
         if self.steady && self.target.batched() {
-            self.fast_bytes = self.fast_bytes.max(bytes.saturating_mul(1_000_000) / micros);
+            self.fast_bytes = self.fast_bytes.max(byte_rate);
+        } else if self.target == Target::PerRecord {
+            self.slowed_bytes = byte_rate;
         }
         let lost_more = w.lost > self.lost_mark;
         let fast = rate >= BATCH_ABOVE && now >= self.held_until;
@@ -364,10 +377,18 @@ mod tests {
         assert_eq!(s.window(&mut p, 150_000, 20 * MS, 50), None);
         assert!(p.too_late());
         assert_eq!(p.late(), 20 * MS);
-        // 4 MiB at 1 GiB/s (assumed): 3.9 ms to fill, a quarter of it.
-        assert_eq!(p.reach(RING), Duration::from_nanos(976_562));
-        assert_eq!(s.window(&mut p, 150_000, Duration::from_millis(1), 100), None, "beyond the reach");
-        assert_eq!(s.window(&mut p, 150_000, Duration::from_micros(900), 150), Some(Target::Streaming));
+        // 150 k records/s of 32 bytes under per-record wake-ups: assumed
+        // 128 times that, 614 MB/s freed, 6.8 ms to fill 4 MiB.
+        assert_eq!(p.reach(RING), Duration::from_nanos(1_706_666));
+        assert_eq!(s.window(&mut p, 150_000, Duration::from_millis(2), 100), None, "beyond the reach");
+        assert_eq!(s.window(&mut p, 150_000, Duration::from_micros(1600), 150), Some(Target::Streaming));
+        // A producer slowed more (its CPU shared too) is assumed slower.
+        let (mut q, mut s) = (LanePolicy::default(), Stream::default());
+        assert_eq!(s.window(&mut q, 30_000, Duration::from_millis(4), 50), Some(Target::Streaming));
+        // At most 1 GiB/s: 1 ms for 4 MiB.
+        let (mut q, mut s) = (LanePolicy::default(), Stream::default());
+        s.window(&mut q, 1_000_000, Duration::from_millis(2), 50);
+        assert_eq!(q.reach(RING), Duration::from_nanos(976_562));
         assert!(!p.too_late());
         // Slow, and late: no batching, and not "too late" either.
         let (mut q, mut s) = (LanePolicy::default(), Stream::default());
@@ -382,8 +403,10 @@ mod tests {
     #[test]
     fn the_reach_follows_the_batched_producer() {
         let (mut p, mut s) = (LanePolicy::default(), Stream::default());
-        let assumed = p.reach(RING);
+        assert_eq!(p.reach(RING), Duration::from_nanos(976_562), "nothing measured: 1 GiB/s");
         s.prompt(&mut p, 100_000, 50);
+        let assumed = p.reach(RING);
+        assert_eq!(assumed, Duration::from_micros(2560), "128 times 100 k records/s of 32 bytes");
         assert_eq!(p.target(), Target::Streaming);
         s.prompt(&mut p, 1_000_000, 100); // switched during it: not measured
         assert_eq!(p.reach(RING), assumed);
