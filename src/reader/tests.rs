@@ -35,6 +35,14 @@ impl Fx {
         Reader::open(self.options(f), Collect::default()).expect("open")
     }
 
+    /// A fast-mode reader of `pages` pages per CPU.
+    fn fast(&self, pages: usize) -> Reader<Collect> {
+        self.open(|o| {
+            o.adaptive = true;
+            o.pages = pages;
+        })
+    }
+
     /// `n` 16-byte samples on `cpu` whose first 8 bytes count from `first`;
     /// returns how many the kernel refused.
     fn emit(&self, cpu: i32, n: u64, first: u64) -> u64 {
@@ -251,10 +259,7 @@ fn a_cpu_gets_its_spill_ring_when_it_first_batches() {
 #[test]
 fn a_callers_ring_found_half_full_gets_a_spill_ring() {
     let fx = kernel(1, |_| ());
-    let mut r = fx.open(|o| {
-        o.adaptive = true;
-        o.pages = 1;
-    });
+    let mut r = fx.fast(1);
     // 4096 bytes hold 128 records of 32 bytes.
     assert_eq!(fx.emit(0, 80, 0), 0);
     r.consume().unwrap();
@@ -267,10 +272,7 @@ fn a_callers_ring_found_half_full_gets_a_spill_ring() {
     assert_eq!(r.figures(0).unwrap().batch_switches, 0);
     // A ring that overflowed keeps the caller's event (its loss is told
     // only by its next record there).
-    let mut r = fx.open(|o| {
-        o.adaptive = true;
-        o.pages = 1;
-    });
+    let mut r = fx.fast(1);
     assert_eq!(fx.emit(0, 200, 0), 72);
     r.consume().unwrap();
     assert_eq!(fx.slot(0), (1, r.bufs[0].fd.as_raw_fd()));
@@ -283,10 +285,7 @@ fn a_callers_ring_found_half_full_gets_a_spill_ring() {
 #[test]
 fn a_spill_ring_opened_while_paused_is_paused() {
     let fx = kernel(1, |_| ());
-    let mut r = fx.open(|o| {
-        o.adaptive = true;
-        o.pages = 1;
-    });
+    let mut r = fx.fast(1);
     assert_eq!(fx.emit(0, 80, 0), 0);
     r.set_paused(true).unwrap();
     r.consume().unwrap();
@@ -305,10 +304,7 @@ fn a_spill_ring_opened_while_paused_is_paused() {
 #[test]
 fn the_slot_leaves_a_callers_ring_only_once_its_losses_are_told() {
     let fx = kernel(1, |_| ());
-    let mut r = fx.open(|o| {
-        o.adaptive = true;
-        o.pages = 16;
-    });
+    let mut r = fx.fast(16);
     // 64 KiB hold 2,048 records of 32 bytes: 3,000 overflow it, as in libbpf.
     assert_eq!(fx.emit(0, 3000, 0), 952);
     r.consume().unwrap();
@@ -471,19 +467,15 @@ fn freed_producer(fx: &Fx, mut read: impl FnMut(u64)) -> (u64, u64) {
     (made, refused)
 }
 
-/// A caller that never polls and consumes every 20 ms: batching would not
-/// wake it sooner, and the freed producer would write 5.8 MB between two
-/// consumes into a 4 MiB spill ring. Its records wait 20 ms: never batched.
-#[test]
-fn a_caller_consuming_every_20_ms_is_never_batched() {
+/// A 64-page fast-mode reader behind [`freed_producer`], reading with
+/// `read` at the milliseconds `reads` names: it must never batch, and
+/// lose nothing.
+fn never_batched(reads: impl Fn(u64) -> bool, read: fn(&mut Reader<Collect>)) {
     let fx = kernel(1, |_| ());
-    let r = core::cell::RefCell::new(fx.open(|o| {
-        o.adaptive = true;
-        o.pages = 64;
-    }));
+    let r = core::cell::RefCell::new(fx.fast(64));
     let (made, refused) = freed_producer(&fx, |ms| {
-        if ms % 20 == 19 {
-            r.borrow_mut().consume().unwrap();
+        if reads(ms) {
+            read(&mut r.borrow_mut());
         }
     });
     let mut r = r.into_inner();
@@ -492,25 +484,22 @@ fn a_caller_consuming_every_20_ms_is_never_batched() {
     assert_eq!(r.handler.0.len() as u64, made);
 }
 
+/// A caller that never polls and consumes every 20 ms: batching would not
+/// wake it sooner, and the freed producer would write 5.8 MB between two
+/// consumes into a 4 MiB spill ring. Its records wait 20 ms: never batched.
+#[test]
+fn a_caller_consuming_every_20_ms_is_never_batched() {
+    never_batched(|ms| ms % 20 == 19, |r| r.consume().unwrap());
+}
+
 /// A reader that shares its CPU: it gets to read every 3 ms, and now and
 /// then only after 20 ms. Its records wait 3 ms: never batched, so the
 /// freed producer never meets a 20 ms gap.
 #[test]
 fn a_reader_kept_from_its_cpu_is_not_batched() {
-    let fx = kernel(1, |_| ());
-    let r = core::cell::RefCell::new(fx.open(|o| {
-        o.adaptive = true;
-        o.pages = 64;
-    }));
-    let (made, refused) = freed_producer(&fx, |ms| {
-        if ms % 3 == 2 && ms % 200 >= 20 {
-            r.borrow_mut().poll(0).unwrap();
-        }
+    never_batched(|ms| ms % 3 == 2 && ms % 200 >= 20, |r| {
+        r.poll(0).unwrap();
     });
-    let mut r = r.into_inner();
-    r.consume().unwrap();
-    assert_eq!((refused, r.figures(0).unwrap().batch_switches), (0, 0));
-    assert_eq!(r.handler.0.len() as u64, made);
 }
 
 #[test]
