@@ -120,6 +120,11 @@ pub enum What {
     MapRingBuf(i32, &'static str),
     /// A ring buffer map whose size the kernel could not have given it.
     RingBufSize(i32, u32),
+    /// The map is not perfbuf.bpf.h's output counts map (its fd, type,
+    /// value size).
+    NotOutputCounts(i32, u32, u32),
+    /// Adding or replacing the ring of a CPU that came online failed.
+    Hotplug(i32),
 }
 
 /// The steps of opening an event set, for messages.
@@ -299,6 +304,9 @@ impl Error {
             (_, What::NotRingBuf(..)) => {
                 Some("pass the fd of a BPF_MAP_TYPE_RINGBUF map (bpftool map show lists map types)")
             }
+            (_, What::NotOutputCounts(..)) => {
+                Some("declare it with PERFBUF_OUTPUT_COUNTS(name) from perfbuf.bpf.h and pass that map's fd")
+            }
             (libc::EPERM | libc::EACCES, _) => {
                 Some("run as root, or grant CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8)")
             }
@@ -397,6 +405,12 @@ impl fmt::Display for Error {
                 write!(f, "ringbuf: map fd={fd} should be BPF_MAP_TYPE_RINGBUF (type 27), but is of type {t}: ")?
             }
             What::MapRingBuf(fd, part) => write!(f, "ringbuf: failed to mmap {part} for map fd={fd}: ")?,
+            What::NotOutputCounts(fd, t, size) => write!(
+                f,
+                "map fd={fd} should be perfbuf.bpf.h's output counts (BPF_MAP_TYPE_PERCPU_ARRAY, type 6, of \
+                 values of at least 32 bytes), but is of type {t} with values of {size} bytes: "
+            )?,
+            What::Hotplug(cpu) => write!(f, "cannot read cpu #{cpu}, which came online: ")?,
             What::RingBufSize(fd, size) => {
                 write!(f, "ringbuf: map fd={fd} has a size of {size} bytes, not a power of two pages: ")?
             }

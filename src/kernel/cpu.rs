@@ -73,6 +73,17 @@ pub fn possible_cpu_count() -> Result<usize> {
     COUNT.get_or_try_init(|| Ok(read_cpu_list(POSSIBLE)?.iter().filter(|&&b| b).count())).copied()
 }
 
+/// The possible mask (CPU ids the kernel may ever bring online), cached
+/// after the first success: per-CPU BPF map values come in its order.
+pub fn possible_mask() -> Result<Vec<bool>> {
+    #[cfg(test)]
+    if let Some(n) = super::fake::with(|k| k.possible_cpus()) {
+        return Ok(vec![true; n]);
+    }
+    static MASK: OnceCell<Vec<bool>> = OnceCell::new();
+    MASK.get_or_try_init(|| read_cpu_list(POSSIBLE)).cloned()
+}
+
 /// The online mask, read fresh each time (CPUs come and go).
 pub fn online_mask() -> Result<Vec<bool>> {
     #[cfg(test)]

@@ -24,6 +24,9 @@
 use super::clock::Moment;
 use super::sys::{AttrSource, MapInfo, Mapping};
 use super::{ATTR_FLAG_DISABLED, ATTR_FLAG_WATERMARK, BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_FORMAT_LOST};
+
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 use crate::error::{Error, Result};
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::cell::RefCell;
@@ -115,6 +118,8 @@ enum Obj {
     Epoll(usize),
     Timer(usize),
     EventFd(usize),
+    /// A `NETLINK_KOBJECT_UEVENT` socket: CPU changes queued for it.
+    Uevents(usize),
 }
 
 /// A fake perf event.
@@ -136,6 +141,9 @@ pub struct Event {
     pub lost_samples: u64,
     /// Records it wrote.
     pub written: u64,
+    /// Its CPU went offline after it was opened: the kernel never puts it
+    /// back on the CPU.
+    pub dead: bool,
 }
 
 struct Rb {
@@ -170,8 +178,12 @@ impl Rb {
 
 struct Map {
     id: u32,
+    map_type: u32,
     max_entries: u32,
+    value_size: u32,
     slots: HashMap<u32, usize>,
+    /// A one-entry per-CPU array's value on each possible CPU.
+    percpu: Vec<Vec<u8>>,
 }
 
 struct Timer {
@@ -192,6 +204,11 @@ pub struct FakeKernel {
     epolls: Vec<Vec<(RawFd, Obj, u64)>>,
     timers: Vec<Timer>,
     eventfds: Vec<u64>,
+    /// CPU changes (cpu, online) each uevent socket has not read yet.
+    uevents: Vec<Vec<(i32, bool)>>,
+    /// Uevent sockets can be opened (false: as in a network namespace
+    /// the kernel sends none to).
+    pub uevents_allowed: bool,
     /// `PERF_FORMAT_LOST` is accepted (Linux ≥ 6.0).
     pub format_lost: bool,
     /// What `getpid` returns.
@@ -219,6 +236,8 @@ impl FakeKernel {
             epolls: Vec::new(),
             timers: Vec::new(),
             eventfds: Vec::new(),
+            uevents: Vec::new(),
+            uevents_allowed: true,
             format_lost: true,
             pid: 1000,
             fd_limit: usize::MAX,
@@ -235,9 +254,54 @@ impl FakeKernel {
         // Ids unique across tests: claims on maps are per process.
         static NEXT_ID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1_000_000);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        self.maps.push(Map { id, max_entries, slots: HashMap::new() });
+        let map = Map {
+            id,
+            map_type: BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+            max_entries,
+            value_size: 4,
+            slots: HashMap::new(),
+            percpu: Vec::new(),
+        };
+        self.maps.push(map);
         self.fds.insert(fd.as_raw_fd(), Obj::Map(self.maps.len() - 1));
         fd
+    }
+
+    /// A one-entry `BPF_MAP_TYPE_PERCPU_ARRAY` of `value_size` bytes:
+    /// perfbuf.bpf.h's output counts map.
+    pub fn create_percpu_array(&mut self, value_size: u32) -> OwnedFd {
+        let fd = self.create_map(1);
+        let m = self.maps.len() - 1;
+        let cpus = self.possible_cpus();
+        let map = &mut self.maps[m];
+        map.map_type = BPF_MAP_TYPE_PERCPU_ARRAY;
+        map.value_size = value_size;
+        map.percpu = vec![vec![0u8; value_size as usize]; cpus];
+        fd
+    }
+
+    /// [`Self::emit`] through perfbuf.bpf.h's output wrapper: the call and
+    /// its failure are counted in `counts_fd` (a map from
+    /// [`Self::create_percpu_array`]) on `cpu`, as the wrapper counts them.
+    pub fn emit_counted(&mut self, map_fd: RawFd, counts_fd: RawFd, cpu: i32, data: &[u8]) -> i32 {
+        let ret = self.emit(map_fd, cpu, data);
+        let Some(&Obj::Map(m)) = self.fds.get(&counts_fd) else { return ret };
+        let value = &mut self.maps[m].percpu[cpu as usize];
+        let mut bump = |field: usize| {
+            let at = field * 8;
+            let n = u64::from_ne_bytes(value[at..at + 8].try_into().expect("8 bytes")) + 1;
+            value[at..at + 8].copy_from_slice(&n.to_ne_bytes());
+        };
+        bump(0);
+        if ret != 0 {
+            bump(1);
+        }
+        match -ret {
+            libc::ENOSPC => bump(2),
+            libc::ENOENT | libc::EOPNOTSUPP => bump(3),
+            _ => {}
+        }
+        ret
     }
 
     /// Moves the clock forward.
@@ -250,17 +314,34 @@ impl FakeKernel {
         self.failures.push((call, nth, errno));
     }
 
-    /// Takes a CPU offline or brings it back.
+    /// Takes a CPU offline or brings it back, as the kernel does: an event
+    /// on a CPU going offline is left dead (off its CPU for good: writes
+    /// fail with EOPNOTSUPP and `PERF_EVENT_IOC_ENABLE` does not revive
+    /// it), what its ring holds stays readable, and a hotplug watcher
+    /// ([`Self::uevent_socket`]) hears of the change.
     pub fn set_online(&mut self, cpu: usize, online: bool) {
+        if self.online[cpu] == online {
+            return;
+        }
         self.online[cpu] = online;
+        if !online {
+            for e in self.events.iter_mut().filter(|e| e.cpu == cpu as i32) {
+                e.dead = true;
+            }
+        }
+        for queue in &mut self.uevents {
+            queue.push((cpu as i32, online));
+        }
     }
 
     /// A BPF program on `cpu` calls `bpf_perf_event_output(ctx, map,
     /// BPF_F_CURRENT_CPU, data, len)`: returns 0 or the helper's -errno.
     pub fn emit(&mut self, map_fd: RawFd, cpu: i32, data: &[u8]) -> i32 {
+        assert!(self.online[cpu as usize], "no BPF program runs on offline cpu {cpu}");
         let Some(&Obj::Map(m)) = self.fds.get(&map_fd) else { return -libc::EBADF };
         let Some(&ev) = self.maps[m].slots.get(&(cpu as u32)) else { return -libc::ENOENT };
-        if self.events[ev].cpu != cpu || !self.events[ev].enabled {
+        let e = &self.events[ev];
+        if e.cpu != cpu || !e.enabled || e.dead {
             return -libc::EOPNOTSUPP;
         }
         let Some(rb) = self.rb_of(ev) else { return -libc::ENOSPC };
@@ -417,6 +498,7 @@ impl FakeKernel {
             },
             Obj::Timer(t) => self.timers[t].expirations > 0,
             Obj::EventFd(e) => self.eventfds[e] > 0,
+            Obj::Uevents(u) => !self.uevents[u].is_empty(),
             Obj::Map(_) | Obj::Epoll(_) => false,
         }
     }
@@ -466,6 +548,7 @@ impl FakeKernel {
             output: None,
             lost_samples: 0,
             written: 0,
+            dead: false,
         });
         Ok(fd)
     }
@@ -543,12 +626,37 @@ impl FakeKernel {
         self.maps[m].slots.remove(&key).map(drop).ok_or(Error::from_errno(libc::ENOENT))
     }
 
+    pub fn dup(&mut self, fd: RawFd) -> Result<OwnedFd> {
+        let obj = *self.fds.get(&fd).ok_or(Error::from_errno(libc::EBADF))?;
+        let copy = self.real_fd();
+        self.fds.insert(copy.as_raw_fd(), obj);
+        Ok(copy)
+    }
+
+    pub fn map_lookup(&mut self, map_fd: RawFd, key: u32, value: &mut [u8]) -> Result<()> {
+        let Some(&Obj::Map(m)) = self.fds.get(&map_fd) else { return Err(Error::from_errno(libc::EBADF)) };
+        let map = &self.maps[m];
+        if map.map_type != BPF_MAP_TYPE_PERCPU_ARRAY || key >= map.max_entries {
+            return Err(Error::from_errno(libc::ENOENT));
+        }
+        let stride = (map.value_size as usize).next_multiple_of(8);
+        if value.len() < stride * map.percpu.len() {
+            return Err(Error::from_errno(libc::EFAULT));
+        }
+        for (i, v) in map.percpu.iter().enumerate() {
+            value[i * stride..i * stride + v.len()].copy_from_slice(v);
+        }
+        Ok(())
+    }
+
     pub fn map_info(&mut self, map_fd: RawFd) -> Result<MapInfo> {
         match self.fds.get(&map_fd) {
             Some(&Obj::Map(m)) => Ok(MapInfo {
-                map_type: BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+                map_type: self.maps[m].map_type,
                 id: self.maps[m].id,
                 max_entries: self.maps[m].max_entries,
+                key_size: 4,
+                value_size: self.maps[m].value_size,
             }),
             Some(_) => Err(Error::INVAL),
             None => Err(Error::from_errno(libc::EBADF)),
@@ -633,6 +741,25 @@ impl FakeKernel {
             k.eventfds.push(0);
             Obj::EventFd(k.eventfds.len() - 1)
         })
+    }
+
+    pub fn uevent_socket(&mut self) -> Result<OwnedFd> {
+        if !self.uevents_allowed {
+            self.check("uevent_socket")?;
+            return Err(Error::from_errno(libc::EPERM));
+        }
+        self.new_object("uevent_socket", |k| {
+            k.uevents.push(Vec::new());
+            Obj::Uevents(k.uevents.len() - 1)
+        })
+    }
+
+    /// The CPU changes queued for the uevent socket `fd`, taken.
+    pub fn read_uevents(&mut self, fd: RawFd) -> Result<Vec<(i32, bool)>> {
+        match self.fds.get(&fd) {
+            Some(&Obj::Uevents(u)) => Ok(core::mem::take(&mut self.uevents[u])),
+            _ => Err(Error::from_errno(libc::EBADF)),
+        }
     }
 
     pub fn timerfd(&mut self) -> Result<OwnedFd> {

@@ -12,6 +12,7 @@ pub mod fake;
 pub mod fault;
 pub mod quiesce;
 pub mod sys;
+pub mod uevent;
 
 use core::mem::{offset_of, size_of};
 

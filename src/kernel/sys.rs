@@ -25,6 +25,7 @@ macro_rules! faked {
     };
 }
 
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
@@ -80,6 +81,27 @@ pub fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
 }
 
+/// `bpf_map_lookup_elem(map_fd, &key, value)` for a 4-byte key: the kernel
+/// writes the whole value (for a per-CPU map, one 8-aligned value per
+/// possible CPU), so `value` must be at least that long.
+pub fn map_lookup(map_fd: RawFd, key: u32, value: &mut [u8]) -> Result<()> {
+    faked!(k => k.map_lookup(map_fd, key, value));
+    let mut attr = MapElemAttr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: value.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map(drop)
+}
+
+/// A duplicate of `fd` (close-on-exec), to keep an fd the caller lent.
+pub fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
+    faked!(k => k.dup(fd.as_raw_fd()));
+    fd.try_clone_to_owned().map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EBADF)))
+}
+
 /// `bpf_map_delete_elem(map_fd, &key)`.
 pub fn map_delete_u32(map_fd: RawFd, key: u32) -> Result<()> {
     faked!(k => k.map_delete(map_fd, key));
@@ -97,6 +119,10 @@ pub struct MapInfo {
     pub id: u32,
     /// `max_entries`.
     pub max_entries: u32,
+    /// `key_size`.
+    pub key_size: u32,
+    /// `value_size`.
+    pub value_size: u32,
 }
 
 /// `struct bpf_map_info` (uapi, 80 bytes at Linux 6.x); only the prefix is read.
@@ -130,7 +156,13 @@ pub fn map_info(map_fd: RawFd) -> Result<MapInfo> {
         info: &mut info as *mut BpfMapInfo as u64,
     };
     bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
-    Ok(MapInfo { map_type: info.map_type, id: info.id, max_entries: info.max_entries })
+    Ok(MapInfo {
+        map_type: info.map_type,
+        id: info.id,
+        max_entries: info.max_entries,
+        key_size: info.key_size,
+        value_size: info.value_size,
+    })
 }
 
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
