@@ -76,6 +76,8 @@ pub use perf_buffer::AsyncPerfBuffer;
 pub use perf_buffer::{Boxes, Builder, Local, MapFd, PerfBuffer, RingReader, Sendable, Threading, Waker};
 pub use reader::batch::Batch;
 pub use reader::config::Wakeup;
+pub use reader::health::RingHealth;
+pub use reader::output_counts::OutputCounts;
 pub use reader::stats::RingStats;
 pub use ringbuf::RingBuffer;
 

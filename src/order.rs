@@ -116,6 +116,27 @@ impl Order {
         Order { key, idle_wait, rings, last_key: None, stats: OrderStats::default() }
     }
 
+    /// Room for rings added since (a CPU that came online).
+    pub fn grow(&mut self, rings: usize) {
+        let now = Moment::now();
+        while self.rings.len() < rings {
+            self.rings.push(RingIndex { scanned_to: None, entries: VecDeque::new(), newest: None, last_progress: now });
+        }
+    }
+
+    /// Whether ring `i` holds no record indexed and not yet delivered.
+    pub fn holds_nothing_of(&self, i: usize) -> bool {
+        self.rings.get(i).is_none_or(|r| r.entries.is_empty())
+    }
+
+    /// Ring `i` now reads other memory (a fresh event's): scanning starts
+    /// again at its tail.
+    pub fn restart(&mut self, i: usize) {
+        if let Some(r) = self.rings.get_mut(i) {
+            r.scanned_to = None;
+        }
+    }
+
     /// Current counters.
     pub fn stats(&self) -> OrderStats {
         self.stats

@@ -230,6 +230,45 @@ impl Adaptive {
         })
     }
 
+    /// Ring `idx` (a CPU that came online after set-up, or came back with
+    /// a fresh event) starts again as a CPU the fast mode has not needed
+    /// yet: per-record wake-ups on the caller's event, fast events opened
+    /// when it first needs them. What its released events lost stays.
+    pub fn set_up_again<L: Lane>(&mut self, idx: usize, lane: &L) {
+        if self.slots.len() <= idx {
+            self.slots.resize_with(idx + 1, Slot::default);
+        }
+        let mut slot = Slot { retired_lost: self.slots[idx].retired_lost, ..Slot::default() };
+        let countable = sys::format_lost_supported() || lane.rings().main().data_size() >= SPILL_MAX;
+        if !countable || !self.owns_slots() {
+            slot.policy.moved(Target::Caller);
+        }
+        self.slots[idx] = slot;
+        self.recount = true;
+    }
+
+    /// Ring `idx`'s CPU went offline: the kernel never puts its events
+    /// back on it, so once the spill ring is read its fast events go (what
+    /// they failed to write and the ring did not report becomes a lost
+    /// report of our own), and the CPU stays on the caller's event until
+    /// [`Self::set_up_again`]. Returns `false`, doing nothing, while the
+    /// spill ring still holds records.
+    pub fn cpu_gone<L: Lane>(&mut self, idx: usize, lane: &mut L) -> bool {
+        let Some(slot) = self.slots.get_mut(idx) else { return true };
+        if lane.rings().spill().is_some_and(|s| s.pending_bytes() > 0) {
+            return false;
+        }
+        if slot.policy.target() != Target::Caller {
+            slot.policy.moved(Target::Caller);
+            self.recount = true;
+        }
+        if slot.events.is_some() {
+            slot.left = Some(Moment::coarse());
+            self.release(idx, lane);
+        }
+        true
+    }
+
     /// Whether any ring is batched now.
     pub fn any_batched(&self) -> bool {
         self.batched > 0

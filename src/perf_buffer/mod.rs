@@ -18,6 +18,8 @@ use crate::order::{KeyFn, OrderBy, OrderKey, OrderStats};
 use crate::reader::batch::Batch;
 use crate::reader::config::{AttrChoice, CpuSelection, Options, Wakeup};
 use crate::reader::deliver::{self, Flow, Halt, Handler};
+use crate::reader::health::RingHealth;
+use crate::reader::output_counts::OutputCounts;
 use crate::reader::stats::RingStats;
 use crate::reader::waker::WakeFd;
 use crate::reader::{BatchStop, Reader};
@@ -86,6 +88,8 @@ pub struct Builder<'a, T: Threading = Sendable> {
     opts: Options,
     closures: Closures<'a, T>,
     map: MapFd<'a>,
+    /// perfbuf.bpf.h's output counts map, until built.
+    counts: Option<MapFd<'a>>,
 }
 
 /// The Rust face's handler: its closures.
@@ -157,7 +161,9 @@ impl<'a> PerfBuffer<'a> {
     /// per CPU, every online CPU, a wake-up per record.
     pub fn builder(map: impl Into<MapFd<'a>>) -> Builder<'a> {
         let map = map.into();
-        Builder { opts: Options::new(map.as_raw_fd()), closures: Closures::default(), map }
+        let mut opts = Options::new(map.as_raw_fd());
+        opts.hotplug = true;
+        Builder { opts, closures: Closures::default(), map, counts: None }
     }
 }
 
@@ -238,6 +244,29 @@ impl<'a, T: Threading> PerfBuffer<'a, T> {
     /// counts).
     pub fn stats(&self, idx: usize) -> Result<RingStats> {
         self.reader.figures(idx)
+    }
+
+    /// Ring `idx`'s health: its backlog now and at its peak, records,
+    /// bytes and wake-ups per second, time since its last record, and the
+    /// smallest ring that would have held what it had to hold (see
+    /// [`RingHealth`]). Cheap: the reader keeps these as it reads.
+    pub fn health(&self, idx: usize) -> Result<RingHealth> {
+        self.reader.health(idx)
+    }
+
+    /// Counts `n` samples of ring `idx` the caller read and then dropped
+    /// by its own policy (a filter, a full queue downstream): they move
+    /// from delivered to the `dropped` bucket of [`RingStats`], so the
+    /// loss identity still adds up.
+    pub fn count_dropped(&mut self, idx: usize, n: u64) -> Result<()> {
+        self.reader.count_dropped(idx, n)
+    }
+
+    /// What the BPF program's output wrappers counted on every CPU,
+    /// indexed by CPU id (see [`Builder::output_counts`]); `None` without
+    /// that map.
+    pub fn output_counts(&self) -> Option<Result<Vec<OutputCounts>>> {
+        self.reader.output_counts()
     }
 
     /// The final drain, once the producers have stopped: reads every ring
@@ -395,7 +424,7 @@ impl<'a> Builder<'a> {
     /// A builder over a map fd the caller vouches for (the C face; the fd
     /// may even be invalid: the reader reports that as libbpf does).
     pub fn for_raw_fd(map_fd: RawFd) -> Builder<'a> {
-        Builder { opts: Options::new(map_fd), closures: Closures::default(), map: MapFd::None }
+        Builder { opts: Options::new(map_fd), closures: Closures::default(), map: MapFd::None, counts: None }
     }
 
     /// Takes closures that are not `Send` (capturing an `Rc`, a
@@ -408,7 +437,7 @@ impl<'a> Builder<'a> {
             record: record.map(|f| -> <Local as Threading>::RecordFn<'a> { f }),
             key,
         };
-        Builder { opts: self.opts, closures, map: self.map }
+        Builder { opts: self.opts, closures, map: self.map, counts: self.counts }
     }
 }
 
@@ -514,14 +543,40 @@ impl<'a, T: Threading> Builder<'a, T> {
         self
     }
 
+    /// CPUs that come and go (on by default for this builder; libbpf's
+    /// C constructors leave it off unless asked): a CPU that comes online
+    /// gets its event, ring and map slot within a second (the poll waiting
+    /// is woken by the kernel's uevent), one that goes offline has its
+    /// ring read and kept, and one that comes back gets a fresh event (the
+    /// kernel leaves the old one dead). New rings get the next indexes, so
+    /// [`PerfBuffer::rings`] may grow. Needs the default or a custom attr
+    /// (not [`Self::caller_attr`] nor [`Self::cpu_keys`]).
+    pub fn hotplug(mut self, on: bool) -> Self {
+        self.opts.hotplug = on;
+        self
+    }
+
+    /// The BPF program's own counts of its outputs: `map` is the
+    /// `PERFBUF_OUTPUT_COUNTS` map its output wrapper from
+    /// `include/perfbuf.bpf.h` writes. With it, [`RingStats::produced`] and
+    /// [`RingStats::output_failed`] are known, so the loss identity can be
+    /// checked (see [`RingStats`]). The map is checked when built (EINVAL
+    /// for another kind of map) and read only when figures are asked for.
+    pub fn output_counts(mut self, map: impl Into<MapFd<'a>>) -> Self {
+        self.counts = Some(map.into());
+        self
+    }
+
     /// Opens the buffer: one event and ring per CPU, stored in the map.
-    pub fn build(self) -> Result<PerfBuffer<'a, T>> {
+    pub fn build(mut self) -> Result<PerfBuffer<'a, T>> {
+        self.opts.counts_map = self.counts.as_ref().map(MapFd::as_raw_fd);
         let reader = Reader::open(self.opts, self.closures)?;
         Ok(PerfBuffer { reader, wake: OnceCell::new(), _map: self.map })
     }
 
     /// Opens a reader delivering to `handler` (the C face's callbacks).
-    pub fn build_with<H: Handler>(self, handler: H) -> Result<Reader<H>> {
+    pub fn build_with<H: Handler>(mut self, handler: H) -> Result<Reader<H>> {
+        self.opts.counts_map = self.counts.as_ref().map(MapFd::as_raw_fd);
         Reader::open(self.opts, handler)
     }
 

@@ -86,6 +86,16 @@ pub struct Options {
     /// with a custom attr (give it `read_format = PERF_FORMAT_LOST`
     /// instead) nor the fast mode (its events keep libbpf's attr).
     pub count_lost: bool,
+    /// CPUs that come online later get a ring, and CPUs that go offline
+    /// and come back a fresh event (see `reader::hotplug`); the fast mode
+    /// turns it on too. Off by default for libbpf's constructors (libbpf
+    /// reads the CPUs online at creation, for good); the Rust builder and
+    /// `perfbuf_new` turn it on. Only with a built attr, and not for
+    /// explicit `(cpu, key)` pairs.
+    pub hotplug: bool,
+    /// perfbuf.bpf.h's output counts map (`BPF_MAP_TYPE_PERCPU_ARRAY`),
+    /// borrowed for the constructor's call (the reader keeps a duplicate).
+    pub counts_map: Option<RawFd>,
 }
 
 /// What [`Options::plan`] decided.
@@ -97,6 +107,8 @@ pub struct Plan {
     /// The delay timer's bound, when batching.
     pub max_delay: Option<Duration>,
     pub adaptive: bool,
+    /// CPUs that come and go are served.
+    pub hotplug: bool,
 }
 
 impl Options {
@@ -112,6 +124,8 @@ impl Options {
             overwrite: false,
             adaptive: false,
             count_lost: false,
+            hotplug: false,
+            counts_map: None,
         }
     }
 
@@ -153,7 +167,10 @@ impl Options {
                  forward rings, no custom attr",
             ));
         }
-        Ok(Plan { attr, sample_type, max_delay, adaptive: self.adaptive })
+        let hotplug = (self.hotplug || self.adaptive)
+            && attr.is_some()
+            && !matches!(self.cpus, CpuSelection::Explicit(_));
+        Ok(Plan { attr, sample_type, max_delay, adaptive: self.adaptive, hotplug })
     }
 }
 

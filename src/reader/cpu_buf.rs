@@ -1,7 +1,10 @@
 //! One CPU of a reader: the caller's event, its rings, what was read, and
 //! the record-by-record cursor.
 
+use super::health::Tracker;
+use super::hotplug::Successor;
 use super::lost::KernelLost;
+use super::output_counts::OutputCounts;
 use super::stats::RingStats;
 use crate::adaptive::{Lane, SlotMove};
 use crate::error::{Error, Result};
@@ -32,6 +35,20 @@ pub struct CpuBuf {
     pub drained_round: u64,
     /// Where the kernel's count of what did not fit in this ring comes from.
     pub kernel_lost: KernelLost,
+    /// What the reader noted as it read (backlog, last record, rates).
+    pub health: Tracker,
+    /// Samples the caller dropped after reading them.
+    pub dropped: u64,
+    /// The CPU is online as far as the reader knows.
+    pub online: bool,
+    /// Times the CPU came back and got a fresh event.
+    pub replaced: u64,
+    /// What the events this ring had before the current one lost, as the
+    /// kernel counted it (replaced after their CPU came back).
+    pub retired_lost: u64,
+    /// The fresh event and ring of a CPU that came back, in the slot
+    /// already, taking this ring's place once it is read.
+    pub successor: Option<Successor>,
 }
 
 impl CpuBuf {
@@ -49,6 +66,12 @@ impl CpuBuf {
             cursor: None,
             drained_round: 0,
             kernel_lost: KernelLost::Unknown,
+            health: Tracker::default(),
+            dropped: 0,
+            online: true,
+            replaced: 0,
+            retired_lost: 0,
+            successor: None,
         }
     }
 
@@ -109,7 +132,7 @@ impl CpuBuf {
     /// counts it, but for the fast mode's own events (see
     /// `Reader::counted_lost`); `None` when unknown.
     pub fn counted_lost(&self) -> Option<u64> {
-        self.kernel_lost.read(self.fd.as_fd())
+        self.kernel_lost.read(self.fd.as_fd()).map(|n| n + self.retired_lost)
     }
 
     /// Of `counted` losses, those no lost report has told about yet (0
@@ -119,12 +142,17 @@ impl CpuBuf {
     }
 
     /// Current figures, `counted` being the kernel's count of what its
-    /// rings lost (the fast mode's figures are filled in by the reader).
-    pub fn figures(&self, counted: Option<u64>) -> RingStats {
+    /// rings lost and `output` what perfbuf.bpf.h counted on this CPU, if
+    /// known (the fast mode's figures are filled in by the reader).
+    pub fn figures(&self, counted: Option<u64>, output: Option<OutputCounts>) -> RingStats {
         let all = self.rings.figures();
         let unreported = self.unreported_of(counted);
         RingStats {
             cpu: self.cpu,
+            samples: all.records.saturating_sub(self.stats.others),
+            dropped: self.dropped,
+            output_failed: output.map_or(0, |o| o.failed_uncounted_perf()),
+            produced: output.map(|o| o.calls),
             records: all.records,
             bytes: all.bytes,
             lost: self.stats.lost + unreported,
@@ -150,13 +178,17 @@ impl CpuBuf {
 
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.
     pub fn teardown(self, map_fd: RawFd) {
-        let CpuBuf { map_key, fd, rings, .. } = self;
+        let CpuBuf { map_key, fd, rings, successor, .. } = self;
         if map_fd >= 0 {
             let _ = sys::map_delete_u32(map_fd, map_key as u32);
         }
         drop(rings);
         let _ = sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
         drop(fd);
+        if let Some(next) = successor {
+            drop(next.ring);
+            let _ = sys::perf_ioctl(next.fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
+        }
     }
 }
 

@@ -134,6 +134,7 @@ impl Other {
 #[cold]
 #[inline(never)]
 fn other_record(rec: &[u8], stats: &mut DispatchStats) -> Other {
+    stats.others += 1;
     match record::parse(rec) {
         // Dropped only when an early report covered it all (a count of 0
         // from the ring still reaches the callback, as in libbpf).
@@ -219,6 +220,7 @@ fn raw_other(
     stats: &mut DispatchStats,
     record: impl FnOnce(&[u8]) -> ControlFlow<Halt>,
 ) -> ControlFlow<Halt> {
+    stats.others += 1;
     match count_lost(rec, stats) {
         RawLost::Keep => record(rec),
         RawLost::Skip => ControlFlow::Continue(()),

@@ -9,7 +9,10 @@ pub mod batch;
 pub mod config;
 pub mod cpu_buf;
 pub mod deliver;
+pub mod health;
+pub mod hotplug;
 pub mod lost;
+pub mod output_counts;
 pub mod stats;
 pub mod ticker;
 pub mod wait;
@@ -34,7 +37,10 @@ use config::{CpuSelection, Options};
 use core::ops::ControlFlow;
 use cpu_buf::CpuBuf;
 use deliver::{Flow, Halt, Handler};
+use health::{RATE_WINDOW, RingHealth, Snapshot};
+use hotplug::{HOTPLUG_TOKEN, Hotplug};
 use lost::{KernelLost, LostTally};
+use output_counts::{CountsMap, OutputCounts};
 use stats::RingStats;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -74,6 +80,17 @@ pub struct Reader<H> {
     /// frees as libbpf would, and voids the parent's claim on the map.
     owner_pid: i32,
     claim: Option<Claim>,
+    /// perfbuf.bpf.h's output counts, when the caller gave the map.
+    counts: Option<CountsMap>,
+    /// CPUs coming and going are served (perfbuf's own API).
+    hotplug: Option<Hotplug>,
+    /// The coarse clock when the current poll or consume began.
+    clock: Moment,
+    /// When the rings' rate windows last began.
+    window_at: Moment,
+    /// Some ring's CPU went offline with records left, or waits to hand
+    /// over to a fresh event: polls look at those rings.
+    stale: bool,
     epoll: OwnedFd,
 }
 
@@ -93,6 +110,12 @@ impl<H: Handler> Reader<H> {
         }
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
         let skip_offline = !matches!(opts.cpus, CpuSelection::Explicit(_));
+        // CPUs read whenever online: a subset's, or every possible one.
+        let wanted = match (&opts.cpus, plan.hotplug) {
+            (CpuSelection::Subset(list), true) => Some(list.clone()),
+            (CpuSelection::AllOnline, true) => Some(hotplug::wanted_cpus(None, max_entries)?),
+            _ => None,
+        };
         let slots: Vec<(i32, i32)> = match opts.cpus {
             CpuSelection::Explicit(pairs) => pairs,
             CpuSelection::Subset(list) => fallible::collect(list.len(), list.iter().map(|&c| (c, c)))?,
@@ -125,6 +148,16 @@ impl<H: Handler> Reader<H> {
             for buf in &mut reader.bufs {
                 buf.kernel_lost = KernelLost::Own;
             }
+        }
+        if let Some(map) = opts.counts_map {
+            // SAFETY: the caller's fd, open for the call (Options' contract);
+            // CountsMap keeps a duplicate.
+            let map = unsafe { std::os::fd::BorrowedFd::borrow_raw(map) };
+            reader.counts = Some(CountsMap::open(map)?);
+        }
+        if let (Some(wanted), Some(attr)) = (wanted, plan.attr) {
+            let h = Hotplug::new(reader.epoll.as_raw_fd(), attr, opts.pages, opts.overwrite, wanted)?;
+            reader.hotplug = Some(h);
         }
         if let Some(bound) = plan.max_delay {
             // Ticking at half the bound keeps a record's wait, tick plus the
@@ -159,6 +192,7 @@ impl<H: Handler> Reader<H> {
             let (index, raw) = (reader.bufs.len(), fd.as_raw_fd());
             let mut buf = CpuBuf::new(cpu, cpu, fd, ring, false);
             buf.kernel_lost = tally.map_or(KernelLost::Unknown, KernelLost::Tally);
+            buf.health.current.at = reader.window_at;
             reader.bufs.push(buf);
             sys::epoll_add(reader.epoll.as_raw_fd(), raw, index as u64)
                 .map_err(|e| log::failed(e.with(What::EpollAdd(cpu, raw))))?;
@@ -193,6 +227,11 @@ impl<H: Handler> Reader<H> {
             reached_head: false,
             owner_pid: sys::getpid(),
             claim: None,
+            counts: None,
+            hotplug: None,
+            clock: Moment::coarse(),
+            window_at: Moment::coarse(),
+            stale: false,
             epoll,
         })
     }
@@ -245,7 +284,9 @@ impl<H: Handler> Reader<H> {
         }
         let perf_fd = fd.as_raw_fd();
         let index = self.bufs.len();
-        self.bufs.push(CpuBuf::new(cpu, map_key, fd, ring, overwrite));
+        let mut buf = CpuBuf::new(cpu, map_key, fd, ring, overwrite);
+        buf.health.current.at = self.window_at;
+        self.bufs.push(buf);
         sys::map_update_u32(self.map_fd, map_key as u32, perf_fd as u32)
             .map_err(|e| log::failed(e.with(What::SetSlot(cpu, map_key, perf_fd))))?;
         sys::epoll_add(self.epoll.as_raw_fd(), perf_fd, index as u64)
@@ -377,8 +418,10 @@ impl<H: Handler> Reader<H> {
         if let Some(a) = &mut self.adaptive {
             a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
         }
-        let Reader { bufs, handler, adaptive, map_fd, .. } = self;
+        let Reader { bufs, handler, adaptive, map_fd, clock, .. } = self;
         let buf = &mut bufs[idx];
+        let pending = buf.rings.pending_bytes();
+        buf.health.drain_begins(pending, *clock);
         // Count in a local the callbacks cannot see, so the counters stay in
         // registers across the indirect calls; store them once per drain.
         let (cpu, mut stats) = (buf.cpu, buf.stats);
@@ -399,7 +442,14 @@ impl<H: Handler> Reader<H> {
             );
         }
         buf.stats = stats;
+        buf.health.drain_ends(stats.lost, || {
+            let all = buf.rings.figures();
+            all.bytes.checked_div(all.records).unwrap_or(0)
+        });
         self.reached_head |= ret.is_continue();
+        if self.bufs[idx].successor.is_some() && ret.is_continue() {
+            self.promote(idx);
+        }
         halted(ret)
     }
 
@@ -448,19 +498,23 @@ impl<H: Handler> Reader<H> {
             (0, _) => 0,
             (n, None) => n + 1,
             (n, Some(_)) => 2 * n + 1,
-        } + usize::from(self.timer.is_some());
+        } + usize::from(self.timer.is_some())
+            + usize::from(self.hotplug.is_some());
         let cnt = match sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, timeout_ms) {
             Ok(cnt) => cnt,
             Err(e) => return Some(Err(e)),
         };
         self.round += 1;
+        self.clock = Moment::coarse();
         // How long the drains take, while the fast mode batches.
         let timed = self.adaptive.as_ref().is_some_and(Adaptive::any_batched).then(Moment::now);
         let (mut drained, mut flush, mut woken) = (0, false, None);
+        let mut hotplug = false;
         for i in 0..cnt {
             let token = self.events[i].u64; // a copy: the struct is packed
             match token {
                 TIMER_TOKEN => flush = true,
+                HOTPLUG_TOKEN => hotplug = true,
                 token if token & WAKE_TAG != 0 => woken = Some(token),
                 token => {
                     let idx = token as usize;
@@ -476,6 +530,15 @@ impl<H: Handler> Reader<H> {
                     drained += 1;
                 }
             }
+        }
+        if hotplug {
+            self.serve_hotplug();
+        }
+        self.recheck_cpus();
+        if self.stale {
+            let before = self.bufs.iter().map(|b| b.rings.records_read()).sum::<u64>();
+            self.serve_stale();
+            drained += usize::from(self.bufs.iter().map(|b| b.rings.records_read()).sum::<u64>() > before);
         }
         // Batched rings may hold records that woke nobody: every poll reads
         // them, and the timer only has to cover the time between polls.
@@ -525,6 +588,9 @@ impl<H: Handler> Reader<H> {
     /// and a tick it waited on is already read (`ticked`). `timed`: when
     /// the drains began, if they were timed.
     fn end_read(&mut self, in_poll: bool, ticked: bool, timed: Option<Moment>) {
+        if self.clock.since(self.window_at) >= RATE_WINDOW {
+            self.rotate_windows();
+        }
         if let Some(adaptive) = &mut self.adaptive {
             let spent = timed.map(Moment::elapsed);
             let action = adaptive.observe(Moment::coarse(), spent, &mut self.bufs, self.map_fd);
@@ -543,6 +609,29 @@ impl<H: Handler> Reader<H> {
         }
         if !in_poll && let Some(timer) = &mut self.timer {
             timer.clear();
+        }
+    }
+
+    /// Starts every ring's next rate window (once a second, from a read).
+    #[cold]
+    fn rotate_windows(&mut self) {
+        self.window_at = self.clock;
+        for buf in &mut self.bufs {
+            let all = buf.rings.figures();
+            let now = Snapshot { at: self.clock, records: all.records, bytes: all.bytes, wakeups: buf.wakeups };
+            buf.health.rotate(now);
+        }
+    }
+
+    /// Before a read outside a poll: the clock, and CPUs that came or went.
+    fn begin_read(&mut self) {
+        self.clock = Moment::coarse();
+        if self.hotplug.is_some() {
+            self.recheck_socket();
+            self.recheck_cpus();
+            if self.stale {
+                self.serve_stale();
+            }
         }
     }
 
@@ -565,11 +654,65 @@ impl<H: Handler> Reader<H> {
 
     /// Ring `idx`'s figures.
     pub fn figures(&self, idx: usize) -> Result<RingStats> {
-        let mut figures = self.buf(idx)?.figures(self.counted_lost(idx));
+        let buf = self.buf(idx)?;
+        let output = match &self.counts {
+            Some(c) => Some(c.read_cpu(buf.cpu)?),
+            None => None,
+        };
+        let mut figures = buf.figures(self.counted_lost(idx), output);
         if let Some(adaptive) = &self.adaptive {
             (figures.batched, figures.batch_switches) = adaptive.state(idx);
         }
         Ok(figures)
+    }
+
+    /// Ring `idx`'s health: backlog now and at its peak, rates over the
+    /// last second, time since its last record, and the ring size the
+    /// load seen so far needed (see [`RingHealth`]).
+    pub fn health(&self, idx: usize) -> Result<RingHealth> {
+        let buf = self.buf(idx)?;
+        let now = Moment::coarse();
+        let all = buf.rings.figures();
+        let snap = Snapshot { at: now, records: all.records, bytes: all.bytes, wakeups: buf.wakeups };
+        let (records_per_sec, bytes_per_sec, wakeups_per_sec) = buf.health.rates(snap);
+        let lost = buf.stats.lost + buf.unreported_of(self.counted_lost(idx));
+        let pending = buf.rings.pending_bytes();
+        let mean = all.bytes.checked_div(all.records).unwrap_or(0);
+        let needed = buf.health.needed(lost, mean);
+        Ok(RingHealth {
+            cpu: buf.cpu,
+            online: buf.online,
+            pending_bytes: pending,
+            peak_pending_bytes: buf.health.peak_pending.max(pending),
+            data_size: buf.rings.main().data_size() as u64,
+            records_per_sec,
+            bytes_per_sec,
+            wakeups_per_sec,
+            since_last_record: buf.health.last_record.map(|t| now.since(t)),
+            needed_bytes: needed,
+            suggested_pages: health::pages_for(needed, cpu::page_size()),
+            replaced: buf.replaced,
+        })
+    }
+
+    /// Counts `n` samples of ring `idx` the caller read and dropped by its
+    /// own policy: the figures' `dropped` bucket.
+    pub fn count_dropped(&mut self, idx: usize, n: u64) -> Result<()> {
+        self.buf(idx)?;
+        self.bufs[idx].dropped = self.bufs[idx].dropped.saturating_add(n);
+        Ok(())
+    }
+
+    /// What perfbuf.bpf.h's output wrappers counted on every CPU (indexed
+    /// by CPU id), if the reader was given their map.
+    pub fn output_counts(&self) -> Option<Result<Vec<OutputCounts>>> {
+        self.counts.as_ref().map(CountsMap::read)
+    }
+
+    /// Whether the reader serves CPUs coming and going, and how it hears
+    /// of them (`Some(true)`: the kernel's uevents; `Some(false)`: a timer).
+    pub fn watches_cpus(&self) -> Option<bool> {
+        self.hotplug.as_ref().map(Hotplug::has_uevents)
     }
 
     /// Reports, for every ring whose events count their losses (see
@@ -592,10 +735,10 @@ impl<H: Handler> Reader<H> {
                 continue;
             }
             let mut stats = buf.stats;
-            // This report is not one the credit covers.
-            let credit = core::mem::take(&mut stats.lost_credit);
+            // This report is not one the credit covers, nor a record read.
+            let (credit, others) = (core::mem::take(&mut stats.lost_credit), stats.others);
             let ret = handler.deliver(buf.cpu, LostRecord::new(lost).bytes(), &mut stats);
-            stats.lost_credit = credit + lost;
+            (stats.lost_credit, stats.others) = (credit + lost, others);
             buf.stats = stats;
             reported += lost;
             match ret {
@@ -699,9 +842,28 @@ impl<H: Handler> Reader<H> {
     }
 
     fn order_round(&mut self, flush: bool) -> Result<usize> {
-        let Reader { bufs, handler, order, .. } = self;
+        self.clock = Moment::coarse();
+        let Reader { bufs, handler, order, clock, .. } = self;
         let order = order.as_mut().ok_or(Error::INVAL)?;
-        order.round(bufs, handler, flush).map_err(halt_error)
+        let found: Vec<u64> = bufs.iter().map(|b| b.rings.pending_bytes()).collect();
+        for (buf, &pending) in bufs.iter_mut().zip(&found) {
+            buf.health.drain_begins(pending, *clock);
+        }
+        let ret = order.round(bufs, handler, flush).map_err(halt_error);
+        for buf in bufs.iter_mut() {
+            let all = buf.rings.figures();
+            buf.health.drain_ends(buf.stats.lost, || all.bytes.checked_div(all.records).unwrap_or(0));
+        }
+        if self.stale {
+            let waiting = |r: &Self| r.bufs.iter().filter(|b| b.successor.is_some()).count();
+            let before = waiting(self);
+            self.serve_stale();
+            // A flush reads the fresh rings that took over just now too.
+            if flush && ret.is_ok() && waiting(self) < before {
+                return Ok(ret? + self.order_round(true)?);
+            }
+        }
+        ret
     }
 
     /// Ordered poll: rounds until something is delivered or `timeout_ms`
@@ -714,9 +876,18 @@ impl<H: Handler> Reader<H> {
             if n > 0 {
                 return Ok(n);
             }
-            let Some(left) = timeout_left(start, timeout_ms) else { return Ok(0) };
+            // Past the timeout, a reader serving CPUs that come and go
+            // still looks (without waiting) for their news.
+            let left = timeout_left(start, timeout_ms);
+            if left.is_none() && self.hotplug.is_none() {
+                return Ok(0);
+            }
             let order = self.order.as_ref().ok_or(Error::INVAL)?;
-            let wait = if order.has_pending() { left.min(order.idle_wait()) } else { left };
+            let wait = match left {
+                Some(left) if order.has_pending() => left.min(order.idle_wait()),
+                Some(left) => left,
+                None => Duration::ZERO,
+            };
             let max = self.events.len();
             let cnt = sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, epoll_ms(wait))?;
             for i in 0..cnt {
@@ -731,8 +902,12 @@ impl<H: Handler> Reader<H> {
                             timer.read(Moment::now());
                         }
                     }
+                    HOTPLUG_TOKEN => self.serve_hotplug(),
                     idx => self.bufs[idx as usize].wakeups += 1,
                 }
+            }
+            if left.is_none() {
+                return Ok(0);
             }
         }
     }
@@ -745,6 +920,7 @@ impl<H: Handler> Reader<H> {
     where
         F: FnMut(&Batch<'_>) -> ControlFlow<i32>,
     {
+        self.begin_read();
         let mut total: u64 = 0;
         for idx in 0..self.bufs.len() {
             if self.bufs[idx].overwrite_prev_head.is_some() {
@@ -762,6 +938,7 @@ impl<H: Handler> Reader<H> {
             let before = buf.rings.records_read();
             if let Some(lost) = buf.rings.take_owed() {
                 stats.lost += lost;
+                stats.others += 1;
                 buf.stats = stats;
                 total += 1;
                 let made = LostRecord::new(lost);
@@ -779,6 +956,7 @@ impl<H: Handler> Reader<H> {
                     head,
                     |rec| {
                         others.set(others.get() + 1);
+                        stats.others += 1;
                         if let Record::Lost { lost } = record::parse(rec) {
                             deliver::take_lost(lost, stats);
                         }
@@ -815,6 +993,7 @@ impl<H: Handler> Reader<H> {
     /// Drains every ring in index order (libbpf's `perf_buffer__consume`).
     pub fn consume(&mut self) -> Result<()> {
         self.reached_head = false;
+        self.begin_read();
         if self.order.is_some() {
             return self.order_round(false).map(drop);
         }
@@ -836,6 +1015,7 @@ impl<H: Handler> Reader<H> {
     /// loop must not be left with a ticking timer).
     pub fn consume_buffer(&mut self, idx: usize) -> Result<()> {
         self.reached_head = false;
+        self.clock = Moment::coarse();
         self.buf(idx)?;
         let ret = self.process_records(idx);
         self.end_read(false, false, None);
@@ -981,5 +1161,9 @@ fn epoll_ms(d: Duration) -> i32 {
     d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
 }
 
+#[cfg(test)]
+mod accounting_tests;
+#[cfg(test)]
+mod hotplug_tests;
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,23 @@
 /// One ring's figures: what was read, lost and skipped, and the fast
 /// mode's state.
 ///
+/// **The loss identity.** Every record a BPF program meant to send on this
+/// CPU is delivered or lost, and each loss is in exactly one bucket:
+///
+/// ```text
+/// produced = delivered + lost_reported + lost_unreported + output_failed + dropped
+/// ```
+///
+/// where `delivered = samples - dropped`, `lost_reported = lost -
+/// lost_unreported` (the kernel's LOST records), `lost_unreported` what the
+/// kernel counted and has not reported yet ([`crate::Builder::count_lost`]),
+/// `output_failed` outputs the helper refused that no kernel figure counts
+/// (`perfbuf.bpf.h`'s counts, [`crate::Builder::output_counts`]), and
+/// `dropped` what the caller threw away ([`crate::PerfBuffer::count_dropped`]).
+/// It holds once the ring is read to its head (records still waiting are
+/// neither delivered nor lost), and `produced` is known only with
+/// perfbuf.bpf.h's counts.
+///
 /// ```no_run
 /// # fn f(pb: &perfbuf::PerfBuffer<'_>) -> perfbuf::Result<()> {
 /// let s = pb.stats(0)?;
@@ -15,6 +32,22 @@
 pub struct RingStats {
     /// The CPU this ring reads.
     pub cpu: i32,
+    /// Output calls made on this CPU, as perfbuf.bpf.h's output wrappers
+    /// counted them (`None` without [`crate::Builder::output_counts`]).
+    pub produced: Option<u64>,
+    /// Samples read: the records successful outputs wrote (`records` less
+    /// lost reports and records of other types). Samples the caller then
+    /// dropped are in `dropped` too; see [`Self::delivered`].
+    pub samples: u64,
+    /// Samples the caller read and dropped by its own policy
+    /// ([`crate::PerfBuffer::count_dropped`]).
+    pub dropped: u64,
+    /// Outputs on this CPU the helper refused that no kernel figure
+    /// counts: an empty slot (`-ENOENT`), an event that is not on the CPU
+    /// (`-EOPNOTSUPP`: one left dead when its CPU went offline)... from
+    /// perfbuf.bpf.h's counts (0 without them). A full ring's refusals are
+    /// in `lost`, where the kernel counts them.
+    pub output_failed: u64,
     /// Records read (samples, lost reports and any other type), plus the
     /// lost reports the library made for a ring the kernel no longer
     /// writes to (fast mode): one per lost callback.
@@ -53,4 +86,22 @@ pub struct RingStats {
     pub batch_switches: u64,
     /// Size of the spill ring the fast mode gave this CPU (0: none).
     pub spill_size: u64,
+}
+
+impl RingStats {
+    /// Samples that reached the caller and were kept: `samples - dropped`.
+    pub fn delivered(&self) -> u64 {
+        self.samples.saturating_sub(self.dropped)
+    }
+
+    /// Every loss, all buckets: `lost + output_failed + dropped`.
+    pub fn lost_total(&self) -> u64 {
+        self.lost.saturating_add(self.output_failed).saturating_add(self.dropped)
+    }
+
+    /// The losses the kernel reported in LOST records (`lost -
+    /// lost_unreported`).
+    pub fn lost_reported(&self) -> u64 {
+        self.lost.saturating_sub(self.lost_unreported)
+    }
 }

@@ -235,8 +235,9 @@ fn the_fast_mode_starts_on_the_callers_events_with_nothing_more() {
         assert_eq!((f.spill_size, f.batched), (0, false));
     }
     assert!(!r.timer.as_ref().unwrap().ticking(), "no timer while nothing is batched");
-    // Two events, the epoll set and the timer: what libbpf has, and a timer.
-    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1 + 2 + 1 + 1);
+    // Two events, the epoll set and the timer: what libbpf has, a timer,
+    // and the uevent socket that serves CPUs coming and going.
+    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1 + 2 + 1 + 1 + 1);
 }
 
 #[test]
@@ -249,7 +250,7 @@ fn a_cpu_gets_its_spill_ring_when_it_first_batches() {
     assert_eq!(fx.slot(0).0, fx.batching(f));
     assert_eq!(r.figures(1).unwrap().spill_size, 0, "CPU 1 had nothing to batch");
     // Streaming and per-record events into the spill ring: two more.
-    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1 + 2 + 1 + 1 + 2);
+    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1 + 2 + 1 + 1 + 1 + 2);
     assert_eq!(r.handler.0.len(), 6000, "nothing lost or late across the move");
 }
 

@@ -26,8 +26,13 @@ impl Ticker {
     /// A timerfd in `epoll` under [`TIMER_TOKEN`], ticking every `period`
     /// (never, for zero).
     pub fn new(epoll: RawFd, period: Duration) -> Result<Ticker> {
+        Ticker::with_token(epoll, period, TIMER_TOKEN)
+    }
+
+    /// [`Self::new`] under another epoll token.
+    pub fn with_token(epoll: RawFd, period: Duration, token: u64) -> Result<Ticker> {
         let fd = sys::timerfd()?;
-        sys::epoll_add(epoll, fd.as_raw_fd(), TIMER_TOKEN)?;
+        sys::epoll_add(epoll, fd.as_raw_fd(), token)?;
         let mut ticker = Ticker { fd, period: Duration::ZERO, since: Moment::now() };
         if !period.is_zero() {
             ticker.arm(period)?;

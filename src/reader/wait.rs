@@ -6,6 +6,7 @@
 
 use super::Reader;
 use super::deliver::Handler;
+use super::hotplug::HOTPLUG_TOKEN;
 use super::ticker::TIMER_TOKEN;
 use super::waker::{WAKE_TAG, clear_wake};
 use super::{epoll_ms, timeout_left};
@@ -29,11 +30,12 @@ impl<H: Handler> Reader<H> {
         loop {
             let max = self.events.len();
             let cnt = sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, max, wait_ms)?;
-            let (mut rings, mut ticked, mut woken) = (0, false, false);
+            let (mut rings, mut ticked, mut woken, mut hotplug) = (0, false, false, false);
             for i in 0..cnt {
                 let token = self.events[i].u64; // a copy: the struct is packed
                 match token {
                     TIMER_TOKEN => ticked = true,
+                    HOTPLUG_TOKEN => hotplug = true,
                     token if token & WAKE_TAG != 0 => {
                         clear_wake(token);
                         woken = true;
@@ -45,6 +47,9 @@ impl<H: Handler> Reader<H> {
                         }
                     }
                 }
+            }
+            if hotplug {
+                self.serve_hotplug();
             }
             if ticked && let Some(timer) = &mut self.timer {
                 timer.read(Moment::now());

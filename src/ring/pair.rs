@@ -76,6 +76,16 @@ impl CpuRings {
         Some(spill)
     }
 
+    /// Puts `ring` in place of the caller's ring (a fresh event's, after
+    /// its CPU came back online); what the old one read stays in the
+    /// figures. Returns the old ring.
+    pub fn replace_main(&mut self, ring: PerfRing) -> PerfRing {
+        let old = core::mem::replace(&mut self.main, ring);
+        add(&mut self.retired, old.stats());
+        self.main_quiet = false;
+        old
+    }
+
     /// Records now go to the spill ring (`true`) or to the caller's.
     pub fn set_spill_current(&mut self, current: bool) {
         self.spill_current = current && self.spill.is_some();

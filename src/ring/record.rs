@@ -46,6 +46,11 @@ pub struct DispatchStats {
     pub lost: u64,
     /// SAMPLE/LOST records too short for their fields, skipped.
     pub malformed: u64,
+    /// Records handed out that are not well-formed samples (lost reports,
+    /// other types, malformed ones): what was read less these is the
+    /// samples delivered. Counted off the hot path, where they are told
+    /// apart anyway.
+    pub others: u64,
     /// Losses reported early (a final drain's report of what the kernel
     /// counted but had not yet written as a `PERF_RECORD_LOST`): a LOST
     /// record that arrives later reports them again, and is reduced by
