@@ -22,7 +22,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: accounted-lib ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
@@ -68,7 +68,17 @@ $(BUILD)/difftest: c-tests/difftest.c $(HARNESS) $(HARNESS_H) | $(BUILD)
 $(BUILD)/libperfbuf_producer.so: c-tests/producer.c c-tests/producer.h | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ c-tests/producer.c
 
-producer-lib: $(BUILD)/libperfbuf_producer.so
+producer-lib: $(BUILD)/libperfbuf_producer.so accounted-lib
+
+# The loss identity's BPF program, built with include/perfbuf.bpf.h, and the
+# library (libbpf) the Rust, Python and command tests load and run it with.
+$(BUILD)/accounted.bpf.o: c-tests/bpf/accounted.bpf.c include/perfbuf.bpf.h | $(BUILD)
+	$(BPF_CLANG) -O2 -g -target bpf -I/usr/include/$$(gcc -print-multiarch) -Iinclude -c $< -o $@
+
+$(BUILD)/libperfbuf_accounted.so: c-tests/accounted.c c-tests/accounted.h c-tests/producer.c c-tests/producer.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ c-tests/accounted.c c-tests/producer.c -lbpf
+
+accounted-lib: $(BUILD)/libperfbuf_accounted.so $(BUILD)/accounted.bpf.o
 
 $(BUILD)/controls_test: c-tests/controls_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/controls_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread

@@ -139,8 +139,7 @@ void producer_close(struct producer *p)
 	p->map_fd = p->det_prog_fd = p->stamp_prog_fd = -1;
 }
 
-/* One BPF_PROG_TEST_RUN of `prog_fd` on `cpu`, `repeat` times. */
-static int test_run(int prog_fd, int cpu, const void *pkt, unsigned pkt_len, unsigned repeat, int *helper_ret)
+int producer_test_run(int prog_fd, int cpu, const void *pkt, unsigned pkt_len, unsigned repeat, int *helper_ret)
 {
 	cpu_set_t old, one;
 	if (sched_getaffinity(0, sizeof(old), &old))
@@ -170,7 +169,7 @@ static int test_run(int prog_fd, int cpu, const void *pkt, unsigned pkt_len, uns
 int producer_emit(struct producer *p, int use_stamp, int cpu, const void *pkt, unsigned pkt_len,
 		  unsigned repeat, int *helper_ret)
 {
-	return test_run(use_stamp ? p->stamp_prog_fd : p->det_prog_fd, cpu, pkt, pkt_len, repeat, helper_ret);
+	return producer_test_run(use_stamp ? p->stamp_prog_fd : p->det_prog_fd, cpu, pkt, pkt_len, repeat, helper_ret);
 }
 
 /* Packet for producer_emit_det: u16 cnt, then bytes derived from the seed
@@ -443,7 +442,7 @@ int producer_emit_ringbuf(struct ringbuf_producer *r, int cpu, unsigned n, uint8
 		return -EINVAL;
 	uint8_t pkt[PRODUCER_MAX_N + 16];
 	unsigned len = det_packet(n, seed, pkt);
-	return test_run(r->prog_fd, cpu, pkt, len, repeat, helper_ret);
+	return producer_test_run(r->prog_fd, cpu, pkt, len, repeat, helper_ret);
 }
 
 int producer_ringbuf_stats(const struct ringbuf_producer *r, struct ringbuf_producer_stats *out)
@@ -462,5 +461,5 @@ int producer_ringbuf_ctl(struct ringbuf_producer *r, int cpu, enum ringbuf_op op
 {
 	uint8_t pkt[14] = {(uint8_t)op, (uint8_t)flags};
 	memcpy(pkt + 2, &meta, 8);
-	return test_run(r->ctl_prog_fd, cpu, pkt, sizeof(pkt), 1, helper_ret);
+	return producer_test_run(r->ctl_prog_fd, cpu, pkt, sizeof(pkt), 1, helper_ret);
 }

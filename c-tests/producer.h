@@ -31,6 +31,11 @@ void producer_close(struct producer *p);
 int producer_emit(struct producer *p, int use_stamp, int cpu, const void *pkt, unsigned pkt_len,
 		  unsigned repeat, int *helper_ret);
 
+/* One BPF_PROG_TEST_RUN of any tc program `prog_fd` on `cpu`, `repeat` times,
+ * with packet `pkt` (at least 14 bytes). *helper_ret gets the last run's
+ * return value. Returns 0 or -errno. */
+int producer_test_run(int prog_fd, int cpu, const void *pkt, unsigned pkt_len, unsigned repeat, int *helper_ret);
+
 /* Emits `repeat` deterministic samples of n bytes (8 <= n <= PRODUCER_MAX_N)
  * on `cpu`; their bytes are producer_expected(n, seed). */
 int producer_emit_det(struct producer *p, int cpu, unsigned n, uint8_t seed, unsigned repeat, int *helper_ret);

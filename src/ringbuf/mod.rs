@@ -23,7 +23,9 @@
 //! Unlike a perf buffer, a ring buffer has no per-CPU rings (records of
 //! all CPUs are in one order, the order their space was reserved) and no
 //! lost count: when the ring is full the BPF program's output fails, and
-//! only the program sees it.
+//! only the program sees it. `include/perfbuf.bpf.h`'s wrappers count those
+//! refusals in a map the reader reads ([`Builder::output_counts`]), which
+//! makes a ring buffer's losses countable at all ([`Ring::accounts`]).
 //!
 //! Layout: [`layout`](self) maps a ring (the consumer page read-write, the
 //! rest read-only), `walk` reads its records without trusting the pages
@@ -44,8 +46,11 @@ pub use walk::Stats;
 pub use layout::{BUSY_BIT, DISCARD_BIT, RingMemory};
 
 use crate::error::{Error, Result, What};
+use crate::kernel::clock::Moment;
 use crate::kernel::{BPF_MAP_TYPE_RINGBUF, cpu, sys};
 use crate::perf_buffer::{Local, MapFd, Sendable, timeout_ms};
+use crate::reader::health::{RATE_WINDOW, RingHealth, Snapshot, Tracker, pages_for};
+use crate::reader::output_counts::CountsMap;
 use crate::{fallible, log};
 use core::ops::ControlFlow;
 use layout::RingMemory as Memory;
@@ -71,12 +76,14 @@ pub struct RingBuffer<'a, T: RingThreading = Sendable> {
     rings: Vec<Ring<'a, T>>,
     /// `epoll_wait`'s output, one slot per ring (as libbpf sizes it).
     events: Vec<libc::epoll_event>,
+    /// When the rings' rate windows last began.
+    window_at: Moment,
 }
 
 /// The maps and callbacks of a [`RingBuffer`]: see [`RingBuffer::builder`].
 #[must_use = "a builder does nothing until built"]
 pub struct Builder<'a, T: RingThreading = Sendable> {
-    maps: Vec<(MapFd<'a>, T::Callback<'a>)>,
+    maps: Vec<(MapFd<'a>, T::Callback<'a>, Option<MapFd<'a>>)>,
 }
 
 /// One map of a [`RingBuffer`] (libbpf's `struct ring`): its positions,
@@ -88,6 +95,13 @@ pub struct Ring<'a, T: RingThreading = Sendable> {
     _map: MapFd<'a>,
     callback: T::Callback<'a>,
     stats: Stats,
+    /// perfbuf.bpf.h's counts of this map's outputs, if given.
+    counts: Option<CountsMap>,
+    /// Records the caller read and dropped by its own policy.
+    dropped: u64,
+    /// Times epoll reported the map ready.
+    wakeups: u64,
+    health: Tracker,
 }
 
 impl<'a> RingBuffer<'a> {
@@ -106,7 +120,7 @@ impl<'a> RingBuffer<'a> {
 impl<'a, T: RingThreading> RingBuffer<'a, T> {
     fn with_epoll() -> Result<Self> {
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
-        Ok(RingBuffer { epoll, rings: Vec::new(), events: Vec::new() })
+        Ok(RingBuffer { epoll, rings: Vec::new(), events: Vec::new(), window_at: Moment::coarse() })
     }
 
     /// Adds `map`, a `BPF_MAP_TYPE_RINGBUF` (a reference to anything with
@@ -156,7 +170,19 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         sys::epoll_add(self.epoll.as_raw_fd(), map_fd, token).map_err(|e| {
             log::failed(e.about(format_args!("ringbuf: failed to epoll add map fd={map_fd}")))
         })?;
-        self.rings.push(Ring { memory, map_fd, _map: map, callback, stats: Stats::default() });
+        let mut health = Tracker::default();
+        health.current.at = self.window_at;
+        self.rings.push(Ring {
+            memory,
+            map_fd,
+            _map: map,
+            callback,
+            stats: Stats::default(),
+            counts: None,
+            dropped: 0,
+            wakeups: 0,
+            health,
+        });
         self.events.push(libc::epoll_event { events: 0, u64: 0 });
         Ok(())
     }
@@ -174,10 +200,32 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         for i in 0..ready {
             let idx = self.events[i].u64 as usize;
             if let Some(ring) = self.rings.get_mut(idx) {
+                ring.wakeups += 1;
                 total += ring.read(CALL_LIMIT)?;
             }
         }
+        self.end_read();
         Ok(total as usize)
+    }
+
+    /// Starts the rings' next rate windows once a second.
+    fn end_read(&mut self) {
+        let now = Moment::coarse();
+        if now.since(self.window_at) >= RATE_WINDOW {
+            self.window_at = now;
+            for ring in &mut self.rings {
+                let snap = ring.snapshot(now);
+                ring.health.rotate(snap);
+            }
+        }
+    }
+
+    /// Counts perfbuf.bpf.h's output counts `counts` as those of map `idx`
+    /// (see [`Builder::output_counts`]).
+    pub fn set_output_counts(&mut self, idx: usize, counts: BorrowedFd<'_>) -> Result<()> {
+        let ring = self.rings.get_mut(idx).ok_or(Error::INVAL)?;
+        ring.counts = Some(CountsMap::open(counts)?);
+        Ok(())
     }
 
     /// Reads every map without waiting (libbpf's `ring_buffer__consume`):
@@ -191,6 +239,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
                 break;
             }
         }
+        self.end_read();
         Ok(total as usize)
     }
 
@@ -209,6 +258,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
                 break;
             }
         }
+        self.end_read();
         Ok(total as usize)
     }
 
@@ -232,6 +282,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
 impl<'a, T: RingThreading> Ring<'a, T> {
     /// Reads up to `limit` records (see `walk`), counting them.
     fn read(&mut self, limit: u64) -> Result<u64> {
+        self.health.drain_begins(self.avail_data_size(), Moment::coarse());
         match self.memory.walk(limit, &mut self.stats, &mut self.callback) {
             ControlFlow::Continue(n) => Ok(n),
             ControlFlow::Break(v) => Err(Error::stopped(v)),
@@ -281,13 +332,103 @@ impl<'a, T: RingThreading> Ring<'a, T> {
     pub fn stats(&self) -> Stats {
         self.stats
     }
+
+    /// Counts `n` records the caller read and dropped by its own policy.
+    pub fn count_dropped(&mut self, n: u64) {
+        self.dropped = self.dropped.saturating_add(n);
+    }
+
+    /// Where every record of this map went (see [`RingAccounts`]): with
+    /// perfbuf.bpf.h's counts, `produced = delivered + output_failed +
+    /// dropped` once the ring is read to its end.
+    pub fn accounts(&self) -> Result<RingAccounts> {
+        let counts = match &self.counts {
+            Some(c) => Some(
+                c.read()?
+                    .iter()
+                    .fold((0u64, 0u64), |(calls, failed), c| (calls + c.calls, failed + c.failed)),
+            ),
+            None => None,
+        };
+        Ok(RingAccounts {
+            produced: counts.map(|(calls, _)| calls),
+            read: self.stats.records,
+            dropped: self.dropped,
+            output_failed: counts.map_or(0, |(_, failed)| failed),
+            discarded: self.stats.discarded,
+        })
+    }
+
+    /// This map's health, as a perf buffer's ring's ([`RingHealth`]'s
+    /// `cpu` is -1: one ring for every CPU). Its losses are what
+    /// perfbuf.bpf.h counted refused, so sizing from evidence needs its
+    /// counts.
+    pub fn health(&self) -> Result<RingHealth> {
+        let now = Moment::coarse();
+        let (records_per_sec, bytes_per_sec, wakeups_per_sec) = self.health.rates(self.snapshot(now));
+        let failed = self.accounts()?.output_failed;
+        let mean = self.stats.bytes.checked_div(self.stats.records).unwrap_or(0);
+        let needed = self.health.needed(failed, mean);
+        let pending = self.avail_data_size();
+        Ok(RingHealth {
+            cpu: -1,
+            online: true,
+            pending_bytes: pending,
+            peak_pending_bytes: self.health.peak_pending.max(pending),
+            data_size: self.size(),
+            records_per_sec,
+            bytes_per_sec,
+            wakeups_per_sec,
+            since_last_record: self.health.last_record.map(|t| now.since(t)),
+            needed_bytes: needed,
+            suggested_pages: pages_for(needed, cpu::page_size()),
+            replaced: 0,
+        })
+    }
+
+    fn snapshot(&self, at: Moment) -> Snapshot {
+        Snapshot { at, records: self.stats.records, bytes: self.stats.bytes, wakeups: self.wakeups }
+    }
+}
+
+/// Where the records of one ring buffer map went.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingAccounts {
+    /// Records the BPF program sent (outputs and submitted reservations),
+    /// refused ones included, as perfbuf.bpf.h counted them on every CPU
+    /// (`None` without [`Builder::output_counts`]).
+    pub produced: Option<u64>,
+    /// Records read (handed to the callback).
+    pub read: u64,
+    /// Of those, records the caller dropped by its own policy
+    /// ([`Ring::count_dropped`]).
+    pub dropped: u64,
+    /// Outputs and reservations the kernel refused (a full ring): the ring
+    /// buffer's only losses, counted by perfbuf.bpf.h alone.
+    pub output_failed: u64,
+    /// Records the program reserved and discarded (its own choice: neither
+    /// produced nor lost).
+    pub discarded: u64,
+}
+
+impl RingAccounts {
+    /// Records that reached the caller and were kept: `read - dropped`.
+    pub fn delivered(&self) -> u64 {
+        self.read.saturating_sub(self.dropped)
+    }
+
+    /// Every loss: `output_failed + dropped`.
+    pub fn lost_total(&self) -> u64 {
+        self.output_failed.saturating_add(self.dropped)
+    }
 }
 
 impl<'a> Builder<'a> {
     /// Takes callbacks that are not `Send` (capturing an `Rc`, a
     /// `&RefCell`...), for a ring buffer that stays on this thread.
     pub fn local(self) -> Builder<'a, Local> {
-        let maps = self.maps.into_iter().map(|(m, f)| (m, f as <Local as RingThreading>::Callback<'a>));
+        let maps = self.maps.into_iter().map(|(m, f, c)| (m, f as <Local as RingThreading>::Callback<'a>, c));
         Builder { maps: maps.collect() }
     }
 }
@@ -301,7 +442,17 @@ impl<'a, T: RingThreading> Builder<'a, T> {
         R: SampleResult,
         T: BoxesSample<'a, F, R>,
     {
-        self.maps.push((map.into(), T::boxed(f)));
+        self.maps.push((map.into(), T::boxed(f), None));
+        self
+    }
+
+    /// The output counts (`PERFBUF_OUTPUT_COUNTS`, `include/perfbuf.bpf.h`)
+    /// of the map added last: with them [`Ring::accounts`] knows what was
+    /// produced and refused. Checked when built.
+    pub fn output_counts(mut self, counts: impl Into<MapFd<'a>>) -> Self {
+        if let Some(last) = self.maps.last_mut() {
+            last.2 = Some(counts.into());
+        }
         self
     }
 
@@ -309,8 +460,14 @@ impl<'a, T: RingThreading> Builder<'a, T> {
     /// first that fails is the error.
     pub fn build(self) -> Result<RingBuffer<'a, T>> {
         let mut rb = RingBuffer::with_epoll()?;
-        for (map, f) in self.maps {
+        for (map, f, counts) in self.maps {
             rb.add_ring(map.as_raw_fd(), map, f)?;
+            if let Some(counts) = counts {
+                // SAFETY: the counts map's fd is open while `counts` lives,
+                // through this call; the ring keeps a duplicate.
+                let fd = unsafe { BorrowedFd::borrow_raw(counts.as_raw_fd()) };
+                rb.set_output_counts(rb.rings.len() - 1, fd)?;
+            }
         }
         Ok(rb)
     }
