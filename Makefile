@@ -22,7 +22,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: accounted-lib ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: accounted-lib hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
@@ -421,6 +421,14 @@ cargo-test: producer-lib tracefs
 	$(CARGO) test --release --no-fail-fast --workspace --features $(RUST_FEATURES)
 	cd fuzz && $(CARGO) test --release
 
+# CPUs that come and go, for real (root): CPU 1 offline and back while a
+# reader runs (tests/hotplug_live.rs, #[ignore]d for cargo test since it
+# moves every task off CPU 1 meanwhile). The trap puts CPU 1 back whatever
+# happens to the test.
+hotplug-test: accounted-lib
+	trap 'echo 1 > /sys/devices/system/cpu/cpu1/online 2>/dev/null || true' EXIT INT TERM HUP; \
+	$(CARGO) test --release -p perfbuf --test hotplug_live -- --ignored --nocapture
+
 # The Rust examples against the real producer: a stream with the builder
 # (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd.
 rust-examples-test: producer-lib tracefs
@@ -473,7 +481,7 @@ lint:
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint bench-report-check cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.
