@@ -3,11 +3,14 @@
 
 use crate::bpf;
 use crate::fail::{Failure, Result, check_pages, need_root};
+use crate::metrics::{Exporter, MetricsOpts};
 use crate::output::hex;
+use crate::report;
 use crate::run::{Status, catch_stop_signals, poll_result, stop_requested};
-use crate::trace::backlog;
+use crate::trace::{backlog, count_dropped};
 use perfbuf::{OrderKey, PerfBuffer, Wakeup};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -39,6 +42,9 @@ pub struct DumpArgs {
     pub force: bool,
     pub count: Option<u64>,
     pub duration: Option<Duration>,
+    /// perfbuf.bpf.h's output counts map of the program writing `map`.
+    pub output_counts: Option<String>,
+    pub metrics: MetricsOpts,
 }
 
 struct Sink {
@@ -48,11 +54,15 @@ struct Sink {
     samples: u64,
     limit: Option<u64>,
     failed: Option<std::io::Error>,
+    /// Records read after --count was reached (or the output failed), by
+    /// CPU, not yet told to the reader: the dropped bucket.
+    dropped: BTreeMap<u32, u64>,
 }
 
 impl Sink {
     fn sample(&mut self, cpu: u32, data: &[u8]) {
         if self.limit.is_some_and(|n| self.samples >= n) || self.failed.is_some() {
+            *self.dropped.entry(cpu).or_default() += 1;
             return;
         }
         self.samples += 1;
@@ -91,6 +101,19 @@ impl Sink {
 /// The map named by `id:N` or a pinned path, checked to be a perf event
 /// array.
 fn open_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
+    let (fd, info) = open_any_map(name)?;
+    if info.type_ != bpf::MAP_TYPE_PERF_EVENT_ARRAY {
+        return Err(Failure::usage(format!(
+            "{name} (map id {}, \"{}\") is a map of type {}, not a BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4): dump \
+             reads perf event arrays only",
+            info.id, info.name, info.type_
+        )));
+    }
+    Ok((fd, info))
+}
+
+/// The map named by `id:N` or a pinned path.
+fn open_any_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
     let fd = match name.strip_prefix("id:") {
         Some(id) => {
             let id: u32 =
@@ -121,13 +144,6 @@ fn open_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
         }
         _ => Failure::run(format!("cannot read {name}'s info: {e}")),
     })?;
-    if info.type_ != bpf::MAP_TYPE_PERF_EVENT_ARRAY {
-        return Err(Failure::usage(format!(
-            "{name} (map id {}, \"{}\") is a map of type {}, not a BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4): dump \
-             reads perf event arrays only",
-            info.id, info.name, info.type_
-        )));
-    }
     Ok((fd, info))
 }
 
@@ -192,7 +208,13 @@ pub fn run(args: DumpArgs) -> Result<()> {
         samples: 0,
         limit: args.count,
         failed: None,
+        dropped: BTreeMap::new(),
     }));
+    let counts = match &args.output_counts {
+        Some(name) => Some(open_any_map(name)?.0),
+        None => None,
+    };
+    let mut exporter = Exporter::start(&args.metrics, "dump")?;
     let (on_sample, on_lost) = (sink.clone(), sink.clone());
     let mut b = PerfBuffer::builder(fd)
         .pages(args.pages)
@@ -214,6 +236,9 @@ pub fn run(args: DumpArgs) -> Result<()> {
     if let Some(cpus) = &args.cpus {
         b = b.cpus(cpus);
     }
+    if let Some(counts) = &counts {
+        b = b.output_counts(counts);
+    }
     let mut pb = b.build().map_err(|e| Failure::lib("cannot open the perf buffer", &e))?;
     if args.order {
         pb.set_order(OrderKey::RawPrefix, Duration::from_millis(20))
@@ -230,8 +255,12 @@ pub fn run(args: DumpArgs) -> Result<()> {
         let (samples, failed) = {
             let mut s = sink.lock().expect("sink");
             let _ = s.out.flush();
+            count_dropped(&mut pb, &mut s.dropped);
             (s.samples, s.failed.take())
         };
+        if let Some(x) = &mut exporter {
+            x.update(&pb, false)?;
+        }
         if let Some(e) = failed {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 break "output closed";
@@ -257,13 +286,20 @@ pub fn run(args: DumpArgs) -> Result<()> {
     let written = {
         let mut s = sink.lock().expect("sink");
         let _ = s.out.flush();
+        count_dropped(&mut pb, &mut s.dropped);
         s.samples
     };
-    eprintln!("perfbuf dump: {why} after {:.1}s: {written} records written", started.elapsed().as_secs_f64());
-    for i in 0..pb.rings() {
-        if let Ok(s) = pb.stats(i) {
-            eprintln!("  cpu {}: {} records, {} bytes, {} lost", s.cpu, s.records, s.bytes, s.lost);
-        }
+    if let Some(x) = &mut exporter {
+        x.update(&pb, true)?;
+    }
+    let figures = report::Figures::of(&pb);
+    eprintln!(
+        "perfbuf dump: {why} after {:.1}s: {written} records written; {}",
+        started.elapsed().as_secs_f64(),
+        report::totals_text(&figures.totals())
+    );
+    for line in figures.lines(args.pages) {
+        eprintln!("{line}");
     }
     Ok(())
 }

@@ -5,9 +5,11 @@ mod bpf;
 mod child;
 mod dump;
 mod fail;
+mod metrics;
 mod output;
 mod programs;
 mod record;
+mod report;
 mod run;
 mod spec;
 mod trace;
@@ -32,7 +34,17 @@ Examples:
 
 Exit status: 0 when done (also after Ctrl-C or SIGTERM, which drain the rings and print the summary),
 1 for a run-time failure, 2 for a usage error. A status line (records/s, lost, per-CPU backlog) is
-shown on stderr when it is a terminal; the summary always goes to stderr.";
+shown on stderr when it is a terminal; the summary always goes to stderr: records delivered and lost
+(by where: the kernel, refused at the BPF side, dropped by the command), and per CPU the peak backlog
+and the smallest ring that would have held it (--pages).
+
+Metrics, for every command: --metrics 127.0.0.1:9464 serves http://127.0.0.1:9464/metrics for
+Prometheus (OpenMetrics when asked for, else the text format 0.0.4; port 0 picks a free port, said on
+stderr); --metrics-file /var/lib/prometheus/node-exporter/perfbuf.prom writes node_exporter's
+textfile-collector format every second and at exit. Per CPU: perfbuf_records_delivered_total,
+perfbuf_records_lost_total{reason=kernel|output_failed|dropped}, perfbuf_records_produced_total (with
+dump --output-counts), perfbuf_ring_backlog_bytes, _backlog_peak_bytes, _needed_bytes,
+_suggested_pages, perfbuf_records_per_second, perfbuf_seconds_since_last_record, perfbuf_cpu_online.";
 
 #[derive(Parser)]
 #[command(name = "perfbuf", version, about = ABOUT, after_help = AFTER)]
@@ -95,14 +107,19 @@ before it starts, and refuses when another process holds the map and perf events
 Output: `cpu N: SIZE bytes: xx xx ...` per record, `cpu N: LOST N records` when the kernel dropped some;
 --json: {\"type\":\"sample\",\"cpu\":N,\"size\":N,\"data\":\"HEX\"} and {\"type\":\"lost\",\"cpu\":N,\"lost\":N};
 --raw FILE: each record's bytes as the program sent them (padded to 8 bytes by the kernel), back to back.
-At exit, per CPU: records, bytes and lost, on stderr.
+With --output-counts COUNTS (the PERFBUF_OUTPUT_COUNTS map the program sends through, include/perfbuf.bpf.h)
+the outputs the kernel refused without counting them (a CPU not read, an event left dead by a CPU that
+came back) are counted too, and what was produced. At exit, per CPU on stderr: records, bytes,
+delivered and lost (kernel, refused at the BPF side, dropped after --count), of how many produced; the
+peak backlog and the smallest ring that would have held it.
 
 Examples:
   perfbuf dump /sys/fs/bpf/my_events
   perfbuf dump id:42 --count 100 --json
   perfbuf dump id:42 --order                    records of all CPUs ordered by their first 8 bytes (a u64 time)
   perfbuf dump id:42 --fast --raw out.bin       the fast mode (batched wake-ups when busy), raw to a file
-  perfbuf dump id:42 --wakeup-records 64 --max-delay 5ms";
+  perfbuf dump id:42 --wakeup-records 64 --max-delay 5ms
+  perfbuf dump /sys/fs/bpf/events --output-counts /sys/fs/bpf/events_counts --metrics 127.0.0.1:9464";
 
 const RECORD_AFTER: &str = "\
 perfbuf record writes what it samples to a perf.data file (-o) that `perf report`, `perf script` and
@@ -178,6 +195,8 @@ enum Command {
         /// Ring pages per CPU, a power of two
         #[arg(long, default_value_t = 64, value_name = "N")]
         pages: usize,
+        #[command(flatten)]
+        metrics: metrics::MetricsOpts,
         /// Start this command and trace it and its children; stop when it exits
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -226,6 +245,11 @@ enum Command {
         /// Stop after this long: 10, 10s, 500ms, 2m
         #[arg(long, value_parser = run::parse_duration)]
         duration: Option<Duration>,
+        /// The PERFBUF_OUTPUT_COUNTS map (include/perfbuf.bpf.h) of the program writing MAP: pinned path or id:N
+        #[arg(long, value_name = "COUNTS")]
+        output_counts: Option<String>,
+        #[command(flatten)]
+        metrics: metrics::MetricsOpts,
     },
     /// Record samples, tracepoints and probes to perf.data, for perf report
     #[command(after_help = RECORD_AFTER)]
@@ -257,6 +281,8 @@ enum Command {
         /// Ring pages per CPU, a power of two
         #[arg(long, default_value_t = 128, value_name = "N")]
         pages: usize,
+        #[command(flatten)]
+        metrics: metrics::MetricsOpts,
         /// Start this command and record it and its children; stop when it exits
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -277,6 +303,7 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
             all_fields,
             task,
             pages,
+            metrics,
             command,
         } => trace::run(trace::TraceArgs {
             events,
@@ -290,6 +317,7 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
             all_fields,
             task,
             pages,
+            metrics,
             command,
         }),
         Command::Dump {
@@ -307,6 +335,8 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
             force,
             count,
             duration,
+            output_counts,
+            metrics,
         } => dump::run(dump::DumpArgs {
             map,
             format: if json { dump::Format::Json } else { format },
@@ -321,21 +351,34 @@ fn dispatch(cli: Cli) -> fail::Result<()> {
             force,
             count,
             duration,
+            output_counts,
+            metrics,
         }),
-        Command::Record { events, freq, callgraph, pid, all, cpu, output, duration, pages, command } => {
-            record::run(record::RecordArgs {
-                events,
-                freq,
-                callgraph,
-                pid,
-                all,
-                cpus: cpu.map(|c| c.0),
-                output,
-                duration,
-                pages,
-                command,
-            })
-        }
+        Command::Record {
+            events,
+            freq,
+            callgraph,
+            pid,
+            all,
+            cpu,
+            output,
+            duration,
+            pages,
+            metrics,
+            command,
+        } => record::run(record::RecordArgs {
+            events,
+            freq,
+            callgraph,
+            pid,
+            all,
+            cpus: cpu.map(|c| c.0),
+            output,
+            duration,
+            pages,
+            metrics,
+            command,
+        }),
     }
 }
 

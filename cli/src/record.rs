@@ -4,7 +4,9 @@
 
 use crate::child::Child;
 use crate::fail::{Failure, Result, check_pages, need_root};
+use crate::metrics::{Exporter, MetricsOpts};
 use crate::programs::ProgramWarnings;
+use crate::report;
 use crate::run::{Status, catch_stop_signals, stop_requested};
 use crate::spec::{self, Spec};
 use crate::trace::{add_failure, backlog, build_failure, event_for};
@@ -32,6 +34,7 @@ pub struct RecordArgs {
     pub output: PathBuf,
     pub duration: Option<Duration>,
     pub pages: usize,
+    pub metrics: MetricsOpts,
     pub command: Vec<String>,
 }
 
@@ -171,6 +174,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     let mut out = PerfDataWriter::for_set(&args.output, &mut set).map_err(write_failure)?;
     let mut pb = set.reader(|_| {}).map_err(|e| Failure::lib("cannot read the event set", &e))?;
+    let mut exporter = Exporter::start(&args.metrics, "record")?;
     catch_stop_signals();
     set.enable_all().map_err(|e| Failure::lib("cannot enable the events", &e))?;
     if let Some(c) = &mut child {
@@ -191,6 +195,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         out.poll(&mut pb, Duration::from_millis(100)).map_err(write_failure)?;
         programs.check(&set, &added, &mut status, false);
         status.tick(out.stats().samples, lost(&pb), || backlog(&pb));
+        if let Some(x) = &mut exporter {
+            x.update(&pb, false)?;
+        }
         if stop_requested() {
             break "stopped by signal";
         }
@@ -207,9 +214,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let _ = set.disable_all();
     out.drain(&mut pb).map_err(write_failure)?;
     let lost = lost(&pb);
+    if let Some(x) = &mut exporter {
+        x.update(&pb, true)?;
+    }
     let stats = out.finish().map_err(write_failure)?;
     status.clear();
     eprintln!("{}", summary(why, started.elapsed(), &stats, lost, &args.output, child.as_ref()));
+    for line in report::Figures::of(&pb).lines(args.pages) {
+        eprintln!("{line}");
+    }
     Ok(())
 }
 

@@ -3,13 +3,15 @@
 
 use crate::child::Child;
 use crate::fail::{Failure, Result, check_pages, need_root};
+use crate::metrics::{Exporter, MetricsOpts};
 use crate::output::{self, Head};
 use crate::programs::ProgramWarnings;
+use crate::report;
 use crate::run::{Status, catch_stop_signals, poll_result, stop_requested};
 use crate::spec::{self, Spec};
 use perfbuf::events::{Event, EventId, EventRecord, EventSet, Sideband};
 use perfbuf::{OrderKey, PerfBuffer};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,7 @@ pub struct TraceArgs {
     /// Side-band process records too: fork, comm (exec), exit.
     pub task: bool,
     pub pages: usize,
+    pub metrics: MetricsOpts,
     pub command: Vec<String>,
 }
 
@@ -47,6 +50,9 @@ struct Sink {
     others: u64,
     limit: Option<u64>,
     failed: Option<std::io::Error>,
+    /// Samples read after --count was reached, by CPU, not yet told to
+    /// the reader: the dropped bucket.
+    dropped: BTreeMap<u32, u64>,
 }
 
 impl Sink {
@@ -62,6 +68,7 @@ impl Sink {
         match rec {
             EventRecord::Sample(s) => {
                 if self.limit.is_some_and(|n| self.samples >= n) {
+                    *self.dropped.entry(s.cpu()).or_default() += 1;
                     return;
                 }
                 self.samples += 1;
@@ -274,6 +281,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
         others: 0,
         limit: args.count,
         failed: None,
+        dropped: BTreeMap::new(),
     }));
     let shared = sink.clone();
     let mut pb = set
@@ -281,6 +289,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
         .map_err(|e| Failure::lib("cannot read the event set", &e))?;
     pb.set_order(OrderKey::SampleTime, Duration::from_millis(20))
         .map_err(|e| Failure::lib("cannot order the records", &e))?;
+    let mut exporter = Exporter::start(&args.metrics, "trace")?;
     catch_stop_signals();
     set.enable_all().map_err(|e| Failure::lib("cannot enable the events", &e))?;
     if let Some(c) = &mut child {
@@ -305,8 +314,12 @@ pub fn run(args: TraceArgs) -> Result<()> {
         let (samples, lost, failed) = {
             let mut s = sink.lock().expect("sink");
             let _ = s.out.flush();
+            count_dropped(&mut pb, &mut s.dropped);
             (s.samples, s.lost, s.failed.take())
         };
+        if let Some(x) = &mut exporter {
+            x.update(&pb, false)?;
+        }
         if let Some(e) = failed {
             // A closed pipe (| head) ends the run quietly.
             if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -334,9 +347,13 @@ pub fn run(args: TraceArgs) -> Result<()> {
     let _ = set.disable_all();
     drain(&mut pb)?;
     status.clear();
-    let s = sink.lock().expect("sink");
-    let mut s = s;
+    let mut s = sink.lock().expect("sink");
     let _ = s.out.flush();
+    count_dropped(&mut pb, &mut s.dropped);
+    if let Some(x) = &mut exporter {
+        x.update(&pb, true)?;
+    }
+    let figures = report::Figures::of(&pb);
     let mut summary = format!(
         "perfbuf trace: {why} after {:.1}s: {} records, {} lost",
         started.elapsed().as_secs_f64(),
@@ -356,7 +373,20 @@ pub fn run(args: TraceArgs) -> Result<()> {
     }
     drop(s);
     eprintln!("{summary}");
+    eprintln!("  samples: {}", report::totals_text(&figures.totals()));
+    for line in figures.lines(args.pages) {
+        eprintln!("{line}");
+    }
     Ok(())
+}
+
+/// Tells the reader which samples the sink dropped (after --count).
+pub fn count_dropped(pb: &mut PerfBuffer<'_>, dropped: &mut BTreeMap<u32, u64>) {
+    for (cpu, n) in std::mem::take(dropped) {
+        if let Some(idx) = (0..pb.rings()).find(|&i| pb.ring_cpu(i).is_ok_and(|c| c == cpu)) {
+            let _ = pb.count_dropped(idx, n);
+        }
+    }
 }
 
 /// Reads what is left in the rings, in order.

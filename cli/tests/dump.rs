@@ -56,7 +56,9 @@ fn dump_prints_every_record_and_drains_on_sigint() {
     assert_eq!(counts, vec![per_cpu; cpus.len()]);
     for cpu in &cpus {
         wait_for(&rx, &format!("cpu {cpu}: {per_cpu} records"), &mut seen);
-        assert!(seen.last().unwrap().ends_with(" 0 lost"), "{seen:?}");
+        let line = seen.last().unwrap();
+        assert!(line.contains(&format!(" {per_cpu} delivered, 0 lost (kernel 0, dropped 0)")), "{seen:?}");
+        wait_for(&rx, &format!("cpu {cpu}: peak backlog"), &mut seen);
     }
 }
 
@@ -275,5 +277,14 @@ fn lost_burst(one_more: bool) {
     assert!(lost > 0, "nothing lost: {samples} samples");
     assert_eq!(samples + lost, sent);
     wait_for(&rx, "cpu 0:", &mut seen);
-    assert!(seen.last().unwrap().ends_with(&format!(" {lost} lost")), "{seen:?}");
+    let line = seen.last().unwrap();
+    assert!(
+        line.contains(&format!(" {samples} delivered, {lost} lost (kernel {lost}, dropped 0)")),
+        "{seen:?}"
+    );
+    // Sizing from evidence: the ring (one page) held at most a page, and
+    // the burst needed about 96 KiB: 32 pages.
+    wait_for(&rx, "cpu 0: peak backlog", &mut seen);
+    let line = seen.last().unwrap();
+    assert!(line.contains("give --pages 32") || line.contains("give --pages 64"), "{seen:?}");
 }
