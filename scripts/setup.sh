@@ -15,9 +15,15 @@ $SUDO apt-get update -qq
 # clang: the examples' BPF program; valgrind: memcheck runs; python3-venv,
 # golang-go, golang-github-cilium-ebpf-dev: the Python and Go packages and
 # their examples (cilium/ebpf also for make bench's peer reader); linux-perf:
-# perf script/report, which the perf.data and side-band tests compare with.
+# perf script/report, which the perf.data and side-band tests compare with;
+# prometheus (and its promtool): the metrics tests scrape the command with it.
 $SUDO apt-get install -y -qq --no-install-recommends libbpf-dev libelf-dev zlib1g-dev gcc g++ make binutils pkg-config clang valgrind \
-	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf >/dev/null
+	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf prometheus >/dev/null
+# The tests start their own Prometheus on a free port; the package's
+# service (port 9090, scraping itself) is not needed.
+if command -v systemctl >/dev/null && systemctl is-enabled prometheus >/dev/null 2>&1; then
+	$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
 
 if ! command -v cargo >/dev/null; then
 	echo "cargo not found: install Rust (rustup) first" >&2
