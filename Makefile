@@ -22,7 +22,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: accounted-lib hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: accounted-lib accounting-test hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
@@ -79,6 +79,15 @@ $(BUILD)/libperfbuf_accounted.so: c-tests/accounted.c c-tests/accounted.h c-test
 	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ c-tests/accounted.c c-tests/producer.c -lbpf
 
 accounted-lib: $(BUILD)/libperfbuf_accounted.so $(BUILD)/accounted.bpf.o
+
+# The loss identity, health and sizing through the C face (root, BPF):
+# perfbuf_* and libperfbuf's ring_buffer__* (-lperfbuf before -lbpf, which
+# only loads the BPF object).
+$(BUILD)/accounting_test: c-tests/accounting_test.c c-tests/accounted.c c-tests/accounted.h $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/accounting_test.c c-tests/accounted.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lbpf
+
+accounting-test: $(BUILD)/accounting_test $(BUILD)/accounted.bpf.o
+	$(BUILD)/accounting_test $(BUILD)/accounted.bpf.o
 
 $(BUILD)/controls_test: c-tests/controls_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/controls_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
@@ -402,7 +411,7 @@ check-header-compat: | $(BUILD)
 		< c-tests/header_compat_standalone.c
 	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
 
-c-tests: check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -481,7 +490,7 @@ lint:
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.

@@ -139,6 +139,19 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_F_COUNT_LOST 4
 
 /*
+ `perfbuf_opts.flags`: read only the CPUs online now, for good, as
+ libbpf does. Without it, `perfbuf_new` serves CPUs that come and go: a
+ CPU that comes online gets its event, ring and map slot within a second
+ (the kernel's uevent wakes `perf_buffer__poll`; `perf_buffer__buffer_cnt`
+ grows), a CPU that goes offline has its ring read and kept, and one that
+ comes back gets a fresh event (the kernel leaves the old one dead:
+ outputs on that CPU fail with `-EOPNOTSUPP` until then). Behind
+ `perf_buffer__new` that is libbpf's way unless `PERFBUF_HOTPLUG=1` or the
+ fast mode asks for it.
+ */
+#define PERFBUF_F_NO_HOTPLUG 8
+
+/*
  `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
  (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
  */
@@ -374,6 +387,54 @@ struct perfbuf_events;
 struct perfbuf_perfdata;
 
 /*
+ Where the records of one ring buffer map went, from
+ `perfbuf_ringbuf_accounts` (set `sz` before the call). A ring buffer
+ has no lost count of its own: its losses are the outputs perfbuf.bpf.h
+ counted refused. With its counts, `produced = delivered + lost_total`
+ once the ring is read to its end.
+ */
+struct perfbuf_ringbuf_accounts {
+  /*
+   Size of the caller's struct; fields beyond it are not written.
+   */
+  size_t sz;
+  /*
+   Records the BPF program sent (outputs and submitted reservations),
+   refused ones included, on every CPU: perfbuf.bpf.h's counts.
+   */
+  uint64_t produced;
+  /*
+   1 when `produced` and `output_failed` are known (the map was given
+   its counts with `perfbuf_ringbuf_output_counts`), else 0.
+   */
+  uint64_t produced_known;
+  /*
+   Records read (handed to the callback).
+   */
+  uint64_t read;
+  /*
+   `read - dropped`.
+   */
+  uint64_t delivered;
+  /*
+   Records the caller dropped (`perfbuf_ringbuf_count_dropped`).
+   */
+  uint64_t dropped;
+  /*
+   Outputs and reservations the kernel refused: the ring was full.
+   */
+  uint64_t output_failed;
+  /*
+   Records the program reserved and discarded (not produced).
+   */
+  uint64_t discarded;
+  /*
+   `output_failed + dropped`.
+   */
+  uint64_t lost_total;
+};
+
+/*
  Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
  */
 struct perfbuf_opts {
@@ -407,6 +468,21 @@ struct perfbuf_opts {
    Number of entries in `cpus`.
    */
   int cpu_cnt;
+  /*
+   Reserved, 0 (where an older header's struct ended, padding).
+   */
+  int reserved;
+  /*
+   The `PERFBUF_OUTPUT_COUNTS` map (`perfbuf.bpf.h`) the BPF program
+   sends through, for `produced` and `output_failed` in
+   `perfbuf_ring_stats` (0: none). Checked by `perfbuf_new` (EINVAL for
+   another kind of map); the buffer keeps a duplicate.
+   */
+  int output_counts_fd;
+  /*
+   Reserved, 0.
+   */
+  int reserved2;
 };
 
 /*
@@ -492,6 +568,105 @@ struct perfbuf_ring_stats {
    reports it.
    */
   uint64_t lost_unreported;
+  /*
+   The loss identity (README, "Lost counts"): once the ring is read to
+   its head, `produced = delivered + lost_total`, where `lost_total =
+   lost + output_failed + dropped`. `produced` is known (and
+   `produced_known` 1) only with `perfbuf_opts.output_counts_fd`.
+   */
+  uint64_t produced;
+  /*
+   1 when `produced` and `output_failed` come from perfbuf.bpf.h's
+   counts, else 0.
+   */
+  uint64_t produced_known;
+  /*
+   Samples read: `records` less lost reports and other record types.
+   */
+  uint64_t samples;
+  /*
+   `samples - dropped`: what reached the caller and was kept.
+   */
+  uint64_t delivered;
+  /*
+   Outputs on this CPU the helper refused that no kernel figure counts
+   (an empty slot, an event left dead by a CPU that came back):
+   perfbuf.bpf.h's counts; a full ring's refusals are in `lost`.
+   */
+  uint64_t output_failed;
+  /*
+   Samples the caller read and dropped by its own policy
+   (`perfbuf_count_dropped`).
+   */
+  uint64_t dropped;
+  /*
+   `lost + output_failed + dropped`: every loss, each in one bucket.
+   */
+  uint64_t lost_total;
+};
+
+/*
+ How one ring is doing, from `perfbuf_ring_health` (set `sz` before the
+ call). Cheap: the reader keeps these as it reads.
+ */
+struct perfbuf_ring_health {
+  /*
+   Size of the caller's struct; fields beyond it are not written.
+   */
+  size_t sz;
+  /*
+   The CPU this ring reads.
+   */
+  int cpu;
+  /*
+   1 while the CPU is online as the reader last saw it (a ring whose
+   CPU went offline is kept, and read, until it comes back).
+   */
+  int online;
+  /*
+   Bytes waiting in the ring now (the backlog).
+   */
+  uint64_t pending_bytes;
+  /*
+   The most bytes the reader found waiting (the fill high-water mark).
+   */
+  uint64_t peak_pending_bytes;
+  /*
+   Size of the ring's data area.
+   */
+  uint64_t data_size;
+  /*
+   Records, bytes and wake-ups per second over the last second (or
+   since the reader last looked, if longer).
+   */
+  double records_per_sec;
+  /*
+   Bytes per second (see `records_per_sec`).
+   */
+  double bytes_per_sec;
+  /*
+   Wake-ups per second (see `records_per_sec`).
+   */
+  double wakeups_per_sec;
+  /*
+   Nanoseconds since the reader last found records in the ring (-1:
+   never).
+   */
+  int64_t ns_since_last_record;
+  /*
+   The backlog a ring losing nothing would have held: the peak, plus
+   the bytes of the records lost meanwhile (at the ring's mean size).
+   */
+  uint64_t needed_bytes;
+  /*
+   The smallest ring (data pages, a power of two) holding
+   `needed_bytes`: the page count to build with for this load.
+   */
+  uint64_t suggested_pages;
+  /*
+   Times the CPU came back online and the ring got a fresh event.
+   */
+  uint64_t replaced;
 };
 
 /*
@@ -1645,6 +1820,36 @@ int ring__consume(struct ring *r);
 int ring__consume_n(struct ring *r, size_t n);
 
 /*
+ Gives map `r` its `PERFBUF_OUTPUT_COUNTS` map (`perfbuf.bpf.h`): the
+ BPF program's counts of its outputs into it, for
+ `perfbuf_ringbuf_accounts`. Returns 0, or -EINVAL for another kind of
+ map (the ring keeps a duplicate of `counts_fd`).
+
+ # Safety
+ `r` is a live `struct ring *`.
+ */
+int perfbuf_ringbuf_output_counts(struct ring *r, int counts_fd);
+
+/*
+ Fills `*out` with where map `r`'s records went. Returns 0, or -EINVAL
+ (NULL, `sz` below 16), or the error reading the counts map.
+
+ # Safety
+ `r` is a live `struct ring *`; `out` is NULL or writable for `out->sz` bytes.
+ */
+int perfbuf_ringbuf_accounts(const struct ring *r, struct perfbuf_ringbuf_accounts *out);
+
+/*
+ Counts `n` records of map `r` the caller read and then dropped by its
+ own policy (`dropped` in `perfbuf_ringbuf_accounts`). Call it between
+ polls. Returns 0 or -EINVAL.
+
+ # Safety
+ `r` is a live `struct ring *`.
+ */
+int perfbuf_ringbuf_count_dropped(struct ring *r, uint64_t n);
+
+/*
  `perf_buffer__new_raw` under a name only libperfbuf has.
 
  # Safety
@@ -1816,6 +2021,31 @@ int perfbuf_buffer_cpu(const struct perf_buffer *pb, size_t buf_idx);
  `pb` is a live handle; `stats` is NULL or writable for `stats->sz` bytes.
  */
 int perfbuf_ring_stats(const struct perf_buffer *pb, size_t buf_idx, struct perfbuf_ring_stats *stats);
+
+/*
+ Fills `*health` with ring `buf_idx`'s health: backlog now and its peak,
+ records, bytes and wake-ups per second, time since its last record, and
+ the smallest ring that would have held what it had to hold (see
+ README, "Health and ring sizes"). Set `health->sz = sizeof(*health)`
+ first; only that many bytes are written. Returns 0 or -EINVAL (NULL,
+ bad index, `sz` below 16).
+
+ # Safety
+ `pb` is a live handle; `health` is NULL or writable for `health->sz` bytes.
+ */
+int perfbuf_ring_health(const struct perf_buffer *pb, size_t buf_idx, struct perfbuf_ring_health *health);
+
+/*
+ Counts `n` samples of ring `buf_idx` the caller read and then dropped by
+ its own policy (a filter, a full queue downstream): they move from
+ `delivered` to `dropped` in `perfbuf_ring_stats`, so the loss identity
+ still adds up. Call it between polls (not from a callback). Returns 0
+ or -EINVAL (NULL, bad index).
+
+ # Safety
+ `pb` is a live handle.
+ */
+int perfbuf_count_dropped(struct perf_buffer *pb, size_t buf_idx, uint64_t n);
 
 /*
  The text of the last error a `perfbuf_*` or `perf_buffer__*` call of

@@ -109,6 +109,17 @@ pub const PERFBUF_F_ADAPTIVE: u32 = 2;
 /// events' losses count too.
 pub const PERFBUF_F_COUNT_LOST: u32 = 4;
 
+/// `perfbuf_opts.flags`: read only the CPUs online now, for good, as
+/// libbpf does. Without it, `perfbuf_new` serves CPUs that come and go: a
+/// CPU that comes online gets its event, ring and map slot within a second
+/// (the kernel's uevent wakes `perf_buffer__poll`; `perf_buffer__buffer_cnt`
+/// grows), a CPU that goes offline has its ring read and kept, and one that
+/// comes back gets a fresh event (the kernel leaves the old one dead:
+/// outputs on that CPU fail with `-EOPNOTSUPP` until then). Behind
+/// `perf_buffer__new` that is libbpf's way unless `PERFBUF_HOTPLUG=1` or the
+/// fast mode asks for it.
+pub const PERFBUF_F_NO_HOTPLUG: u32 = 8;
+
 /// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -129,12 +140,22 @@ pub struct perfbuf_opts {
     pub cpus: *const c_int,
     /// Number of entries in `cpus`.
     pub cpu_cnt: c_int,
+    /// Reserved, 0 (where an older header's struct ended, padding).
+    pub reserved: c_int,
+    /// The `PERFBUF_OUTPUT_COUNTS` map (`perfbuf.bpf.h`) the BPF program
+    /// sends through, for `produced` and `output_failed` in
+    /// `perfbuf_ring_stats` (0: none). Checked by `perfbuf_new` (EINVAL for
+    /// another kind of map); the buffer keeps a duplicate.
+    pub output_counts_fd: c_int,
+    /// Reserved, 0.
+    pub reserved2: c_int,
 }
 
 const _: () = {
-    assert!(size_of::<perfbuf_opts>() == 40);
+    assert!(size_of::<perfbuf_opts>() == 48);
     assert!(offset_of!(perfbuf_opts, cpus) == 24);
     assert!(offset_of!(perfbuf_opts, cpu_cnt) == 32);
+    assert!(offset_of!(perfbuf_opts, output_counts_fd) == 40);
 };
 
 /// Per-ring figures from `perfbuf_ring_stats` (set `sz` before the call).
@@ -186,6 +207,65 @@ pub struct perfbuf_ring_stats {
     /// (0 where the kernel's count is not known); `perfbuf_drain_final`
     /// reports it.
     pub lost_unreported: u64,
+    /// The loss identity (README, "Lost counts"): once the ring is read to
+    /// its head, `produced = delivered + lost_total`, where `lost_total =
+    /// lost + output_failed + dropped`. `produced` is known (and
+    /// `produced_known` 1) only with `perfbuf_opts.output_counts_fd`.
+    pub produced: u64,
+    /// 1 when `produced` and `output_failed` come from perfbuf.bpf.h's
+    /// counts, else 0.
+    pub produced_known: u64,
+    /// Samples read: `records` less lost reports and other record types.
+    pub samples: u64,
+    /// `samples - dropped`: what reached the caller and was kept.
+    pub delivered: u64,
+    /// Outputs on this CPU the helper refused that no kernel figure counts
+    /// (an empty slot, an event left dead by a CPU that came back):
+    /// perfbuf.bpf.h's counts; a full ring's refusals are in `lost`.
+    pub output_failed: u64,
+    /// Samples the caller read and dropped by its own policy
+    /// (`perfbuf_count_dropped`).
+    pub dropped: u64,
+    /// `lost + output_failed + dropped`: every loss, each in one bucket.
+    pub lost_total: u64,
+}
+
+/// How one ring is doing, from `perfbuf_ring_health` (set `sz` before the
+/// call). Cheap: the reader keeps these as it reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfbuf_ring_health {
+    /// Size of the caller's struct; fields beyond it are not written.
+    pub sz: usize,
+    /// The CPU this ring reads.
+    pub cpu: c_int,
+    /// 1 while the CPU is online as the reader last saw it (a ring whose
+    /// CPU went offline is kept, and read, until it comes back).
+    pub online: c_int,
+    /// Bytes waiting in the ring now (the backlog).
+    pub pending_bytes: u64,
+    /// The most bytes the reader found waiting (the fill high-water mark).
+    pub peak_pending_bytes: u64,
+    /// Size of the ring's data area.
+    pub data_size: u64,
+    /// Records, bytes and wake-ups per second over the last second (or
+    /// since the reader last looked, if longer).
+    pub records_per_sec: f64,
+    /// Bytes per second (see `records_per_sec`).
+    pub bytes_per_sec: f64,
+    /// Wake-ups per second (see `records_per_sec`).
+    pub wakeups_per_sec: f64,
+    /// Nanoseconds since the reader last found records in the ring (-1:
+    /// never).
+    pub ns_since_last_record: i64,
+    /// The backlog a ring losing nothing would have held: the peak, plus
+    /// the bytes of the records lost meanwhile (at the ring's mean size).
+    pub needed_bytes: u64,
+    /// The smallest ring (data pages, a power of two) holding
+    /// `needed_bytes`: the page count to build with for this load.
+    pub suggested_pages: u64,
+    /// Times the CPU came back online and the ring got a fresh event.
+    pub replaced: u64,
 }
 
 /// Key function of the ordered reader: the timestamp (or any ordered key)

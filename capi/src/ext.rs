@@ -3,7 +3,7 @@
 
 use super::abi::{
     PERFBUF_DEBUG, PERFBUF_INFO, PERFBUF_WARN, perf_buffer, perf_buffer_lost_fn, perf_buffer_sample_fn,
-    perfbuf_opts, perfbuf_print_fn, perfbuf_ring_stats,
+    perfbuf_opts, perfbuf_print_fn, perfbuf_ring_health, perfbuf_ring_stats,
 };
 use super::callbacks::CCallbacks;
 use super::handle::{handle, into_handle, reader_mut, reader_ref};
@@ -24,7 +24,13 @@ unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Resul
         .pages(page_cnt)
         .wakeup(o.wakeup)
         .adaptive(o.adaptive)
-        .count_lost(o.count_lost);
+        .count_lost(o.count_lost)
+        .hotplug(o.hotplug);
+    if o.output_counts_fd != 0 {
+        // SAFETY: the caller's fd is open for the constructor's call (its
+        // contract); the reader keeps a duplicate, never this borrow.
+        b = b.output_counts(unsafe { std::os::fd::BorrowedFd::borrow_raw(o.output_counts_fd) });
+    }
     if let Some(d) = o.max_delay {
         b = b.max_delay(d);
     }
@@ -204,11 +210,75 @@ pub unsafe extern "C" fn perfbuf_ring_stats(
             batch_switches: f.batch_switches,
             spill_size: f.spill_size,
             lost_unreported: f.lost_unreported,
+            produced: f.produced.unwrap_or(0),
+            produced_known: f.produced.is_some().into(),
+            samples: f.samples,
+            delivered: f.delivered(),
+            output_failed: f.output_failed,
+            dropped: f.dropped,
+            lost_total: f.lost_total(),
         };
         // SAFETY: the caller's struct is writable for `sz` bytes.
         unsafe { write_sized(stats, &c, sz) };
         Ok(0)
     }))
+}
+
+/// Fills `*health` with ring `buf_idx`'s health: backlog now and its peak,
+/// records, bytes and wake-ups per second, time since its last record, and
+/// the smallest ring that would have held what it had to hold (see
+/// README, "Health and ring sizes"). Set `health->sz = sizeof(*health)`
+/// first; only that many bytes are written. Returns 0 or -EINVAL (NULL,
+/// bad index, `sz` below 16).
+///
+/// # Safety
+/// `pb` is a live handle; `health` is NULL or writable for `health->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ring_health(
+    pb: *const perf_buffer,
+    buf_idx: usize,
+    health: *mut perfbuf_ring_health,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let figures = unsafe { reader_ref(pb) }.and_then(|r| r.health(buf_idx));
+    ret_errno(figures.and_then(|h| {
+        // SAFETY: `health` is NULL or starts with a readable size_t.
+        let sz = unsafe { out_sz(health.cast(), 16) }?;
+        let c = perfbuf_ring_health {
+            sz,
+            cpu: h.cpu,
+            online: h.online.into(),
+            pending_bytes: h.pending_bytes,
+            peak_pending_bytes: h.peak_pending_bytes,
+            data_size: h.data_size,
+            records_per_sec: h.records_per_sec,
+            bytes_per_sec: h.bytes_per_sec,
+            wakeups_per_sec: h.wakeups_per_sec,
+            ns_since_last_record: h
+                .since_last_record
+                .map_or(-1, |d| d.as_nanos().min(i64::MAX as u128) as i64),
+            needed_bytes: h.needed_bytes,
+            suggested_pages: h.suggested_pages as u64,
+            replaced: h.replaced,
+        };
+        // SAFETY: the caller's struct is writable for `sz` bytes.
+        unsafe { write_sized(health, &c, sz) };
+        Ok(0)
+    }))
+}
+
+/// Counts `n` samples of ring `buf_idx` the caller read and then dropped by
+/// its own policy (a filter, a full queue downstream): they move from
+/// `delivered` to `dropped` in `perfbuf_ring_stats`, so the loss identity
+/// still adds up. Call it between polls (not from a callback). Returns 0
+/// or -EINVAL (NULL, bad index).
+///
+/// # Safety
+/// `pb` is a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_count_dropped(pb: *mut perf_buffer, buf_idx: usize, n: u64) -> c_int {
+    // SAFETY: per this function's contract.
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.count_dropped(buf_idx, n)).map(|()| 0))
 }
 
 /// The text of the last error a `perfbuf_*` or `perf_buffer__*` call of

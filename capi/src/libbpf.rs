@@ -22,15 +22,19 @@ use core::ffi::{c_int, c_void};
 
 /// The builder for `perf_buffer__new` (and `perfbuf_new` without opts):
 /// libbpf's sample period, or what the environment of an unchanged program
-/// asks for (`PERFBUF_WAKEUP_EVENTS` / `PERFBUF_MAX_DELAY_MS` batching, or
-/// the `PERFBUF_ADAPTIVE=1` fast mode).
+/// asks for (`PERFBUF_WAKEUP_EVENTS` / `PERFBUF_MAX_DELAY_MS` batching, the
+/// `PERFBUF_ADAPTIVE=1` fast mode, `PERFBUF_HOTPLUG=1` for CPUs that come
+/// and go).
 pub(crate) fn libbpf_builder(map_fd: c_int, page_cnt: usize, sample_period: u32) -> Result<Builder<'static>> {
     let env = opts::env_batching(
         std::env::var("PERFBUF_WAKEUP_EVENTS").ok().as_deref(),
         std::env::var("PERFBUF_MAX_DELAY_MS").ok().as_deref(),
     )?;
     let fast = opts::env_adaptive(std::env::var("PERFBUF_ADAPTIVE").ok().as_deref())?;
-    let b = Builder::for_raw_fd(map_fd).pages(page_cnt);
+    // libbpf reads the CPUs online at creation, for good: CPUs that come
+    // and go are served only on request (or by the fast mode).
+    let hotplug = opts::env_switch("PERFBUF_HOTPLUG", std::env::var("PERFBUF_HOTPLUG").ok().as_deref())?;
+    let b = Builder::for_raw_fd(map_fd).pages(page_cnt).hotplug(hotplug);
     Ok(match env {
         Some(env) => {
             let b = b.wakeup(Wakeup::Records(env.wakeup_events));

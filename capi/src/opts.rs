@@ -6,7 +6,10 @@
 //! (smaller `sz`) gets defaults for the fields it lacks, one from a newer
 //! header (larger `sz`) is accepted only if the bytes we do not know are 0.
 
-use super::abi::{PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_OVERWRITE, PERFBUF_ORDER_SAMPLE_TIME};
+use super::abi::{
+    PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_NO_HOTPLUG, PERFBUF_F_OVERWRITE,
+    PERFBUF_ORDER_SAMPLE_TIME,
+};
 use super::{check_tail, field};
 use crate::error::Result;
 use crate::log;
@@ -18,7 +21,7 @@ const PERF_BUFFER_OPTS_LAST_END: usize = 12;
 /// `offsetofend(struct perf_buffer_raw_opts, map_keys)`.
 const PERF_BUFFER_RAW_OPTS_LAST_END: usize = 32;
 /// `offsetofend(struct perfbuf_opts, cpu_cnt)`.
-const PERFBUF_OPTS_LAST_END: usize = 36;
+const PERFBUF_OPTS_LAST_END: usize = 44;
 /// `offsetofend(struct perfbuf_order_opts, idle_wait_ms)`.
 const PERFBUF_ORDER_OPTS_LAST_END: usize = 32;
 
@@ -73,6 +76,10 @@ pub(crate) struct ExtOpts {
     pub(crate) cpus: usize,
     /// Its length (≤ 0: all CPUs).
     pub(crate) cpu_cnt: i32,
+    /// CPUs that come and go are served (no `PERFBUF_F_NO_HOTPLUG`).
+    pub(crate) hotplug: bool,
+    /// perfbuf.bpf.h's counts map (0: none).
+    pub(crate) output_counts_fd: i32,
 }
 
 /// The wake-up choice of `wakeup_events` / `wakeup_bytes`.
@@ -102,12 +109,15 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
         count_lost: false,
         cpus: 0,
         cpu_cnt: 0,
+        hotplug: true,
+        output_counts_fd: 0,
     };
     let Some(bytes) = bytes else { return Ok(o) };
     check_tail(bytes, PERFBUF_OPTS_LAST_END, "perfbuf_opts: bad size or non-zero extra bytes")?;
     let u32_at = |off| field::<4>(bytes, off).map_or(0, u32::from_ne_bytes);
     let flags = u32_at(20);
-    if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE | PERFBUF_F_COUNT_LOST) != 0 {
+    if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE | PERFBUF_F_COUNT_LOST | PERFBUF_F_NO_HOTPLUG) != 0
+    {
         return Err(log::invalid("perfbuf_opts: unknown flags"));
     }
     o.wakeup = wakeup(u32_at(8), u32_at(12));
@@ -117,6 +127,11 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     o.count_lost = flags & PERFBUF_F_COUNT_LOST != 0;
     o.cpus = field::<8>(bytes, 24).map_or(0, usize::from_ne_bytes);
     o.cpu_cnt = field::<4>(bytes, 32).map_or(0, i32::from_ne_bytes);
+    o.hotplug = flags & PERFBUF_F_NO_HOTPLUG == 0;
+    if field::<4>(bytes, 36).is_some_and(|r| r != [0; 4]) {
+        return Err(log::invalid("perfbuf_opts: reserved is not 0"));
+    }
+    o.output_counts_fd = field::<4>(bytes, 40).map_or(0, i32::from_ne_bytes);
     Ok(o)
 }
 
@@ -188,12 +203,18 @@ pub(crate) fn env_batching(
 /// under the default attr; unset or `0` keeps libbpf's per-record
 /// wake-ups. Anything else is an error, never silently ignored.
 pub(crate) fn env_adaptive(value: Option<&str>) -> Result<bool> {
+    env_switch("PERFBUF_ADAPTIVE", value)
+}
+
+/// A `0`/`1` switch from the environment (`value` of variable `name`):
+/// unset is off; anything but 0 or 1 is an error, never silently ignored.
+pub(crate) fn env_switch(name: &str, value: Option<&str>) -> Result<bool> {
     match value.map(str::trim) {
         Some("1") => Ok(true),
         None | Some("0") => Ok(false),
         Some(other) => {
-            log::warn(format_args!("PERFBUF_ADAPTIVE={other:?} is not 0 or 1; refusing to start"));
-            Err(crate::error::Error::invalid("bad PERFBUF_ADAPTIVE"))
+            log::warn(format_args!("{name}={other:?} is not 0 or 1; refusing to start"));
+            Err(crate::error::Error::invalid("a PERFBUF_* switch is not 0 or 1"))
         }
     }
 }
@@ -263,13 +284,26 @@ mod tests {
         assert!(ext_opts(Some(&opts_bytes(40, &[(20, 2)]))).unwrap().adaptive);
         assert!(ext_opts(Some(&opts_bytes(40, &[(20, 1)]))).unwrap().overwrite);
         assert!(ext_opts(Some(&opts_bytes(40, &[(20, 4)]))).unwrap().count_lost);
+        let all = ext_opts(Some(&opts_bytes(48, &[]))).unwrap();
+        assert!(all.hotplug && all.output_counts_fd == 0, "CPUs that come and go are served by default");
+        let o = ext_opts(Some(&opts_bytes(48, &[(20, 8), (40, 7)]))).unwrap();
+        assert!(!o.hotplug && o.output_counts_fd == 7);
         assert_eq!(
-            ext_opts(Some(&opts_bytes(40, &[(20, 8)]))).map(drop),
+            ext_opts(Some(&opts_bytes(40, &[(20, 16)]))).map(drop),
             Err(Error::invalid("perfbuf_opts: unknown flags"))
         );
-        assert!(ext_opts(Some(&opts_bytes(48, &[(44, 1)]))).is_err());
+        assert!(ext_opts(Some(&opts_bytes(48, &[(36, 1)]))).is_err(), "reserved");
+        assert!(ext_opts(Some(&opts_bytes(56, &[(44, 1)]))).is_err());
+        assert!(ext_opts(Some(&opts_bytes(56, &[(48, 1)]))).is_err());
         // A caller from before cpus/cpu_cnt existed still works.
         assert!(ext_opts(Some(&opts_bytes(24, &[]))).is_ok());
+    }
+
+    #[test]
+    fn env_switches_are_0_or_1() {
+        assert_eq!(env_switch("PERFBUF_HOTPLUG", None), Ok(false));
+        assert_eq!(env_switch("PERFBUF_HOTPLUG", Some("1")), Ok(true));
+        assert!(env_switch("PERFBUF_HOTPLUG", Some("yes")).is_err());
     }
 
     #[test]

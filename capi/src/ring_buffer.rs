@@ -405,6 +405,104 @@ pub unsafe extern "C" fn ring__consume_n(r: *mut ring, n: usize) -> c_int {
     ret_errno(ring.and_then(|ring| ring.consume_n(n)).map(capped))
 }
 
+/// Where the records of one ring buffer map went, from
+/// `perfbuf_ringbuf_accounts` (set `sz` before the call). A ring buffer
+/// has no lost count of its own: its losses are the outputs perfbuf.bpf.h
+/// counted refused. With its counts, `produced = delivered + lost_total`
+/// once the ring is read to its end.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfbuf_ringbuf_accounts {
+    /// Size of the caller's struct; fields beyond it are not written.
+    pub sz: usize,
+    /// Records the BPF program sent (outputs and submitted reservations),
+    /// refused ones included, on every CPU: perfbuf.bpf.h's counts.
+    pub produced: u64,
+    /// 1 when `produced` and `output_failed` are known (the map was given
+    /// its counts with `perfbuf_ringbuf_output_counts`), else 0.
+    pub produced_known: u64,
+    /// Records read (handed to the callback).
+    pub read: u64,
+    /// `read - dropped`.
+    pub delivered: u64,
+    /// Records the caller dropped (`perfbuf_ringbuf_count_dropped`).
+    pub dropped: u64,
+    /// Outputs and reservations the kernel refused: the ring was full.
+    pub output_failed: u64,
+    /// Records the program reserved and discarded (not produced).
+    pub discarded: u64,
+    /// `output_failed + dropped`.
+    pub lost_total: u64,
+}
+
+/// Gives map `r` its `PERFBUF_OUTPUT_COUNTS` map (`perfbuf.bpf.h`): the
+/// BPF program's counts of its outputs into it, for
+/// `perfbuf_ringbuf_accounts`. Returns 0, or -EINVAL for another kind of
+/// map (the ring keeps a duplicate of `counts_fd`).
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ringbuf_output_counts(r: *mut ring, counts_fd: c_int) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { ring_handle(r) };
+    ret_errno(
+        ring.and_then(|(rb, idx)| {
+            // SAFETY: the caller's fd, used for this call only (duplicated).
+            rb.set_output_counts(idx, unsafe { std::os::fd::BorrowedFd::borrow_raw(counts_fd) })
+        })
+        .map(|()| 0),
+    )
+}
+
+/// Fills `*out` with where map `r`'s records went. Returns 0, or -EINVAL
+/// (NULL, `sz` below 16), or the error reading the counts map.
+///
+/// # Safety
+/// `r` is a live `struct ring *`; `out` is NULL or writable for `out->sz` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ringbuf_accounts(
+    r: *const ring,
+    out: *mut perfbuf_ringbuf_accounts,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring(idx).ok_or(Error::INVAL));
+    ret_errno(ring.and_then(|ring| ring.accounts()).and_then(|a| {
+        // SAFETY: `out` is NULL or starts with a readable size_t.
+        let sz = unsafe { super::out_sz(out.cast(), 16) }?;
+        let c = perfbuf_ringbuf_accounts {
+            sz,
+            produced: a.produced.unwrap_or(0),
+            produced_known: a.produced.is_some().into(),
+            read: a.read,
+            delivered: a.delivered(),
+            dropped: a.dropped,
+            output_failed: a.output_failed,
+            discarded: a.discarded,
+            lost_total: a.lost_total(),
+        };
+        // SAFETY: the caller's struct is writable for `sz` bytes.
+        unsafe { super::write_sized(out, &c, sz) };
+        Ok(0)
+    }))
+}
+
+/// Counts `n` records of map `r` the caller read and then dropped by its
+/// own policy (`dropped` in `perfbuf_ringbuf_accounts`). Call it between
+/// polls. Returns 0 or -EINVAL.
+///
+/// # Safety
+/// `r` is a live `struct ring *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_ringbuf_count_dropped(r: *mut ring, n: u64) -> c_int {
+    // SAFETY: per this function's contract.
+    let ring = unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring_mut(idx).ok_or(Error::INVAL));
+    ret_errno(ring.map(|ring| {
+        ring.count_dropped(n);
+        0
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
