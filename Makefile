@@ -327,7 +327,7 @@ decode-test: $(BUILD)/decode_test
 python-test: lib producer-lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
 	bindings/python/run-tests.sh
 
-go-test: lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
+go-test: lib accounted-lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
 	bindings/go/run-tests.sh
 
 linked-test: $(BUILD)/linked_test

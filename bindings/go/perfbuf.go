@@ -83,11 +83,25 @@ type ReaderOptions struct {
 	// instead of libbpf's 8. With Fast, the fast mode's own events'
 	// losses count too.
 	CountLost bool
+	// OutputCounts is the PERFBUF_OUTPUT_COUNTS map (include/perfbuf.bpf.h)
+	// the BPF program sends through, such as a cilium *ebpf.Map: with it
+	// RingStats.Produced and OutputFailed are known, the outputs the helper
+	// refused without the kernel counting them (see the top README's "Lost
+	// counts"). Its fd is used while NewReader runs (the reader keeps a
+	// duplicate).
+	OutputCounts interface{ FD() int }
+	// NoHotplug reads the CPUs online now, for good (libbpf's way). By
+	// default a Reader with options serves CPUs that come and go: a CPU
+	// that comes online gets a ring within a second, one going offline has
+	// its ring read and kept, one coming back a fresh event (the kernel
+	// leaves the old one dead). With no option set the Reader is
+	// perf_buffer__new's (PERFBUF_HOTPLUG=1 opts in).
+	NoHotplug bool
 }
 
 func (o ReaderOptions) isZero() bool {
 	return o.Watermark == 0 && o.WakeupEvents == 0 && !o.Overwritable && o.MaxDelay == 0 && !o.Fast &&
-		len(o.CPUs) == 0 && !o.CountLost
+		len(o.CPUs) == 0 && !o.CountLost && o.OutputCounts == nil && !o.NoHotplug
 }
 
 // Record is one record read from a CPU's ring.
@@ -249,6 +263,15 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	if opts.CountLost {
 		flags |= C.PERFBUF_F_COUNT_LOST
 	}
+	if opts.NoHotplug {
+		flags |= C.PERFBUF_F_NO_HOTPLUG
+	}
+	countsFD := 0
+	if opts.OutputCounts != nil {
+		if countsFD = opts.OutputCounts.FD(); countsFD <= 0 {
+			return nil, invalid(op, fmt.Sprintf("ReaderOptions.OutputCounts has fd %d: is the map closed?", countsFD))
+		}
+	}
 	useOpts := C.int(0)
 	if !opts.isZero() {
 		useOpts = 1
@@ -267,7 +290,7 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		var cerr C.int
 		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), useOpts,
 			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags,
-			cpus, C.int(len(opts.CPUs)), &cerr)
+			cpus, C.int(len(opts.CPUs)), C.int(countsFD), &cerr)
 		if pb == nil {
 			return -cerr
 		}
@@ -312,7 +335,15 @@ func (r *Reader) ReadInto(rec *Record) error {
 	r.head++
 	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
 	rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
-	if idx, ok := r.cpuIndex[next.CPU]; ok {
+	idx, ok := r.cpuIndex[next.CPU]
+	if !ok {
+		// A CPU that came online has a ring of its own now.
+		for i := 0; i < int(C.perfbuf_buffer_cnt(r.pb)); i++ {
+			r.cpuIndex[int(C.perfbuf_buffer_cpu(r.pb, C.size_t(i)))] = i
+		}
+		idx, ok = r.cpuIndex[next.CPU]
+	}
+	if ok {
 		rec.Remaining = int(C.perfbuf_go_pending(C.uintptr_t(uintptr(unsafe.Pointer(r.pb))), C.size_t(idx)))
 	}
 	if r.head == len(r.queue) {

@@ -6,6 +6,7 @@ package perfbuf
 import "C"
 
 import (
+	"time"
 	"unsafe"
 )
 
@@ -32,6 +33,36 @@ type RingStats struct {
 	// BatchSwitches counts the switches; SpillSize is its spill ring.
 	Batched                  bool
 	BatchSwitches, SpillSize uint64
+	// The loss identity (see the top README's "Lost counts"): once the
+	// ring is read to its head, Produced = Delivered + LostTotal, where
+	// LostTotal = Lost + OutputFailed + Dropped. Produced is known (non-nil)
+	// only with ReaderOptions.OutputCounts; Samples are the sample records
+	// read, Delivered those the caller kept (Samples - Dropped), Dropped
+	// what it counted with CountDropped, OutputFailed the outputs the
+	// helper refused that no kernel figure counts (perfbuf.bpf.h's counts).
+	Produced                                             *uint64
+	Samples, Delivered, OutputFailed, Dropped, LostTotal uint64
+}
+
+// RingHealth is how one ring is doing (perfbuf_ring_health).
+type RingHealth struct {
+	// CPU is the CPU the ring reads; Online whether it is online as the
+	// reader last saw it (a ring whose CPU went offline is kept and read).
+	CPU    int
+	Online bool
+	// PendingBytes wait in the ring now; PeakPendingBytes is the most the
+	// reader found waiting (the fill high-water mark); DataSize the ring.
+	PendingBytes, PeakPendingBytes, DataSize uint64
+	// RecordsPerSec, BytesPerSec and WakeupsPerSec over the last second.
+	RecordsPerSec, BytesPerSec, WakeupsPerSec float64
+	// SinceLastRecord: since the reader last found records (-1: never).
+	SinceLastRecord time.Duration
+	// NeededBytes is the backlog a ring losing nothing would have held
+	// (the peak, plus the bytes of the records lost meanwhile);
+	// SuggestedPages the smallest ring (pages, a power of two) holding it.
+	NeededBytes, SuggestedPages uint64
+	// Replaced counts the times the CPU came back and got a fresh event.
+	Replaced uint64
 }
 
 // withBuffer runs fn with the buffer to itself: at once when no Read
@@ -84,11 +115,55 @@ func (r *rings) Stats() ([]RingStats, error) {
 				OverwrittenBytes: uint64(st.overwritten_bytes), Batched: st.batched != 0,
 				BatchSwitches: uint64(st.batch_switches), SpillSize: uint64(st.spill_size),
 				LostUnreported: uint64(st.lost_unreported),
+				Samples:        uint64(st.samples), Delivered: uint64(st.delivered),
+				OutputFailed: uint64(st.output_failed), Dropped: uint64(st.dropped),
+				LostTotal: uint64(st.lost_total),
+			})
+			if st.produced_known != 0 {
+				produced := uint64(st.produced)
+				out[len(out)-1].Produced = &produced
+			}
+		}
+		return 0
+	})
+	return out, err
+}
+
+// Health returns every ring's health, by ring index.
+func (r *rings) Health() ([]RingHealth, error) {
+	var out []RingHealth
+	_, err := r.withBuffer("Health", func(pb *C.struct_perf_buffer) C.int {
+		for i := 0; i < int(C.perfbuf_buffer_cnt(pb)); i++ {
+			var h C.struct_perfbuf_ring_health
+			h.sz = C.size_t(unsafe.Sizeof(h))
+			if ret := C.perfbuf_ring_health(pb, C.size_t(i), &h); ret < 0 {
+				return ret
+			}
+			out = append(out, RingHealth{
+				CPU: int(h.cpu), Online: h.online != 0, PendingBytes: uint64(h.pending_bytes),
+				PeakPendingBytes: uint64(h.peak_pending_bytes), DataSize: uint64(h.data_size),
+				RecordsPerSec: float64(h.records_per_sec), BytesPerSec: float64(h.bytes_per_sec),
+				WakeupsPerSec: float64(h.wakeups_per_sec), SinceLastRecord: time.Duration(h.ns_since_last_record),
+				NeededBytes: uint64(h.needed_bytes), SuggestedPages: uint64(h.suggested_pages),
+				Replaced: uint64(h.replaced),
 			})
 		}
 		return 0
 	})
 	return out, err
+}
+
+// CountDropped counts n records of ring idx the caller read and then
+// dropped by its own policy: they move from Delivered to Dropped in Stats,
+// so the loss identity still adds up.
+func (r *rings) CountDropped(idx int, n uint64) error {
+	if idx < 0 {
+		return invalid("CountDropped", "negative ring index")
+	}
+	_, err := r.withBuffer("CountDropped", func(pb *C.struct_perf_buffer) C.int {
+		return C.perfbuf_count_dropped(pb, C.size_t(idx), C.uint64_t(n))
+	})
+	return err
 }
 
 // Peek returns ring idx's next record, its perf_event_header included,

@@ -19,6 +19,7 @@ export PKG_CONFIG_PATH="$build/pkgconfig"
 export CGO_LDFLAGS="-Wl,-rpath,$top/target/release"
 unset CGO_CFLAGS
 export GOFLAGS="-mod=mod" GOPROXY=off GOWORK=off
+export PERFBUF_ACCOUNTED_BPF_OBJ="$build/accounted.bpf.o"
 cd "$here"
 
 # The package finds libperfbuf through pkg-config (no -I/-L given here).

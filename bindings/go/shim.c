@@ -16,7 +16,7 @@ static void lost_tramp(void *ctx, int cpu, __u64 cnt)
 
 struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
-				   uint32_t flags, const int *cpus, int cpu_cnt, int *err)
+				   uint32_t flags, const int *cpus, int cpu_cnt, int output_counts_fd, int *err)
 {
 	struct perfbuf_opts o;
 	/* libperfbuf checks that the padding is zero too. */
@@ -28,6 +28,7 @@ struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle
 	o.flags = flags;
 	o.cpus = cpus;
 	o.cpu_cnt = cpu_cnt;
+	o.output_counts_fd = output_counts_fd;
 	struct perf_buffer *pb =
 		perfbuf_new(map_fd, page_cnt, sample_tramp, lost_tramp, (void *)handle, use_opts ? &o : NULL);
 	*err = pb ? 0 : errno;

@@ -15,7 +15,7 @@
  * NULL with *err = errno on failure. */
 struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
-				   uint32_t flags, const int *cpus, int cpu_cnt, int *err);
+				   uint32_t flags, const int *cpus, int cpu_cnt, int output_counts_fd, int *err);
 /* The bytes waiting in ring idx. The buffer is passed as an integer: a
  * pointer to an incomplete C type makes each cgo call allocate. */
 uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);

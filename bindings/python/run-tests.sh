@@ -17,6 +17,8 @@ export PYTHONPATH="$here/src"
 export PERFBUF_LIBRARY="$top/target/release/libperfbuf.so"
 export PERFBUF_PRODUCER_LIBRARY="$top/build/libperfbuf_producer.so"
 export PERFBUF_PROFILE_BPF_OBJ="$top/build/profile.bpf.o"
+export PERFBUF_ACCOUNTED_LIBRARY="$top/build/libperfbuf_accounted.so"
+export PERFBUF_ACCOUNTED_BPF_OBJ="$top/build/accounted.bpf.o"
 # The event-set tests load the profiler's BPF program (make's python-test
 # target builds only exec_events.bpf.o).
 [ -f "$PERFBUF_PROFILE_BPF_OBJ" ] || make -C "$top" --no-print-directory build/profile.bpf.o

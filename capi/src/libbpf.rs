@@ -33,7 +33,11 @@ pub(crate) fn libbpf_builder(map_fd: c_int, page_cnt: usize, sample_period: u32)
     let fast = opts::env_adaptive(std::env::var("PERFBUF_ADAPTIVE").ok().as_deref())?;
     // libbpf reads the CPUs online at creation, for good: CPUs that come
     // and go are served only on request (or by the fast mode).
-    let hotplug = opts::env_switch("PERFBUF_HOTPLUG", std::env::var("PERFBUF_HOTPLUG").ok().as_deref())?;
+    let hotplug = opts::env_switch(
+        "PERFBUF_HOTPLUG",
+        "bad PERFBUF_HOTPLUG",
+        std::env::var("PERFBUF_HOTPLUG").ok().as_deref(),
+    )?;
     let b = Builder::for_raw_fd(map_fd).pages(page_cnt).hotplug(hotplug);
     Ok(match env {
         Some(env) => {

@@ -203,18 +203,19 @@ pub(crate) fn env_batching(
 /// under the default attr; unset or `0` keeps libbpf's per-record
 /// wake-ups. Anything else is an error, never silently ignored.
 pub(crate) fn env_adaptive(value: Option<&str>) -> Result<bool> {
-    env_switch("PERFBUF_ADAPTIVE", value)
+    env_switch("PERFBUF_ADAPTIVE", "bad PERFBUF_ADAPTIVE", value)
 }
 
 /// A `0`/`1` switch from the environment (`value` of variable `name`):
-/// unset is off; anything but 0 or 1 is an error, never silently ignored.
-pub(crate) fn env_switch(name: &str, value: Option<&str>) -> Result<bool> {
+/// unset is off; anything but 0 or 1 is an error (`bad` says which),
+/// never silently ignored.
+pub(crate) fn env_switch(name: &str, bad: &'static str, value: Option<&str>) -> Result<bool> {
     match value.map(str::trim) {
         Some("1") => Ok(true),
         None | Some("0") => Ok(false),
         Some(other) => {
             log::warn(format_args!("{name}={other:?} is not 0 or 1; refusing to start"));
-            Err(crate::error::Error::invalid("a PERFBUF_* switch is not 0 or 1"))
+            Err(crate::error::Error::invalid(bad))
         }
     }
 }
@@ -301,9 +302,10 @@ mod tests {
 
     #[test]
     fn env_switches_are_0_or_1() {
-        assert_eq!(env_switch("PERFBUF_HOTPLUG", None), Ok(false));
-        assert_eq!(env_switch("PERFBUF_HOTPLUG", Some("1")), Ok(true));
-        assert!(env_switch("PERFBUF_HOTPLUG", Some("yes")).is_err());
+        assert_eq!(env_switch("PERFBUF_HOTPLUG", "bad PERFBUF_HOTPLUG", None), Ok(false));
+        assert_eq!(env_switch("PERFBUF_HOTPLUG", "bad PERFBUF_HOTPLUG", Some("1")), Ok(true));
+        let e = env_switch("PERFBUF_HOTPLUG", "bad PERFBUF_HOTPLUG", Some("yes")).unwrap_err();
+        assert!(e.to_string().contains("PERFBUF_HOTPLUG"), "{e}");
     }
 
     #[test]

@@ -68,7 +68,9 @@ struct perf_buffer *perf_new_buffer(int map_fd, size_t page_cnt, uintptr_t handl
 	o.wakeup_events = wakeup_events;
 	o.wakeup_bytes = wakeup_bytes;
 	o.max_delay_ms = max_delay_ms;
-	o.flags = flags;
+	/* cilium/ebpf reads the CPUs online at creation, for good (and its
+	 * Pause empties the slots, which a CPU coming online must not refill). */
+	o.flags = flags | PERFBUF_F_NO_HOTPLUG;
 	o.cpus = cpus;
 	o.cpu_cnt = cpu_cnt;
 	struct perf_buffer *pb = perfbuf_new(map_fd, page_cnt, sample_tramp, lost_tramp, (void *)handle, &o);

@@ -123,7 +123,8 @@ def test_stats_has_every_field_of_perfbuf_ring_stats(producer) -> None:
         st = pb.stats(idx)
     assert list(st) == ["cpu", "records", "bytes", "lost", "wakeups", "pending_bytes", "data_size", "resyncs",
                         "skipped_bytes", "malformed", "overwritten_bytes", "batched", "batch_switches",
-                        "spill_size", "lost_unreported"]
+                        "spill_size", "lost_unreported", "produced", "samples", "delivered", "output_failed",
+                        "dropped", "lost_total"]
     assert st["cpu"] == 1 and st["records"] == 3 and st["data_size"] == 8 * 4096 and st["spill_size"] == 0
 
 

@@ -48,3 +48,15 @@ func Expected(n int, seed byte) []byte {
 
 // Close releases the map and the programs.
 func (pr *Producer) Close() { C.producer_close(&pr.p) }
+
+// TestRun runs the tc program progFD repeat times on cpu with packet pkt
+// (at least 14 bytes, BPF_PROG_TEST_RUN); it returns the last run's
+// result.
+func TestRun(progFD, cpu int, pkt []byte, repeat int) (int, error) {
+	var ret C.int
+	err := C.producer_test_run(C.int(progFD), C.int(cpu), unsafe.Pointer(&pkt[0]), C.uint(len(pkt)), C.uint(repeat), &ret)
+	if err != 0 {
+		return 0, fmt.Errorf("producer: %w", syscall.Errno(-err))
+	}
+	return int(ret), nil
+}

@@ -171,8 +171,14 @@ class _RingReader:
     def _adopt(self, pb: int) -> None:
         """Takes ownership of the C handle ``pb``."""
         self._pb = pb
-        self._count = int(_LIB.perfbuf_buffer_cnt(pb))
         self._epoll_fd = int(_LIB.perfbuf_epoll_fd(pb))
+        self._refresh_rings()
+
+    def _refresh_rings(self) -> None:
+        """The rings and their CPUs, again: a CPU that came online gets a
+        ring of its own, at the next index."""
+        pb = self._pb
+        self._count = int(_LIB.perfbuf_buffer_cnt(pb))
         self._cpus = [int(_LIB.perfbuf_buffer_cpu(pb, i)) for i in range(self._count)]
 
     # -- the C callbacks ------------------------------------------------------------
@@ -271,6 +277,8 @@ class _RingReader:
     def _index(self, index: int) -> int:
         i = _as_int("index", index)
         self._handle()
+        if i >= self._count:
+            self._refresh_rings()
         if not 0 <= i < self._count:
             raise IndexError(f"ring index {i} out of range: this buffer has {self._count} rings "
                              f"(0 to {self._count - 1})")
@@ -413,8 +421,10 @@ class _RingReader:
 
     @property
     def buffer_count(self) -> int:
-        """Number of rings (online CPUs, bounded by the map's size)."""
+        """Number of rings (online CPUs, bounded by the map's size; it grows
+        when a CPU comes online, see ``hotplug``)."""
         self._handle()
+        self._refresh_rings()
         return self._count
 
     @property
@@ -435,18 +445,59 @@ class _RingReader:
         """The CPU ring ``index`` reads; IndexError if there is none."""
         return self._cpus[self._index(index)]
 
-    def stats(self, index: int) -> dict[str, int]:
+    def stats(self, index: int) -> dict[str, Optional[int]]:
         """Ring ``index``'s figures, every field of ``struct
         perfbuf_ring_stats``: cpu, records, bytes, lost, wakeups,
         pending_bytes, data_size, resyncs, skipped_bytes, malformed,
         overwritten_bytes, batched, batch_switches, spill_size,
-        lost_unreported. ``lost`` is exact at any moment where the ring's
-        events count their losses (an event set's rings on Linux 6.0+): it
-        includes the ``lost_unreported`` records the kernel has not yet
-        written as a lost report."""
+        lost_unreported, and the loss identity's: produced (``None``
+        without ``output_counts``), samples, delivered, output_failed,
+        dropped, lost_total. Once the ring is read to its head,
+        ``produced == delivered + lost_total`` (see the top README's "Lost
+        counts"). ``lost`` is exact at any moment where the ring's
+        events count their losses (``count_lost=True``, an event set's
+        rings on Linux 6.0+): it includes the ``lost_unreported`` records
+        the kernel has not yet written as a lost report."""
         st = _lib.RingStats(sz=ctypes.sizeof(_lib.RingStats))
         self._control(_LIB.perfbuf_ring_stats, self._index(index), ctypes.byref(st))  # type: ignore[arg-type]
-        return {name: getattr(st, name) for name, _ in _lib.RingStats._fields_ if name not in ("sz", "reserved")}
+        out: dict[str, Optional[int]] = {
+            name: getattr(st, name) for name, _ in _lib.RingStats._fields_
+            if name not in ("sz", "reserved", "produced_known")}
+        if not st.produced_known:
+            out["produced"] = None
+        return out
+
+    def health(self, index: int) -> dict[str, Any]:
+        """How ring ``index`` is doing (``struct perfbuf_ring_health``): cpu,
+        online, pending_bytes (the backlog now), peak_pending_bytes (its
+        high-water mark), data_size, records_per_sec, bytes_per_sec,
+        wakeups_per_sec (over the last second), seconds_since_last_record
+        (``None``: never), needed_bytes (the peak backlog, plus the bytes of
+        records lost meanwhile), suggested_pages (the smallest ring holding
+        it: the ``page_cnt`` for this load) and replaced (times the CPU came
+        back online and got a fresh event)."""
+        if not hasattr(_LIB, "perfbuf_ring_health"):
+            raise NotImplementedError("this libperfbuf has no perfbuf_ring_health: update it")
+        h = _lib.RingHealth(sz=ctypes.sizeof(_lib.RingHealth))
+        self._control(_LIB.perfbuf_ring_health, self._index(index), ctypes.byref(h))  # type: ignore[arg-type]
+        out: dict[str, Any] = {name: getattr(h, name) for name, _ in _lib.RingHealth._fields_
+                               if name not in ("sz", "ns_since_last_record")}
+        out["online"] = bool(h.online)
+        ns = h.ns_since_last_record
+        out["seconds_since_last_record"] = None if ns < 0 else ns / 1e9
+        return out
+
+    def count_dropped(self, index: int, n: int) -> None:
+        """Counts ``n`` records of ring ``index`` your code read and then
+        dropped by its own policy: they move from ``delivered`` to
+        ``dropped`` in :meth:`stats`, so the loss identity still adds up.
+        Not from a callback."""
+        if not hasattr(_LIB, "perfbuf_count_dropped"):
+            raise NotImplementedError("this libperfbuf has no perfbuf_count_dropped: update it")
+        n = _as_int("n", n)
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        self._control(_LIB.perfbuf_count_dropped, self._index(index), n)  # type: ignore[arg-type]
 
     def ring(self, index: int) -> memoryview:
         """Zero-copy, read-only view of ring ``index``'s mapping: the kernel's
@@ -590,6 +641,17 @@ class PerfBuffer(_RingReader):
       delivers a partial batch within ``max_delay_ms`` (default 10 ms).
     - ``overwrite=True``: overwritable rings (the newest records are kept).
     - ``cpus=[...]``: read only these CPUs.
+    - ``output_counts=FD``: the ``PERFBUF_OUTPUT_COUNTS`` map (an fd, or
+      anything with ``fileno()``) the BPF program sends through with
+      ``perfbuf.bpf.h``'s wrappers: :meth:`stats` then knows ``produced``
+      and ``output_failed``, the outputs refused without the kernel
+      counting them.
+    - ``hotplug=False``: read the CPUs online now, for good (libbpf's way).
+      By default a buffer opened with options serves CPUs that come and
+      go: a CPU that comes online gets a ring within a second
+      (:attr:`buffer_count` grows), one going offline has its ring read and
+      kept, one coming back a fresh event. Without options the buffer is
+      ``perf_buffer__new``'s (``PERFBUF_HOTPLUG=1`` opts in).
     - ``count_lost=True``: exact lost figures (``PERFBUF_F_COUNT_LOST``,
       Linux 6.0+): each CPU's event counts the records it could not write,
       so ``stats(i)["lost"]`` includes the ``lost_unreported`` ones the
@@ -612,7 +674,8 @@ class PerfBuffer(_RingReader):
     def __init__(self, map_fd: int, page_cnt: int = 8, on_sample: Optional[SampleFn] = None,
                  on_lost: Optional[LostFn] = None, wakeup_events: Optional[int] = None, *,
                  wakeup_bytes: Optional[int] = None, max_delay_ms: Optional[int] = None, fast: bool = False,
-                 overwrite: bool = False, cpus: Optional[Iterable[int]] = None, count_lost: bool = False) -> None:
+                 overwrite: bool = False, cpus: Optional[Iterable[int]] = None, count_lost: bool = False,
+                 output_counts: Any = None, hotplug: bool = True) -> None:
         try:
             map_fd = _as_int("map_fd", map_fd)
         except TypeError as e:
@@ -623,12 +686,13 @@ class PerfBuffer(_RingReader):
             raise ValueError(f"page_cnt must be a power of two (1, 2, 4, 8, ...), got {page_cnt}")
         _callable_or_none("on_sample", on_sample)
         _callable_or_none("on_lost", on_lost)
-        for name, flag in (("fast", fast), ("overwrite", overwrite), ("count_lost", count_lost)):
+        for name, flag in (("fast", fast), ("overwrite", overwrite), ("count_lost", count_lost),
+                           ("hotplug", hotplug)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
         opts: Optional[_lib.Opts] = None
-        options = (wakeup_events, wakeup_bytes, max_delay_ms, cpus)
-        if any(o is not None for o in options) or fast or overwrite or count_lost:
+        options = (wakeup_events, wakeup_bytes, max_delay_ms, cpus, output_counts)
+        if any(o is not None for o in options) or fast or overwrite or count_lost or not hotplug:
             opts = _lib.Opts(sz=ctypes.sizeof(_lib.Opts))
             if wakeup_events is not None:
                 opts.wakeup_events = _as_u32("wakeup_events", wakeup_events)
@@ -637,7 +701,11 @@ class PerfBuffer(_RingReader):
             if max_delay_ms is not None:
                 opts.max_delay_ms = _as_u32("max_delay_ms", max_delay_ms, 0, 60_000)
             opts.flags = ((_lib.PERFBUF_F_ADAPTIVE if fast else 0) | (_lib.PERFBUF_F_OVERWRITE if overwrite else 0)
-                          | (_lib.PERFBUF_F_COUNT_LOST if count_lost else 0))
+                          | (_lib.PERFBUF_F_COUNT_LOST if count_lost else 0)
+                          | (0 if hotplug else _lib.PERFBUF_F_NO_HOTPLUG))
+            if output_counts is not None:
+                fd = output_counts.fileno() if hasattr(output_counts, "fileno") else output_counts
+                opts.output_counts_fd = _as_int("output_counts", fd)
             if cpus is not None:
                 ids = [_as_int("cpus[]", c) for c in cpus]
                 if not ids:

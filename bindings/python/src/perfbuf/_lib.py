@@ -30,6 +30,7 @@ PRINT_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_void_p)
 PERFBUF_F_OVERWRITE = 1
 PERFBUF_F_ADAPTIVE = 2
 PERFBUF_F_COUNT_LOST = 4
+PERFBUF_F_NO_HOTPLUG = 8
 PERFBUF_WARN, PERFBUF_INFO, PERFBUF_DEBUG = 0, 1, 2
 
 
@@ -38,7 +39,8 @@ class Opts(ctypes.Structure):
 
     _fields_ = [
         ("sz", c_size_t), ("wakeup_events", c_uint32), ("wakeup_bytes", c_uint32), ("max_delay_ms", c_uint32),
-        ("flags", c_uint32), ("cpus", ctypes.POINTER(c_int)), ("cpu_cnt", c_int),
+        ("flags", c_uint32), ("cpus", ctypes.POINTER(c_int)), ("cpu_cnt", c_int), ("reserved", c_int),
+        ("output_counts_fd", c_int), ("reserved2", c_int),
     ]
 
 
@@ -50,7 +52,21 @@ class RingStats(ctypes.Structure):
         ("lost", c_uint64), ("wakeups", c_uint64), ("pending_bytes", c_uint64), ("data_size", c_uint64),
         ("resyncs", c_uint64), ("skipped_bytes", c_uint64), ("malformed", c_uint64),
         ("overwritten_bytes", c_uint64), ("batched", c_uint64), ("batch_switches", c_uint64),
-        ("spill_size", c_uint64), ("lost_unreported", c_uint64),
+        ("spill_size", c_uint64), ("lost_unreported", c_uint64), ("produced", c_uint64),
+        ("produced_known", c_uint64), ("samples", c_uint64), ("delivered", c_uint64), ("output_failed", c_uint64),
+        ("dropped", c_uint64), ("lost_total", c_uint64),
+    ]
+
+
+class RingHealth(ctypes.Structure):
+    """struct perfbuf_ring_health (every field, in order)."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("cpu", c_int), ("online", c_int), ("pending_bytes", c_uint64),
+        ("peak_pending_bytes", c_uint64), ("data_size", c_uint64), ("records_per_sec", ctypes.c_double),
+        ("bytes_per_sec", ctypes.c_double), ("wakeups_per_sec", ctypes.c_double),
+        ("ns_since_last_record", ctypes.c_int64), ("needed_bytes", c_uint64), ("suggested_pages", c_uint64),
+        ("replaced", c_uint64),
     ]
 
 
@@ -177,9 +193,9 @@ class Sample(ctypes.Structure):
 
 # The structs of include/perfbuf.h mirrored here, by their C names (tests compare the layouts).
 C_STRUCTS = {
-    "perfbuf_opts": Opts, "perfbuf_ring_stats": RingStats, "perfbuf_events_opts": EventsOpts,
-    "perfbuf_event_desc": EventDesc, "perfbuf_event_info": EventInfo, "perfbuf_bpf_prog": BpfProg,
-    "perfbuf_counts": Counts,
+    "perfbuf_opts": Opts, "perfbuf_ring_stats": RingStats, "perfbuf_ring_health": RingHealth,
+    "perfbuf_events_opts": EventsOpts, "perfbuf_event_desc": EventDesc, "perfbuf_event_info": EventInfo,
+    "perfbuf_bpf_prog": BpfProg, "perfbuf_counts": Counts,
     "perfbuf_count": Count, "perfbuf_field": Field, "perfbuf_order_opts": OrderOpts,
     "perfbuf_decode_attr": DecodeAttr, "perfbuf_sample": Sample, "perfbuf_sideband": _Sideband,
 }
@@ -288,6 +304,8 @@ OPTIONAL_SIGNATURES = {
 # without them); the methods that need one say so.
 LATER_SIGNATURES = {
     "perfbuf_drain_final": (c_int, [c_void_p, ctypes.POINTER(c_uint64)]),
+    "perfbuf_ring_health": (c_int, [c_void_p, c_size_t, ctypes.POINTER(RingHealth)]),
+    "perfbuf_count_dropped": (c_int, [c_void_p, c_size_t, c_uint64]),
 }
 
 
