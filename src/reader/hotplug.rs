@@ -24,7 +24,7 @@ use super::cpu_buf::CpuBuf;
 use super::deliver::Handler;
 use super::lost::KernelLost;
 use super::ticker::Ticker;
-use super::Reader;
+use super::{OwnedRing, Reader};
 use crate::error::{Error, Result, What};
 use crate::kernel::clock::Moment;
 use crate::kernel::sys::{self, AttrSource};
@@ -44,11 +44,30 @@ pub const RECHECK_EVERY: Duration = Duration::from_secs(1);
 /// Reads outside a poll look at the uevent socket at most this often.
 pub const SOCKET_EVERY: Duration = Duration::from_millis(4);
 
+/// Where the ring of a CPU that comes online comes from.
+pub enum Opener {
+    /// The reader's own BPF output event (a perf buffer), put in the
+    /// map's slot for the CPU.
+    Event { attr: PerfEventAttr, pages: usize, overwrite: bool },
+    /// Whoever opened the reader's rings (an event set).
+    Source(Box<dyn RingSource>),
+}
+
+/// The rings of CPUs that come and go, for a reader over rings it did not
+/// open (an event set's).
+pub trait RingSource: Send {
+    /// `cpu`'s ring, with every event that writes there opened and enabled
+    /// as the others are. Asked again for a CPU that came back: the
+    /// events it had before are dead.
+    fn open_cpu(&mut self, cpu: i32) -> Result<OwnedRing>;
+
+    /// `cpu` went offline (its events are dead from now on).
+    fn cpu_gone(&mut self, _cpu: i32) {}
+}
+
 /// What a reader needs to give a CPU that comes online its ring.
 pub struct Hotplug {
-    attr: PerfEventAttr,
-    pages: usize,
-    overwrite: bool,
+    opener: Opener,
     /// The CPUs read whenever they are online (map key = CPU id).
     wanted: Vec<i32>,
     /// The kernel's CPU uevents, or else a timer.
@@ -59,16 +78,20 @@ pub struct Hotplug {
     socket_at: Moment,
 }
 
-/// A CPU's new event and ring, waiting for the old ring to be read.
-pub struct Successor {
+/// A CPU's new ring, its event and where its losses are counted.
+pub struct NewRing {
     pub fd: OwnedFd,
     pub ring: PerfRing,
+    pub lost: KernelLost,
 }
+
+/// A CPU's new event and ring, waiting for the old ring to be read.
+pub type Successor = NewRing;
 
 impl Hotplug {
     /// Watches CPU changes for a reader whose epoll is `epoll`: a uevent
     /// socket, or a timer where none can be had.
-    pub fn new(epoll: i32, attr: PerfEventAttr, pages: usize, overwrite: bool, wanted: Vec<i32>) -> Result<Hotplug> {
+    pub fn new(epoll: i32, opener: Opener, wanted: Vec<i32>) -> Result<Hotplug> {
         let (socket, ticker) = match uevent::cpu_socket() {
             Ok(fd) => {
                 sys::epoll_add(epoll, fd.as_raw_fd(), HOTPLUG_TOKEN)?;
@@ -82,7 +105,7 @@ impl Hotplug {
             }
         };
         let now = Moment::coarse();
-        Ok(Hotplug { attr, pages, overwrite, wanted, socket, ticker, checked_at: now, socket_at: now })
+        Ok(Hotplug { opener, wanted, socket, ticker, checked_at: now, socket_at: now })
     }
 
     /// Whether the kernel's uevents tell of changes (else a timer does).
@@ -183,6 +206,9 @@ impl<H: Handler> Reader<H> {
     /// the read); the ring stays until the CPU comes back.
     fn cpu_went_offline(&mut self, idx: usize) {
         self.bufs[idx].online = false;
+        if let Some(Hotplug { opener: Opener::Source(source), .. }) = &mut self.hotplug {
+            source.cpu_gone(self.bufs[idx].cpu);
+        }
         let _ = self.process_records(idx);
         self.retire_fast_events(idx);
         self.stale = true;
@@ -213,15 +239,15 @@ impl<H: Handler> Reader<H> {
             return Err(Error::from_errno(libc::EAGAIN));
         }
         let cpu = self.bufs[idx].cpu;
-        let (fd, ring) = self.open_ring(cpu)?;
-        let raw = fd.as_raw_fd();
+        let new = self.open_ring(cpu)?;
+        let raw = new.fd.as_raw_fd();
         if self.owns_slots() {
             sys::map_update_u32(self.map_fd, self.bufs[idx].map_key as u32, raw as u32)
                 .map_err(|e| e.with(What::SetSlot(cpu, self.bufs[idx].map_key, raw)))?;
         }
         sys::epoll_add(self.epoll.as_raw_fd(), raw, idx as u64).map_err(|e| e.with(What::EpollAdd(cpu, raw)))?;
         let buf = &mut self.bufs[idx];
-        buf.successor = Some(Successor { fd, ring });
+        buf.successor = Some(new);
         buf.online = true;
         buf.replaced += 1;
         let refused = self.counts.as_ref().and_then(|c| c.read_cpu(cpu).ok()).map(|c| c.failed_uncounted_perf());
@@ -240,14 +266,12 @@ impl<H: Handler> Reader<H> {
 
     /// A CPU the reader never had is online: its event, ring and slot.
     fn cpu_came_online(&mut self, cpu: i32) -> Result<()> {
-        let (fd, ring) = self.open_ring(cpu)?;
+        let new = self.open_ring(cpu)?;
         let idx = self.bufs.len();
         self.grow_wait_list(idx + 1)?;
-        let h = self.hotplug.as_ref().ok_or(Error::INVAL)?;
-        let mut buf = CpuBuf::new(cpu, cpu, fd, ring, h.overwrite);
-        if h.attr.read_format == PERF_FORMAT_LOST {
-            buf.kernel_lost = KernelLost::Own;
-        }
+        let overwrite = matches!(&self.hotplug, Some(Hotplug { opener: Opener::Event { overwrite: true, .. }, .. }));
+        let mut buf = CpuBuf::new(cpu, cpu, new.fd, new.ring, overwrite);
+        buf.kernel_lost = new.lost;
         buf.health.current.at = Moment::coarse();
         let raw = buf.fd.as_raw_fd();
         if self.owns_slots() {
@@ -277,20 +301,30 @@ impl<H: Handler> Reader<H> {
         Ok(())
     }
 
-    /// An enabled event on `cpu` with its ring mapped.
-    fn open_ring(&self, cpu: i32) -> Result<(OwnedFd, PerfRing)> {
-        let h = self.hotplug.as_ref().ok_or(Error::INVAL)?;
-        let fd = sys::perf_event_open(AttrSource::Built(&h.attr), cpu).map_err(|e| e.with(What::OpenEvent(cpu)))?;
-        let ring = PerfRing::map(fd.as_fd(), cpu::page_size(), h.pages, !h.overwrite)
-            .map_err(|e| e.with(What::MapRing(cpu)))?;
-        sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0).map_err(|e| e.with(What::EnableEvent(cpu)))?;
-        Ok((fd, ring))
+    /// `cpu`'s new ring: an enabled event of the reader's own with its
+    /// ring mapped, or the source's.
+    fn open_ring(&mut self, cpu: i32) -> Result<NewRing> {
+        match &mut self.hotplug.as_mut().ok_or(Error::INVAL)?.opener {
+            Opener::Event { attr, pages, overwrite } => {
+                let fd =
+                    sys::perf_event_open(AttrSource::Built(attr), cpu).map_err(|e| e.with(What::OpenEvent(cpu)))?;
+                let ring = PerfRing::map(fd.as_fd(), cpu::page_size(), *pages, !*overwrite)
+                    .map_err(|e| e.with(What::MapRing(cpu)))?;
+                sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0).map_err(|e| e.with(What::EnableEvent(cpu)))?;
+                let lost = if attr.read_format == PERF_FORMAT_LOST { KernelLost::Own } else { KernelLost::Unknown };
+                Ok(NewRing { fd, ring, lost })
+            }
+            Opener::Source(source) => {
+                let (_, fd, ring, tally) = source.open_cpu(cpu)?;
+                Ok(NewRing { fd, ring, lost: tally.map_or(KernelLost::Unknown, KernelLost::Tally) })
+            }
+        }
     }
 
-    /// Whether this reader may write its map's slots (no newer reader of
-    /// this process took them).
+    /// Whether this reader may write its map's slots (it has a map, and no
+    /// newer reader of this process took them).
     fn owns_slots(&self) -> bool {
-        self.claim.as_ref().is_none_or(|c| c.held())
+        self.map_fd >= 0 && self.claim.as_ref().is_none_or(|c| c.held())
     }
 
     /// Puts ring `idx`'s successor in place once the old ring is read to
@@ -308,9 +342,9 @@ impl<H: Handler> Reader<H> {
         let buf = &mut bufs[idx];
         let Some(next) = buf.successor.take() else { return };
         let old_fd = core::mem::replace(&mut buf.fd, next.fd);
-        if matches!(buf.kernel_lost, KernelLost::Own) {
-            buf.retired_lost += sys::read_lost(old_fd.as_fd()).unwrap_or(0);
-        }
+        // What the old events lost stays counted; the new ones count anew.
+        buf.retired_lost += buf.kernel_lost.read(old_fd.as_fd()).unwrap_or(0);
+        buf.kernel_lost = next.lost;
         let old_ring = buf.rings.replace_main(next.ring);
         // The mapping keeps the old file open: out of epoll explicitly.
         let _ = sys::epoll_del(epoll.as_raw_fd(), old_fd.as_raw_fd());

@@ -156,8 +156,8 @@ impl<H: Handler> Reader<H> {
             reader.counts = Some(CountsMap::open(map)?);
         }
         if let (Some(wanted), Some(attr)) = (wanted, plan.attr) {
-            let h = Hotplug::new(reader.epoll.as_raw_fd(), attr, opts.pages, opts.overwrite, wanted)?;
-            reader.hotplug = Some(h);
+            let opener = hotplug::Opener::Event { attr, pages: opts.pages, overwrite: opts.overwrite };
+            reader.hotplug = Some(Hotplug::new(reader.epoll.as_raw_fd(), opener, wanted)?);
         }
         if let Some(bound) = plan.max_delay {
             // Ticking at half the bound keeps a record's wait, tick plus the
@@ -201,6 +201,15 @@ impl<H: Handler> Reader<H> {
             reader.timer = Some(Ticker::new(reader.epoll.as_raw_fd(), bound / 2)?);
         }
         Ok(reader)
+    }
+
+    /// Serves CPUs that come and go for a reader over rings it did not
+    /// open: `source` gives the ring of each CPU of `wanted` that comes
+    /// online or back.
+    pub fn watch_cpus(&mut self, source: Box<dyn hotplug::RingSource>, wanted: Vec<i32>) -> Result<()> {
+        let opener = hotplug::Opener::Source(source);
+        self.hotplug = Some(Hotplug::new(self.epoll.as_raw_fd(), opener, wanted)?);
+        Ok(())
     }
 
     /// A reader with no rings yet: room for `rings` of them and for
