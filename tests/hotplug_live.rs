@@ -13,6 +13,10 @@
 //!   1 s; the refusals meanwhile are in `output_failed`, and every record
 //!   the program sent is delivered or in a loss bucket.
 //!
+//! - An event set (a tracepoint) built while CPU 1 is offline reads the
+//!   execs of a program pinned to CPU 1 once it comes online, and again
+//!   after it went offline and came back (fresh events).
+//!
 //! Disturbs the whole machine (tests pinned to CPU 1 run elsewhere
 //! meanwhile), so it is `#[ignore]`d for `cargo test` and run alone by
 //! `make hotplug-test`, which also puts CPU 1 back from a shell trap. Here a
@@ -27,7 +31,9 @@ mod producer;
 
 use accounted::{Accounted, Prog};
 use perfbuf::PerfBuffer;
+use perfbuf::events::{Event, EventRecord, EventSet};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -208,4 +214,70 @@ fn cpu1_offline_online_and_back_is_read_within_a_second() {
     assert!(s.output_failed > 0, "the refusals before each ring were counted: {s:?}");
     assert_eq!(s.produced.unwrap(), s.delivered() + s.lost_total(), "{s:?}");
     assert_eq!(s.lost, 0);
+}
+
+/// Runs `/bin/true` pinned to CPU 1 every 10 ms until the set's reader
+/// (polling in its own thread) has seen one of its execs on CPU 1; returns
+/// how long that took.
+fn until_an_exec_on_cpu1_is_read(execs: &Mutex<Vec<u32>>, since: Instant) -> Duration {
+    loop {
+        let seen = execs.lock().unwrap().contains(&1);
+        if seen {
+            return since.elapsed();
+        }
+        assert!(since.elapsed() < Duration::from_secs(5), "no exec on cpu 1 read after 5 s");
+        let st = std::process::Command::new("taskset").args(["-c", "1", "/bin/true"]).status();
+        assert!(st.is_ok_and(|s| s.success()), "taskset -c 1 /bin/true");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+#[ignore = "takes CPU 1 offline: run alone by make hotplug-test"]
+fn an_event_set_reads_cpu1_when_it_comes_online_and_back() {
+    if !can_run() {
+        return;
+    }
+    trap_signals();
+    let _back = Cpu1Back;
+    // The CPUs of the execs of /bin/true, as the set's reader sees them.
+    let execs: &'static Mutex<Vec<u32>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+    set_cpu1(false);
+    let mut set = EventSet::builder().build().expect("an event set");
+    assert_eq!(set.cpus(), vec![0]);
+    let exec = set.add(&Event::tracepoint("sched:sched_process_exec")).expect("sched_process_exec");
+    let pb = set
+        .reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.field("filename").and_then(|v| v.as_str().map(|f| f.ends_with("/true"))) == Some(true)
+            {
+                execs.lock().unwrap().push(s.cpu());
+            }
+        })
+        .expect("the set's reader");
+    set.enable(exec).unwrap();
+
+    let polling = poll_in_thread(pb);
+    let t0 = Instant::now();
+    set_cpu1(true);
+    let came = until_an_exec_on_cpu1_is_read(execs, t0);
+    eprintln!("event set: cpu 1 online: an exec there read {came:?} after the write to online");
+    assert!(came < Duration::from_secs(1), "{came:?}");
+    assert_eq!(set.cpus(), vec![0, 1], "the set has events on cpu 1 now");
+
+    set_cpu1(false);
+    std::thread::sleep(Duration::from_millis(100));
+    execs.lock().unwrap().clear();
+    let t1 = Instant::now();
+    set_cpu1(true);
+    let back = until_an_exec_on_cpu1_is_read(execs, t1);
+    eprintln!("event set: cpu 1 back: an exec there read {back:?} after the write to online");
+    assert!(back < Duration::from_secs(1), "{back:?}");
+    let pb = polling.stop();
+    let idx = (0..pb.rings()).find(|&i| pb.ring_cpu(i).unwrap() == 1).unwrap();
+    let h = pb.health(idx).unwrap();
+    assert_eq!((h.replaced, h.online), (1, true), "{h:?}");
+    // The set's own figures cover the new CPU too: enable/disable work.
+    set.disable(exec).unwrap();
+    assert!(set.info(exec).unwrap().cpus.contains(&1));
 }

@@ -851,7 +851,10 @@ pub unsafe extern "C" fn perfbuf_events_reader(
             What::NoRings => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
             _ => e,
         })?;
-        Reader::over_rings(rings, callbacks, c_face::BASE_SAMPLE_TYPE, c_face::max_delay(set))
+        let mut reader =
+            Reader::over_rings(rings, callbacks, c_face::BASE_SAMPLE_TYPE, c_face::max_delay(set))?;
+        c_face::serve_cpus(set, &mut reader)?;
+        Ok(reader)
     })())
 }
 

@@ -57,4 +57,12 @@ pub mod c_face {
     pub fn max_delay(set: &EventSet) -> Option<Duration> {
         set.max_delay()
     }
+
+    /// Makes a reader over the set's rings serve its CPUs that come and go.
+    pub fn serve_cpus<H: crate::reader::deliver::Handler>(
+        set: &mut EventSet,
+        reader: &mut crate::reader::Reader<H>,
+    ) -> Result<()> {
+        set.serve_cpus(reader)
+    }
 }

@@ -27,8 +27,10 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+mod hotplug;
 
 /// What every sample of a set carries, in this order: the event's id
 /// first (to find its layout), then what ordering and users need.
@@ -170,9 +172,13 @@ struct Opened {
     /// instances are closed.
     probe: Option<ProbeEvent>,
     /// What a probe PMU attr's `config1` points to (symbol or path).
-    target_name: Option<CString>,
+    target_name: Option<Arc<CString>>,
     /// The BPF programs on its tracepoint, its own and others'.
     programs: ProgramWatch,
+    /// Its ftrace filter, for the CPUs that come online later.
+    filter: Option<String>,
+    /// The BPF program attached to it, for the CPUs that come online later.
+    prog: Option<Arc<OwnedFd>>,
 }
 
 impl Opened {
@@ -333,6 +339,11 @@ pub struct EventSet {
     /// Told of every event added, and of every event opened again with
     /// new kernel ids (the perf.data writers of this set).
     add_observers: Vec<Weak<AddObserver>>,
+    /// The CPUs asked for, online or not: a reader serves those that come
+    /// and go.
+    asked: Vec<i32>,
+    /// What the set shares with its reader for CPUs that come and go.
+    share: Arc<Mutex<hotplug::Share>>,
 }
 
 /// What [`EventSet::observe_adds`] calls after each add, and after
@@ -402,19 +413,23 @@ impl EventSet {
             tracefs: None,
             probe_group: None,
             add_observers: Vec::new(),
+            asked: asked.iter().map(|&c| c as i32).collect(),
+            share: Arc::default(),
         };
         // A crashed monitor's probes with arguments would stay forever.
         if let Ok(tracefs) = Tracefs::find() {
             probe_events::remove_orphans(&tracefs);
         }
         if b.pages > 0 {
-            let page_size = cpu::page_size();
+            let spec = Arc::new(set.ring_spec(b.pages)?);
+            let mut ids = Vec::new();
             for i in 0..set.cpus.len() {
-                let cpu = set.cpus[i];
-                let owner = set.open_ring(cpu, b.pages, page_size)?;
+                let mut owner = spec.open(set.cpus[i])?;
+                ids.extend(spec.start(&mut owner)?);
                 set.owners.push(owner);
             }
-            set.start_sideband()?;
+            set.decoder.write().insert_owners(decode_attr(&spec.owner_attr), ids.into_iter());
+            hotplug::lock(&set.share).spec = Some(spec);
         }
         log::info(format_args!(
             "event set: {} cpus, {} targets, {} rings of {} pages",
@@ -442,44 +457,12 @@ impl EventSet {
         attr
     }
 
-    /// With side-band records asked for: a dummy event per CPU for each
-    /// target after the first (the ring owner watches the first) writing
-    /// into that CPU's ring; then every dummy enabled, and the owners' ids
-    /// made known to the decoder.
-    fn start_sideband(&mut self) -> Result<()> {
-        let attr = self.dummy_attr();
-        let mut ids = Vec::new();
-        for owner in &mut self.owners {
-            let cpu = owner.cpu;
-            let step = |s| move |e: Error| log::failed(e.with(What::EventSet(s, cpu)));
-            ids.push(sys::perf_event_id(owner.fd.as_fd()).map_err(step(SetStep::EventId))?);
-            if self.sideband.is_empty() {
-                continue;
-            }
-            for target in &self.targets[1..] {
-                let (pid, flags) = target.pid_and_flags();
-                let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, cpu, None, flags)
-                    .map_err(step(SetStep::OpenRing))?;
-                sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
-                ids.push(sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?);
-                // SAFETY: the guard is kept in the same owner, declared
-                // before `sideband`, and side-band fds are never removed.
-                owner.counted.extend(unsafe { owner.tally.count(fd.as_fd(), attr.read_format) });
-                owner.sideband.push(fd);
-            }
-            for fd in core::iter::once(&owner.fd).chain(&owner.sideband) {
-                sys::perf_ioctl(fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0)
-                    .map_err(step(SetStep::Enable))?;
-            }
-        }
-        self.decoder.write().insert_owners(decode_attr(&attr), ids.into_iter());
-        Ok(())
-    }
-
-    /// Opens and maps `cpu`'s ring: a dummy software event, watching the
-    /// set's first target (a per-CPU ring takes any target's events).
-    fn open_ring(&self, cpu: i32, pages: usize, page_size: usize) -> Result<RingOwner> {
-        let mut attr = self.dummy_attr();
+    /// How each CPU's ring is opened: a dummy software event watching the
+    /// first target, with the ring's wake-up watermark; with side-band
+    /// records asked for, a dummy per further target writing into it.
+    fn ring_spec(&self, pages: usize) -> Result<hotplug::RingSpec> {
+        let dummy = self.dummy_attr();
+        let mut owner_attr = dummy;
         let watermark = match self.wakeup {
             Wakeup::Bytes(n) => Some(n),
             // The kernel counts only samples towards wakeup_events:
@@ -490,18 +473,26 @@ impl EventSet {
         };
         if let Some(n) = watermark {
             // The ring's byte watermark comes from the event that maps it.
-            attr.flags |= kernel::ATTR_FLAG_WATERMARK;
-            attr.wakeup = n;
+            owner_attr.flags |= kernel::ATTR_FLAG_WATERMARK;
+            owner_attr.wakeup = n;
         }
-        let (pid, flags) = self.targets[0].pid_and_flags();
-        let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, cpu, None, flags)
-            .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenRing, cpu))))?;
-        let ring = PerfRing::map(fd.as_fd(), page_size, pages, true)
-            .map_err(|e| log::failed(e.with(What::EventSet(SetStep::MapRing, cpu))))?;
-        let tally = LostTally::default();
-        // SAFETY: the guard is kept in the same owner, declared before `fd`.
-        let counted = unsafe { tally.count(fd.as_fd(), attr.read_format) }.into_iter().collect();
-        Ok(RingOwner { cpu, tally, counted, fd, sideband: Vec::new(), ring: Some(ring) })
+        let mut cgroups = Vec::new();
+        for t in &self.targets {
+            if let Some(fd) = &t.cgroup {
+                cgroups.push(
+                    fd.try_clone()
+                        .map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?,
+                );
+            }
+        }
+        Ok(hotplug::RingSpec {
+            owner_attr,
+            sideband_attr: (!self.sideband.is_empty()).then_some(dummy),
+            targets: self.targets.iter().map(OpenTarget::pid_and_flags).collect(),
+            _cgroups: cgroups,
+            pages,
+            page_size: cpu::page_size(),
+        })
     }
 
     /// The attr fields every event of the set shares: what a shared ring
@@ -528,7 +519,12 @@ impl EventSet {
 
     /// The CPUs the set has events on.
     pub fn cpus(&self) -> Vec<u32> {
-        self.cpus.iter().map(|&c| c as u32).collect()
+        let mut cpus: Vec<u32> = self.cpus.iter().map(|&c| c as u32).collect();
+        // With CPUs its reader gave rings since (see `hotplug`).
+        cpus.extend(hotplug::lock(&self.share).owners.iter().map(|o| o.cpu as u32));
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus
     }
 
     /// The CPUs asked for that were offline, skipped.
@@ -546,6 +542,7 @@ impl EventSet {
     /// records going to each CPU's ring. Fails, with nothing left open,
     /// when the kernel refuses any of them (an offline CPU is skipped).
     pub fn add(&mut self, event: &Event) -> Result<EventId> {
+        self.take_in();
         let resolved = self.resolve(event)?;
         let id = EventId(self.next_id);
         let leader = match event.group {
@@ -600,7 +597,7 @@ impl EventSet {
                     }
                 };
                 let owner = self.owners.iter().find(|o| o.cpu == cpu);
-                let connected = self.connect(fd, attr.read_format, cpu, t, owner, event.filter.as_deref());
+                let connected = connect(fd, attr.read_format, cpu, t, owner, event.filter.as_deref());
                 instances.push(connected.map_err(|e| e.about(&resolved.name))?);
             }
         }
@@ -631,8 +628,10 @@ impl EventSet {
                 enabled: false,
                 bpf_attached: false,
                 probe: resolved.probe,
-                target_name: resolved.target_name,
+                target_name: resolved.target_name.map(Arc::new),
                 programs: ProgramWatch::default(),
+                filter: event.filter.clone(),
+                prog: None,
             },
         );
         self.next_id += 1;
@@ -644,6 +643,7 @@ impl EventSet {
             self.next_id -= 1;
             return Err(e);
         }
+        self.publish();
         self.tell_observers(id);
         Ok(id)
     }
@@ -671,6 +671,7 @@ impl EventSet {
     /// refuses (EINVAL for a bad filter); EBUSY for an event with a BPF
     /// program or in a counter group.
     pub fn set_filter(&mut self, id: EventId, filter: Option<&str>) -> Result<()> {
+        self.take_in();
         let opened = self.opened(id)?;
         if opened.bpf_attached || opened.group != Group::Alone {
             return Err(Error::new(
@@ -688,7 +689,7 @@ impl EventSet {
             let fd = sys::perf_event_open_on(AttrSource::Built(&attr), pid, old.cpu, None, flags)
                 .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenEvent, old.cpu))))?;
             let owner = self.owners.iter().find(|o| o.cpu == old.cpu);
-            fresh.push(self.connect(fd, attr.read_format, old.cpu, old.target, owner, filter)?);
+            fresh.push(connect(fd, attr.read_format, old.cpu, old.target, owner, filter)?);
         }
         self.decoder.write().add_ids(id, fresh.iter().map(|i| i.id));
         let opened = self.opened_mut(id)?;
@@ -706,39 +707,11 @@ impl EventSet {
         for old in core::mem::replace(&mut opened.instances, fresh) {
             let _ = sys::perf_ioctl(old.fd.as_fd(), kernel::PERF_EVENT_IOC_DISABLE, 0);
         }
+        opened.filter = filter.map(str::to_owned);
+        self.publish();
         // A perf.data writer lists the new kernel ids under the event.
         self.tell_observers(id);
         Ok(())
-    }
-
-    /// Sends a new kernel event's records to its CPU's ring, sets its
-    /// filter, and learns its id. On failure the fd is closed (by drop).
-    fn connect(
-        &self,
-        fd: OwnedFd,
-        read_format: u64,
-        cpu: i32,
-        target: usize,
-        owner: Option<&RingOwner>,
-        filter: Option<&str>,
-    ) -> Result<Instance> {
-        let step = |s| move |e: Error| log::failed(e.with(What::EventSet(s, cpu)));
-        if let Some(owner) = owner {
-            sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
-        }
-        if let Some(filter) = filter {
-            let filter = CString::new(filter).map_err(|_| log::invalid("a filter cannot contain NUL"))?;
-            sys::perf_set_filter(fd.as_fd(), &filter).map_err(|e| {
-                log::failed(
-                    e.with(What::EventSet(SetStep::SetFilter, cpu)).about(format_args!("filter {filter:?}")),
-                )
-            })?;
-        }
-        let id = sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?;
-        // SAFETY: the guard is kept in the same instance, declared before
-        // `fd`, and an instance is never taken apart.
-        let counted = owner.and_then(|o| unsafe { o.tally.count(fd.as_fd(), read_format) });
-        Ok(Instance { cpu, target, _counted: counted, fd, id, link: None })
     }
 
     /// The attr for `event` (before the per-CPU opens), and what else
@@ -936,6 +909,7 @@ impl EventSet {
     /// Its samples still in the rings are no longer attributed. A group
     /// leader goes after its members (EBUSY until then).
     pub fn remove(&mut self, id: EventId) -> Result<()> {
+        self.take_in();
         self.opened(id)?;
         if self.events.values().any(|e| e.group == Group::Member(id)) {
             return Err(Error::new(libc::EBUSY, What::Arg("remove the group's members before its leader")));
@@ -944,6 +918,7 @@ impl EventSet {
         if let Some(opened) = self.events.remove(&id) {
             close(opened);
         }
+        self.publish();
         Ok(())
     }
 
@@ -955,6 +930,7 @@ impl EventSet {
     /// Enables an event on every CPU and target. On failure those it
     /// enabled are disabled again.
     pub fn enable(&mut self, id: EventId) -> Result<()> {
+        self.take_in();
         let opened = self.opened_mut(id)?;
         for (n, inst) in opened.instances.iter().enumerate() {
             if let Err(e) = sys::perf_ioctl(inst.fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0) {
@@ -967,12 +943,14 @@ impl EventSet {
         opened.enabled = true;
         // A program already on the tracepoint may drop every sample: say so now.
         opened.bpf_programs();
+        self.publish();
         Ok(())
     }
 
     /// Disables an event on every CPU and target (all are tried; the
     /// first error is returned).
     pub fn disable(&mut self, id: EventId) -> Result<()> {
+        self.take_in();
         let opened = self.opened_mut(id)?;
         let mut first = Ok(());
         for inst in &opened.instances {
@@ -981,6 +959,7 @@ impl EventSet {
             }
         }
         opened.enabled = false;
+        self.publish();
         first
     }
 
@@ -1020,6 +999,11 @@ impl EventSet {
     /// the links made are closed (with SET_BPF, the program stays on the
     /// CPUs done until the event is removed).
     pub fn attach_bpf(&mut self, id: EventId, prog: BorrowedFd<'_>) -> Result<()> {
+        self.take_in();
+        // Kept for the CPUs that come online later.
+        let kept = prog
+            .try_clone_to_owned()
+            .map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
         let opened = self.opened_mut(id)?;
         if opened.bpf_attached {
             return Err(Error::new(libc::EEXIST, What::EventSet(SetStep::AttachBpf, -1)));
@@ -1047,14 +1031,20 @@ impl EventSet {
             }
         }
         opened.bpf_attached = true;
+        opened.prog = Some(Arc::new(kept));
         opened.programs.attached(prog);
+        self.publish();
         Ok(())
     }
 
     /// What was opened for `id`.
     pub fn info(&self, id: EventId) -> Result<EventInfo> {
         let e = self.opened(id)?;
-        let mut cpus: Vec<u32> = e.instances.iter().map(|i| i.cpu as u32).collect();
+        let share = hotplug::lock(&self.share);
+        let late = share.instances.iter().filter(|(i, _)| *i == id).map(|(_, inst)| inst);
+        let all: Vec<&Instance> = e.instances.iter().chain(late).collect();
+        let mut cpus: Vec<u32> = all.iter().map(|i| i.cpu as u32).collect();
+        cpus.sort_unstable();
         cpus.dedup();
         Ok(EventInfo {
             id,
@@ -1064,7 +1054,7 @@ impl EventSet {
             fallback: e.fallback.clone(),
             sample_type: e.sample_type,
             cpus,
-            instances: e.instances.len(),
+            instances: all.len(),
             enabled: e.enabled,
             bpf_attached: e.bpf_attached,
             bpf_programs: e.bpf_programs(),
@@ -1116,7 +1106,7 @@ impl EventSet {
 
     /// The event's counts on one CPU.
     pub fn read_cpu(&self, id: EventId, cpu: u32) -> Result<Counts> {
-        if !self.cpus.contains(&(cpu as i32)) {
+        if !self.cpus().contains(&cpu) {
             return Err(Error::invalid("the set has no events on this CPU"));
         }
         self.read_where(id, |i| i.cpu == cpu as i32)
@@ -1130,8 +1120,12 @@ impl EventSet {
             if group { self.events.values().filter(|m| m.group == Group::Member(id)).count() } else { 0 };
         let mut words = vec![0u64; 4 + 3 * (members + 1)];
         let mut counts = Counts::default();
+        // With those its reader opened on CPUs that came online since (the
+        // share locked before the decoder, as the reader locks them).
+        let share = hotplug::lock(&self.share);
         let table = self.decoder.read();
-        for inst in e.instances.iter().filter(|i| pick(i)) {
+        let late = share.instances.iter().filter(|(i, _)| *i == id).map(|(_, inst)| inst);
+        for inst in e.instances.iter().chain(late).filter(|i| pick(i)) {
             let n = sys::read_counts(inst.fd.as_fd(), &mut words)
                 .map_err(|err| log::failed(err.with(What::EventSet(SetStep::Read, inst.cpu))))?;
             counts.add_read(&words[..n], group, lost, |kid| table.event_of_id(kid))?;
@@ -1156,6 +1150,17 @@ impl EventSet {
     /// `id`'s tracepoint format (`None`: not a tracepoint).
     pub fn format(&self, id: EventId) -> Result<Option<Arc<Format>>> {
         self.decoder.read().layout(id).map(|l| l.format.clone()).ok_or(no_event(id))
+    }
+
+    /// Makes `reader` (over this set's rings) serve the set's CPUs that
+    /// come and go: it asks the set for the ring and events of a CPU
+    /// coming online or back (see `hotplug`).
+    pub(crate) fn serve_cpus<H: crate::reader::deliver::Handler>(
+        &mut self,
+        reader: &mut crate::reader::Reader<H>,
+    ) -> Result<()> {
+        let source = self.ring_source();
+        reader.watch_cpus(Box::new(source), self.asked.clone())
     }
 
     /// Each CPU's ring for a reader, once; EINVAL for a set without rings,
@@ -1199,14 +1204,50 @@ impl EventSet {
 }
 
 impl Drop for EventSet {
-    /// Programs first (links closed), then the events, then the rings.
+    /// Programs first (links closed), then the events, then the rings;
+    /// a reader that outlives the set opens nothing more.
     fn drop(&mut self) {
+        self.take_in();
+        {
+            let mut share = hotplug::lock(&self.share);
+            share.closed = true;
+            share.templates.clear();
+        }
         let events = core::mem::take(&mut self.events);
         for opened in events.into_values().rev() {
             close(opened);
         }
         self.owners.clear();
     }
+}
+
+/// Sends a new kernel event's records to its CPU's ring, sets its
+/// filter, and learns its id. On failure the fd is closed (by drop).
+fn connect(
+    fd: OwnedFd,
+    read_format: u64,
+    cpu: i32,
+    target: usize,
+    owner: Option<&RingOwner>,
+    filter: Option<&str>,
+) -> Result<Instance> {
+    let step = |s| move |e: Error| log::failed(e.with(What::EventSet(s, cpu)));
+    if let Some(owner) = owner {
+        sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
+    }
+    if let Some(filter) = filter {
+        let filter = CString::new(filter).map_err(|_| log::invalid("a filter cannot contain NUL"))?;
+        sys::perf_set_filter(fd.as_fd(), &filter).map_err(|e| {
+            log::failed(
+                e.with(What::EventSet(SetStep::SetFilter, cpu)).about(format_args!("filter {filter:?}")),
+            )
+        })?;
+    }
+    let id = sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?;
+    // SAFETY: the guard is kept in the same instance, declared before
+    // `fd`, and an instance is never taken apart.
+    let counted = owner.and_then(|o| unsafe { o.tally.count(fd.as_fd(), read_format) });
+    Ok(Instance { cpu, target, _counted: counted, fd, id, link: None })
 }
 
 /// Closes an event: every link before any event fd, every fd before its

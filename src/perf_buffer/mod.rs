@@ -637,12 +637,13 @@ impl crate::events::EventSet {
     /// A reader of the set's rings handing every record to `record`.
     fn reader_over<'a, T: Threading>(&mut self, record: T::RecordFn<'a>) -> Result<PerfBuffer<'a, T>> {
         let closures = Closures { record: Some(record), ..Closures::default() };
-        let reader = Reader::over_rings(
+        let mut reader = Reader::over_rings(
             self.take_rings()?,
             closures,
             crate::events::BASE_SAMPLE_TYPE,
             self.max_delay(),
         )?;
+        self.serve_cpus(&mut reader)?;
         Ok(PerfBuffer { reader, wake: OnceCell::new(), _map: MapFd::None })
     }
 }
