@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 mod hotplug;
+pub(crate) use hotplug::IdsObserver;
 
 /// What every sample of a set carries, in this order: the event's id
 /// first (to find its layout), then what ordering and users need.

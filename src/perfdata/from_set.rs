@@ -4,7 +4,7 @@
 //! and at close, their attrs then written after the data).
 
 use super::{FileEvent, PerfDataWriter, Result, ids, procfs};
-use crate::events::{AddObserver, Event, EventId, EventSet, Target};
+use crate::events::{AddObserver, Event, EventId, EventSet, IdsObserver, Target};
 use crate::kernel::{self, PerfEventAttr};
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,6 +21,9 @@ const BUILD_ID_FLAG: u64 = 1 << 34;
 /// An event of a set as the file describes it, and the tracefs event
 /// whose format decodes its samples (tracepoints, probes with arguments).
 pub(super) type SetEvent = (FileEvent, Option<String>);
+
+/// Ids of a known event opened on a CPU that came online or back.
+pub(super) type NewIds = (EventId, Vec<u64>);
 
 fn set_event(set: &EventSet, id: EventId) -> crate::Result<SetEvent> {
     let attr = set.attr(id)?;
@@ -40,6 +43,8 @@ pub(super) struct Following {
     pub(super) at: HashMap<EventId, usize>,
     /// The set holds it weakly: it calls it while the writer lives.
     _observer: Arc<AddObserver>,
+    /// Likewise, for the ids of events opened on a CPU that came online.
+    _ids_observer: Arc<IdsObserver>,
 }
 
 #[derive(Default)]
@@ -47,6 +52,8 @@ struct Added {
     /// Set with each add: a drain looks at one flag, not a lock.
     pending: AtomicBool,
     events: Mutex<Vec<(EventId, SetEvent)>>,
+    /// Ids of known events opened on a CPU that came online or back.
+    ids: Mutex<Vec<NewIds>>,
 }
 
 impl Following {
@@ -61,15 +68,24 @@ impl Following {
             }
         });
         set.observe_adds(&observer);
-        Following { added, at, _observer: observer }
+        let queue = Arc::clone(&added);
+        let ids_observer: Arc<IdsObserver> = Arc::new(move |id: EventId, ids: &[u64]| {
+            queue.ids.lock().unwrap_or_else(|p| p.into_inner()).push((id, ids.to_vec()));
+            queue.pending.store(true, Ordering::Release);
+        });
+        set.observe_new_ids(&ids_observer);
+        Following { added, at, _observer: observer, _ids_observer: ids_observer }
     }
 
-    /// The events added or re-opened since the last call.
-    pub(super) fn take(&self) -> Vec<(EventId, SetEvent)> {
+    /// The events added or re-opened since the last call, and the ids of
+    /// known events opened since on CPUs that came online or back.
+    pub(super) fn take(&self) -> (Vec<(EventId, SetEvent)>, Vec<NewIds>) {
         if !self.added.pending.swap(false, Ordering::Acquire) {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
-        std::mem::take(&mut *self.added.events.lock().unwrap_or_else(|p| p.into_inner()))
+        let events = std::mem::take(&mut *self.added.events.lock().unwrap_or_else(|p| p.into_inner()));
+        let ids = std::mem::take(&mut *self.added.ids.lock().unwrap_or_else(|p| p.into_inner()));
+        (events, ids)
     }
 }
 

@@ -243,7 +243,16 @@ impl PerfDataWriter {
     fn take_in_added(&mut self) {
         let Some(following) = self.following.as_mut() else { return };
         let mut fresh = Vec::new();
-        for (id, (event, tracepoint)) in following.take() {
+        let (added, new_ids) = following.take();
+        for (id, ids) in new_ids {
+            if let Some(&i) = following.at.get(&id) {
+                let known = &mut self.events[i].ids;
+                let new: Vec<u64> = ids.into_iter().filter(|x| !known.contains(x)).collect();
+                self.ids_grew |= !new.is_empty();
+                known.extend(new);
+            }
+        }
+        for (id, (event, tracepoint)) in added {
             match following.at.get(&id) {
                 Some(&i) => {
                     let known = &mut self.events[i].ids;

@@ -23,7 +23,7 @@ use crate::ring::PerfRing;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 /// How a CPU's ring is opened, fixed when the set is built.
 pub(super) struct RingSpec {
@@ -108,7 +108,14 @@ pub(super) struct Share {
     pub(super) replaced: Vec<i32>,
     /// The set is gone: nothing is opened any more.
     pub(super) closed: bool,
+    /// Told of the kernel ids of events opened on a new CPU (the set's
+    /// perf.data writers, which list every id of each event).
+    pub(super) id_observers: Vec<Weak<IdsObserver>>,
 }
+
+/// What [`EventSet::observe_new_ids`] calls with an event's ids opened on
+/// a CPU that came online or back.
+pub(crate) type IdsObserver = dyn Fn(EventId, &[u64]) + Send + Sync;
 
 /// A set's shared part, locked.
 pub(super) fn lock(share: &Mutex<Share>) -> MutexGuard<'_, Share> {
@@ -182,6 +189,12 @@ impl RingSource for SetSource {
                 table.add_ids(*id, core::iter::once(inst.id));
             }
         }
+        share.id_observers.retain(|o| o.strong_count() > 0);
+        for observer in share.id_observers.iter().filter_map(Weak::upgrade) {
+            for (id, inst) in &opened {
+                observer(*id, &[inst.id]);
+            }
+        }
         let fd =
             owner.fd.try_clone().map_err(|e| Error::from_errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
         let ring = owner.ring.take().ok_or(Error::INVAL)?;
@@ -201,6 +214,13 @@ impl RingSource for SetSource {
 }
 
 impl EventSet {
+    /// Calls `observer` with the kernel ids of each event opened on a CPU
+    /// that came online or back, while it lives elsewhere (the set keeps a
+    /// weak reference).
+    pub(crate) fn observe_new_ids(&mut self, observer: &Arc<IdsObserver>) {
+        lock(&self.share).id_observers.push(Arc::downgrade(observer));
+    }
+
     /// The set's side of its reader's CPU changes.
     pub(super) fn ring_source(&mut self) -> SetSource {
         self.publish();
