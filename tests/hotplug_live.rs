@@ -95,6 +95,33 @@ fn can_run() -> bool {
     false
 }
 
+/// Where the test can run: signals trapped, and a guard that puts CPU 1
+/// back online when dropped.
+fn start() -> Option<Cpu1Back> {
+    if !can_run() {
+        return None;
+    }
+    trap_signals();
+    Some(Cpu1Back)
+}
+
+/// Calls `step` every `every` until it gives a value (or panics after 5 s,
+/// saying `what`); returns the time since `since` and that value.
+fn until<T>(
+    what: &str,
+    since: Instant,
+    every: Duration,
+    mut step: impl FnMut() -> Option<T>,
+) -> (Duration, T) {
+    loop {
+        if let Some(v) = step() {
+            return (since.elapsed(), v);
+        }
+        assert!(since.elapsed() < Duration::from_secs(5), "{what} after 5 s");
+        std::thread::sleep(every);
+    }
+}
+
 /// A reader polling in its own thread until told to stop.
 struct Polling {
     stop: Arc<AtomicBool>,
@@ -124,27 +151,23 @@ impl Polling {
 /// the time it took and the helper's results before (each distinct one).
 fn until_an_output_succeeds(prog: &Accounted, since: Instant) -> (Duration, Vec<i32>) {
     let mut refused = Vec::new();
-    loop {
+    let (took, ()) = until("cpu 1 still refused", since, Duration::from_millis(2), || {
         let ret = prog.run(Prog::Perf, 1, 32, 1).expect("run on cpu 1");
         if ret == 0 {
-            return (since.elapsed(), refused);
+            return Some(());
         }
         if !refused.contains(&ret) {
             refused.push(ret);
         }
-        assert!(since.elapsed() < Duration::from_secs(5), "cpu 1 still refused after 5 s: {refused:?}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+        None
+    });
+    (took, refused)
 }
 
 #[test]
 #[ignore = "takes CPU 1 offline: run alone by make hotplug-test"]
 fn cpu1_offline_online_and_back_is_read_within_a_second() {
-    if !can_run() {
-        return;
-    }
-    trap_signals();
-    let _back = Cpu1Back;
+    let Some(_back) = start() else { return };
     let prog: &'static Accounted = Box::leak(Box::new(Accounted::open(0).expect("the accounted program")));
     let read = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let seen = read.clone();
@@ -220,26 +243,21 @@ fn cpu1_offline_online_and_back_is_read_within_a_second() {
 /// (polling in its own thread) has seen one of its execs on CPU 1; returns
 /// how long that took.
 fn until_an_exec_on_cpu1_is_read(execs: &Mutex<Vec<u32>>, since: Instant) -> Duration {
-    loop {
-        let seen = execs.lock().unwrap().contains(&1);
-        if seen {
-            return since.elapsed();
+    until("no exec on cpu 1 read", since, Duration::from_millis(10), || {
+        if execs.lock().unwrap().contains(&1) {
+            return Some(());
         }
-        assert!(since.elapsed() < Duration::from_secs(5), "no exec on cpu 1 read after 5 s");
         let st = std::process::Command::new("taskset").args(["-c", "1", "/bin/true"]).status();
         assert!(st.is_ok_and(|s| s.success()), "taskset -c 1 /bin/true");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        None
+    })
+    .0
 }
 
 #[test]
 #[ignore = "takes CPU 1 offline: run alone by make hotplug-test"]
 fn an_event_set_reads_cpu1_when_it_comes_online_and_back() {
-    if !can_run() {
-        return;
-    }
-    trap_signals();
-    let _back = Cpu1Back;
+    let Some(_back) = start() else { return };
     // The CPUs of the execs of /bin/true, as the set's reader sees them.
     let execs: &'static Mutex<Vec<u32>> = Box::leak(Box::new(Mutex::new(Vec::new())));
     set_cpu1(false);
