@@ -604,7 +604,9 @@ impl crate::events::EventSet {
     /// BPF output (poll, consume, batches, ordering by
     /// [`OrderKey::SampleTime`], stats), handing `f` each record attributed
     /// to its event and decoded. Once per set (EBUSY after); EINVAL for a
-    /// set built without rings. Events added later are read too. Its
+    /// set built without rings. Events added later are read too, and
+    /// CPUs that come online later (or back: the set opens its events
+    /// there again; see [`Builder::hotplug`]). Its
     /// [`RingStats::lost`] is exact at any moment on Linux 6.0+ (every
     /// event of the set counts its losses), and [`PerfBuffer::drain_final`]
     /// reports what the kernel has not yet written as an
