@@ -215,6 +215,8 @@ pub struct FakeKernel {
     pub pid: i32,
     /// At most this many fake objects may be open at once (EMFILE beyond).
     pub fd_limit: usize,
+    /// The `eventfd-id` of each fd handed out (see [`Self::is_open`]).
+    eventfd_ids: HashMap<RawFd, Option<u64>>,
     /// Injected failures: (call, calls to let pass first, errno).
     failures: Vec<(&'static str, u32, i32)>,
     /// Calls made, by name.
@@ -242,6 +244,7 @@ impl FakeKernel {
             pid: 1000,
             fd_limit: usize::MAX,
             failures: Vec::new(),
+            eventfd_ids: HashMap::new(),
             calls: HashMap::new(),
         }
     }
@@ -424,9 +427,14 @@ impl FakeKernel {
         }
     }
 
+    /// What the open fake objects are (for a failing test's message).
+    pub fn open_object_kinds(&self) -> Vec<String> {
+        self.fds.iter().filter(|&(&fd, _)| self.is_open(fd)).map(|(fd, o)| format!("{fd}: {o:?}")).collect()
+    }
+
     /// Fake objects open now (fds our fake handed out and nobody closed).
     pub fn open_objects(&self) -> usize {
-        self.fds.keys().filter(|&&fd| fd_is_open(fd)).count()
+        self.fds.keys().filter(|&&fd| self.is_open(fd)).count()
     }
 
     // ---- internals ------------------------------------------------------------
@@ -435,8 +443,18 @@ impl FakeKernel {
         // SAFETY: no pointers involved.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         assert!(fd >= 0, "eventfd for a fake object");
+        self.eventfd_ids.insert(fd, eventfd_id(fd));
         // SAFETY: a new fd nothing else owns.
         unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    /// Whether the fake object handed out as `fd` is still open: its fd is,
+    /// and is still that eventfd (tests on other threads open fds too, and
+    /// may get the number of one closed here).
+    fn is_open(&self, fd: RawFd) -> bool {
+        // SAFETY: F_GETFD takes no pointer.
+        let open = unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 };
+        open && self.eventfd_ids.get(&fd).is_none_or(|&id| id.is_none() || id == eventfd_id(fd))
     }
 
     fn check(&mut self, call: &'static str) -> Result<()> {
@@ -464,7 +482,7 @@ impl FakeKernel {
 
     fn event_id(&self, fd: RawFd) -> Result<usize> {
         match self.fds.get(&fd) {
-            Some(&Obj::Event(e)) if fd_is_open(fd) => Ok(e),
+            Some(&Obj::Event(e)) if self.is_open(fd) => Ok(e),
             _ => Err(Error::from_errno(libc::EBADF)),
         }
     }
@@ -705,7 +723,7 @@ impl FakeKernel {
             let mut n = 0;
             // An entry whose fd was closed is gone from the set, as in epoll.
             let entries: Vec<_> =
-                self.epolls[e].iter().copied().filter(|&(fd, _, _)| fd_is_open(fd)).collect();
+                self.epolls[e].iter().copied().filter(|&(fd, _, _)| self.is_open(fd)).collect();
             for (_, obj, token) in entries {
                 if n < out.len() && self.ready(obj) {
                     out[n] = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
@@ -793,9 +811,9 @@ impl FakeKernel {
     }
 }
 
-/// Whether `fd` is open in this process (a fake object's fd closes when
-/// its `OwnedFd` drops).
-fn fd_is_open(fd: RawFd) -> bool {
-    // SAFETY: F_GETFD takes no pointer.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+/// The kernel's id of the eventfd open as `fd` (`eventfd-id` in its
+/// fdinfo, Linux 5.16+), which no other eventfd of the boot shares.
+fn eventfd_id(fd: RawFd) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    info.lines().find_map(|l| l.strip_prefix("eventfd-id:")).and_then(|v| v.trim().parse().ok())
 }

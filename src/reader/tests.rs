@@ -635,7 +635,7 @@ fn a_cpu_whose_fast_events_fail_keeps_the_callers_event() {
     assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
     assert_eq!(r.figures(0).unwrap().batch_switches, 0);
     drop(r);
-    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1, "only the map is left");
+    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1, "only the map is left: {:?}", fake::with(|k| k.open_object_kinds()));
 }
 
 #[test]
