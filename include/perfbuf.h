@@ -45,8 +45,10 @@
 /* The libbpf 1.x types, for code built without libbpf's headers. */
 struct perf_buffer;
 
-typedef void (*perf_buffer_sample_fn)(void *ctx, int cpu, void *data, uint32_t size);
-typedef void (*perf_buffer_lost_fn)(void *ctx, int cpu, uint64_t cnt);
+/* libbpf's exact types: __u64 is unsigned long long where uint64_t may be
+ * unsigned long, and a callback written for libbpf must fit either way. */
+typedef void (*perf_buffer_sample_fn)(void *ctx, int cpu, void *data, __u32 size);
+typedef void (*perf_buffer_lost_fn)(void *ctx, int cpu, __u64 cnt);
 
 /* Options of perf_buffer__new; set sz = sizeof(struct perf_buffer_opts). */
 struct perf_buffer_opts {
