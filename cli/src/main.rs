@@ -90,7 +90,9 @@ const DUMP_AFTER: &str = "\
 perfbuf dump reads a BPF_MAP_TYPE_PERF_EVENT_ARRAY as `bpftool map event_pipe` does: it opens a perf
 event and ring on each CPU and stores them in the map's slots, so the BPF program's output comes to it.
 Whoever read the map before stops receiving records (until it opens its perf buffer again): dump says so
-before it starts, and refuses when another process holds the map and perf events open, unless --force.
+before it starts, and refuses when another process reads the map (it holds the map and has perf rings
+mapped), unless --force. A process that only holds the map (a loader that attached its programs and
+waits, its perf events not mapped) reads nothing and loses nothing: dump starts and names it.
 
 Output: `cpu N: SIZE bytes: xx xx ...` per record, `cpu N: LOST N records` when the kernel dropped some;
 --json: {\"type\":\"sample\",\"cpu\":N,\"size\":N,\"data\":\"HEX\"} and {\"type\":\"lost\",\"cpu\":N,\"lost\":N};
