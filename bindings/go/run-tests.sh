@@ -24,6 +24,15 @@ cd "$here"
 # The package finds libperfbuf through pkg-config (no -I/-L given here).
 [ "$(go list -f '{{join .CgoPkgConfig " "}}' .)" = perfbuf ] || { echo "go-test: #cgo pkg-config: perfbuf missing" >&2; exit 1; }
 go vet ./...
+# Without cgo neither package builds, and the go command says why (README's
+# promise): every file of both, doc.go and poller.go included, needs cgo.
+for pkg in . ./perf; do
+	if out=$(CGO_ENABLED=0 go build "$pkg" 2>&1) || ! grep -q "build constraints exclude all Go files" <<< "$out"; then
+		echo "go-test: CGO_ENABLED=0 go build $pkg: want 'build constraints exclude all Go files', got: $out" >&2
+		exit 1
+	fi
+done
+echo "go-test: with CGO_ENABLED=0 both packages say: build constraints exclude all Go files"
 # The C shims compile warning-free (cgo's own export wrappers leave a
 # parameter unused, hence the one exception).
 CGO_CFLAGS="-O2 -Wall -Wextra -Werror -Wno-unused-parameter" go build ./ ./perf/
