@@ -162,10 +162,17 @@ done
 
 # execmon runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.
-echo "go-test: examples/execmon /bin/sh -c '/bin/true; /bin/true'"
-out=$("$build/perfbuf-go-execmon" /bin/sh -c '/bin/true; /bin/true')
+# A copy of /bin/true under a name no other process uses: exactly the
+# command's two execs of it are shown, whatever else runs on the machine.
+mark="$top/build/perfbuf-mark-go-test-$$"
+cp /bin/true "$mark"
+echo "go-test: examples/execmon /bin/sh -c '$mark; $mark'"
+out=$("$build/perfbuf-go-execmon" /bin/sh -c "$mark; $mark")
 echo "$out"
-[ "$(grep -c ' exec /bin/true$' <<< "$out")" -ge 2 ] || { echo "go-test: execmon missed the execs" >&2; exit 1; }
+rm -f "$mark"
+marked=$(grep " exec $mark$" <<< "$out" || true)
+[ "$(grep -c . <<< "$marked")" = 2 ] && [ "$(sed 's/.* pid \([0-9]*\) .*/\1/' <<< "$marked" | sort -u | wc -l)" = 2 ] ||
+	{ echo "go-test: execmon shows $(grep -c . <<< "$marked") execs of $mark by distinct pids, want 2" >&2; exit 1; }
 if "$build/perfbuf-go-execmon" /bin/false > /dev/null; then
 	echo "go-test: execmon did not pass on the command's failure" >&2
 	exit 1

@@ -36,10 +36,17 @@ echo "python-test: examples/exec_events.py on $bpf_obj"
 
 # execmon.py runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.
-echo "python-test: examples/execmon.py /bin/sh -c '/bin/true; /bin/true'"
-out=$("$venv/bin/python" examples/execmon.py /bin/sh -c '/bin/true; /bin/true')
+# A copy of /bin/true under a name no other process uses: exactly the
+# command's two execs of it are shown, whatever else runs on the machine.
+mark="$top/build/perfbuf-mark-python-test-$$"
+cp /bin/true "$mark"
+echo "python-test: examples/execmon.py /bin/sh -c '$mark; $mark'"
+out=$("$venv/bin/python" examples/execmon.py /bin/sh -c "$mark; $mark")
 echo "$out"
-[ "$(grep -c ' exec /bin/true$' <<< "$out")" -ge 2 ] || { echo "python-test: execmon.py missed the execs" >&2; exit 1; }
+rm -f "$mark"
+marked=$(grep " exec $mark$" <<< "$out" || true)
+[ "$(grep -c . <<< "$marked")" = 2 ] && [ "$(sed 's/.* pid \([0-9]*\) .*/\1/' <<< "$marked" | sort -u | wc -l)" = 2 ] ||
+	{ echo "python-test: execmon shows $(grep -c . <<< "$marked") execs of $mark by distinct pids, want 2" >&2; exit 1; }
 if "$venv/bin/python" examples/execmon.py /bin/false > /dev/null; then
 	echo "python-test: execmon.py did not pass on the command's failure" >&2
 	exit 1
