@@ -416,19 +416,43 @@ def test_add_and_remove_while_reading(probe_lib: tuple[Path, ctypes.CDLL]) -> No
 # ---- the profiler: fallback, BPF program, deferred enable -----------------------------------
 
 SPIN = """
-import os, sys, time
+import os, select, sys, time
 os.sched_setaffinity(0, {int(sys.argv[1])})
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
+start, deadline = time.process_time(), time.monotonic() + 60
+while time.process_time() - start < float(sys.argv[2]) and time.monotonic() < deadline:
+    pass
+print("spun", flush=True)
+# Busy until stdin closes: every spinner has had its time.
+while not select.select([0], [], [], 0)[0] and time.monotonic() < deadline:
     pass
 """
 
 
 def spin_all(cpus: list[int], seconds: float) -> None:
-    """Keeps every CPU busy (an idle vCPU here takes no clock samples)."""
-    procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(c), str(seconds)]) for c in cpus]
+    """Keeps every CPU busy (an idle vCPU here takes no clock samples): a
+    process pinned to each spins until it has had `seconds` of CPU time and
+    every other has too (however long a loaded machine takes; 60 s against
+    a hang)."""
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(c), str(seconds)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for c in cpus]
     for p in procs:
-        p.wait()
+        assert p.stdout is not None and p.stdout.readline() == "spun\n"
+    for p in procs:
+        p.communicate("")
+
+
+def busy_seconds() -> dict[int, float]:
+    """Each CPU's time running tasks so far (/proc/stat: user, nice,
+    system, irq and softirq; not idle, iowait or steal, when the vCPU ran
+    nothing or did not run at all), in seconds."""
+    busy = {}
+    hz = os.sysconf("SC_CLK_TCK")
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f[0].startswith("cpu") and f[0] != "cpu":
+            user, nice, system, _idle, _iowait, irq, softirq = map(int, f[1:8])
+            busy[int(f[0][3:])] = (user + nice + system + irq + softirq) / hz
+    return busy
 
 
 class Libbpf:
@@ -501,15 +525,19 @@ def test_profiler_fallback_and_deferred_enable(profile_prog: tuple[Libbpf, int, 
             with pytest.raises(FileExistsError):
                 s.attach_bpf(ev, prog)
             assert s.info(ev).bpf_attached and not s.info(ev).enabled
-            start = time.monotonic()
             s.enable(ev)
+            busy0 = busy_seconds()
             spin_all(s.cpus, 1.0)
             s.disable(ev)
-            elapsed = time.monotonic() - start
+            busy1 = busy_seconds()
             r.consume()
             for cpu in s.cpus:
+                # 99 Hz of the CPU clock, give or take half, for the time
+                # the CPU ran tasks (the spinners keep it busy; a vCPU the
+                # host held back runs nothing and ticks not), not wall time.
                 runs = bpf.lookup_u64(counts, cpu)
-                assert 99 * 0.5 <= runs <= 99 * elapsed * 1.5, f"cpu {cpu}: {runs} samples in {elapsed:.2f} s"
+                busy = busy1[cpu] - busy0[cpu]
+                assert 99 * busy * 0.5 <= runs <= 99 * busy * 1.5, f"cpu {cpu}: {runs} samples in {busy:.2f} s busy"
                 assert per_cpu.get(cpu, 0) == runs  # the program returns 1: each sample reaches the ring too
             assert s.read(ev).time_enabled > 0
     assert open_fds() == fds
