@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -291,9 +292,15 @@ func TestPerfDataPollSleepsAfterAWakeUp(t *testing.T) {
 	if err := r.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	// The CPU time of the thread that polls (a busy Poll spins there), not
+	// the process's: the runtime's other threads (the GC, the test's
+	// other goroutines) use CPU of their own meanwhile.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const rusageThread = 1 // RUSAGE_THREAD
 	cpu := func() time.Duration {
 		var u syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		if err := syscall.Getrusage(rusageThread, &u); err != nil {
 			t.Fatal(err)
 		}
 		return time.Duration(u.Utime.Nano() + u.Stime.Nano())
