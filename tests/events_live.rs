@@ -3,8 +3,10 @@
 //! this test, a counter group, and the errors users meet. Needs root and a
 //! mounted tracefs; skipped otherwise, a failure under `CI=true`.
 
+mod skip;
 use perfbuf::events::{AttachedProgram, Event, EventKind, EventRecord, EventSet};
 use perfbuf::{ErrorKind, OrderKey};
+use skip::skip;
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,11 +22,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn set() -> Option<EventSet> {
     match EventSet::builder().build() {
         Ok(s) if std::path::Path::new("/sys/kernel/tracing/events").exists() => Some(s),
-        Ok(_) | Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("event sets need root and tracefs at /sys/kernel/tracing")
-        }
         other => {
-            eprintln!("skipped: {:?}", other.err());
+            skip(format!("event sets need root and tracefs at /sys/kernel/tracing: {:?}", other.err()));
             None
         }
     }

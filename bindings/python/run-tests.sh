@@ -28,11 +28,12 @@ if [ ! -f "$bpf_obj" ]; then
 	exit 1
 fi
 if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
-	echo "python-test: skipping examples/exec_events.py (it loads a BPF program: run as root)"
+	echo "skip: python-test's examples: they load BPF programs and open perf events: run as root"
 	exit 0
 fi
 echo "python-test: examples/exec_events.py on $bpf_obj"
 "$venv/bin/python" examples/exec_events.py "$bpf_obj"
+echo "pass: examples/exec_events.py"
 
 # execmon.py runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.
@@ -51,8 +52,10 @@ if "$venv/bin/python" examples/execmon.py /bin/false > /dev/null; then
 	echo "python-test: execmon.py did not pass on the command's failure" >&2
 	exit 1
 fi
+echo "pass: examples/execmon.py"
 
 # profile.py: cycles or the CPU clock at 99 Hz on every CPU, counted by a
 # BPF program; it fails if a CPU took no sample.
 echo "python-test: examples/profile.py on $PERFBUF_PROFILE_BPF_OBJ"
 "$venv/bin/python" examples/profile.py "$PERFBUF_PROFILE_BPF_OBJ"
+echo "pass: examples/profile.py"

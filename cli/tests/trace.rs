@@ -476,8 +476,7 @@ fn trace_cgroup_and_cpu_select_what_is_traced() {
     // --cgroup: the marked execs of a shell inside the cgroup, none of
     // the one outside.
     let root = cgroup2_root();
-    assert!(root.is_some() || !producer::ci(), "no cgroup2 mount (CI=true)");
-    let Some(root) = root else { return eprintln!("cgroup part skipped: no cgroup2 mount") };
+    let Some(root) = root else { return skip::skip("its cgroup part: no cgroup2 mount") };
     let cg = root.join(format!("perfbuf-cli-{}", std::process::id()));
     let _ = std::fs::create_dir(&cg);
     let dir = tempdir("cgroup");
