@@ -52,7 +52,8 @@ EVENT syntax:
 A probe may be followed, in the same argument, by arguments as perf probe writes them:
   'u:/bin/bash:readline%return line=+0($retval):string'
   ARG = NAME=FETCH[:TYPE]; FETCH = $argN | $retval | $stackN | %REG | @ADDR | +OFF(FETCH) | -OFF(FETCH);
-  TYPE = u8..u64 | s8..s64 | x8..x64 | string (default u64).
+  TYPE = u8..u64 | s8..s64 | x8..x64 | string | ustring (default u64); a kprobe reads user memory only as
+  ustring: 'k:do_sys_openat2 path=+0($arg2):ustring'.
   The probe is then defined through tracefs (uprobe_events / kprobe_events) and its arguments print as
   fields by name: 'u:/path/prog:func n=%di:s32', 'u:/path/prog:func%return r=$retval:s32'. A definition
   the kernel refuses fails with its complaint (tracefs error_log).
