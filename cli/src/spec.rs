@@ -272,6 +272,11 @@ mod tests {
             panic!("not a probe")
         };
         assert_eq!(kernel_args(&p.args), "r=+0($retval):string n=$retval:u8");
+        let Spec::Probe(p) = parse("k:do_sys_openat2 path=+0($arg2):ustring").unwrap() else {
+            panic!("not a probe")
+        };
+        assert_eq!(p.args[0].type_, ArgType::UserString);
+        assert_eq!(kernel_args(&p.args), "path=+0($arg2):ustring");
     }
 
     #[test]
