@@ -15,9 +15,11 @@ $SUDO apt-get update -qq
 # clang: the examples' BPF program; valgrind: memcheck runs; python3-venv,
 # golang-go, golang-github-cilium-ebpf-dev: the Python and Go packages and
 # their examples (cilium/ebpf also for make bench's peer reader); linux-perf:
-# perf script/report, which the perf.data and side-band tests compare with.
+# perf script/report, which the perf.data and side-band tests compare with;
+# bpftool and sudo: the docs' commands use them, and make docs-test runs
+# those as written.
 $SUDO apt-get install -y -qq --no-install-recommends libbpf-dev libelf-dev zlib1g-dev gcc g++ make binutils pkg-config clang valgrind \
-	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf >/dev/null
+	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf bpftool sudo >/dev/null
 
 if ! command -v cargo >/dev/null; then
 	echo "cargo not found: install Rust (rustup) first" >&2
