@@ -500,8 +500,13 @@ test:
 # The library alone: the shared library (stripped, with its SONAME links),
 # the static library (without debug info), the header, perfbuf.pc, and the
 # command perfbuf (stripped) in $(BINDIR).
-# Needs only Rust and a C toolchain (no libbpf).
-install: lib cli
+# Needs only Rust and a C toolchain (no libbpf). Builds first where cargo
+# is on the PATH; under sudo (whose PATH has no ~/.cargo/bin) it installs
+# what `make` built.
+INSTALL_BUILDS := $(if $(shell command -v $(CARGO) 2>/dev/null),lib cli)
+install: $(INSTALL_BUILDS)
+	@test -f $(LIB) && test -f $(REL)/perfbuf || \
+		{ echo "make install: nothing built, and no $(CARGO) on this PATH: run make first"; exit 1; }
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	install -m 755 $(REL)/perfbuf $(DESTDIR)$(BINDIR)/perfbuf
 	strip --strip-unneeded $(DESTDIR)$(BINDIR)/perfbuf
@@ -526,6 +531,9 @@ install: lib cli
 	else \
 		echo "installed in $(LIBDIR): run ldconfig as root to update the loader's cache"; \
 	fi
+	@# pkg-config finds perfbuf.pc only in its own search path.
+	@pkg-config --variable pc_path pkg-config 2>/dev/null | tr : '\n' | grep -qxF "$(LIBDIR)/pkgconfig" || \
+		echo "pkg-config does not look in $(LIBDIR)/pkgconfig: set PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig"
 
 # make install into a scratch prefix, then build and run a program with
 # pkg-config against it (versioned .so, SONAME links, header, perfbuf.pc).
