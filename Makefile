@@ -22,7 +22,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: suites-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: docs-test suites-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
@@ -484,7 +484,14 @@ lint:
 	$(call pass,fmt and clippy over fuzz/)
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint suites-test bench-report-check cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint suites-test bench-report-check cargo-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test docs-test
+
+# Every code block of README.md and the binding READMEs runs, or compiles,
+# as written (scripts/docs-test.py: the <!-- docs-test: ... --> line before
+# each block says how; a few cannot run, each saying why). As root, in a
+# private mount namespace (overlays take what the blocks write).
+docs-test: lib cli producer-lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
+	python3 scripts/docs-test.py
 
 # make test's own summary (scripts/run-suites.sh) on canned suite outputs.
 suites-test:
