@@ -316,6 +316,11 @@ CONTEXTS_RUST = {
               "    let rt = tokio::runtime::Runtime::new()?;\n"
               "    let _guard = rt.enter();\n",
               "    Ok(())\n}\n", True),
+    # two BPF ring buffers (BPF_MAP_TYPE_RINGBUF) of the test producer
+    "ringbuf": ("fn ringbuf() -> Result<(), Box<dyn std::error::Error>> {\n"
+                "    let (a, b) = (producer::RingbufProducer::open(4096)?, producer::RingbufProducer::open(4096)?);\n"
+                "    let (events, errors) = (a.map(), b.map());\n",
+                "    Ok(())\n}\n", True),
     # an exec to see
     "events": ("fn events() -> Result<(), Box<dyn std::error::Error>> {\n"
                "    std::thread::spawn(|| {\n"
