@@ -34,7 +34,7 @@ A block without a comment, or with an unknown kind, fails. Blocks run as
 root in a private mount namespace: overlays on the repository, /usr/local,
 /etc and /home take whatever they write (venvs, `make install`, ldconfig's
 cache), a bpffs of their own is at /sys/fs/bpf, and target/ is the real
-one (so builds are reused). One "pass:" or "FAILED:" line per block, then
+one (so builds are reused). One "ok" or "FAILED:" line per block, then
 "docs-test: N passed, M failed".
 
     scripts/docs-test.py [--list]
@@ -132,7 +132,10 @@ def overlay(target: Path, name: str) -> None:
 
 
 def enter_namespace() -> None:
-    """Runs inside `unshare -m`: the overlays, a bpffs, a home for 'you'."""
+    """Runs inside `unshare -m`: the overlays, a bpffs, a home for 'you',
+    and a Go build cache of its own (Go keys a cgo package's build without
+    pkg-config's answer: flags that name /usr/local or /home/you here would
+    be reused outside, where those paths hold no libperfbuf)."""
     real = SCRATCH / "real"
     real.mkdir(parents=True)
     mount("--bind", str(REPO), str(real))  # the repository as it is, for target/
@@ -144,6 +147,7 @@ def enter_namespace() -> None:
     Path("/sys/fs/bpf").mkdir(exist_ok=True)
     mount("-t", "bpf", "bpf", "/sys/fs/bpf")
     os.chdir(REPO)
+    os.environ["GOCACHE"] = str(REPO / "target/docs/go-build")
 
 
 # ---- sessions: shell blocks in order ------------------------------------------------
@@ -155,8 +159,8 @@ def sessions() -> dict[str, dict]:
     real_home = os.environ.get("HOME", "/root")
     cache.setdefault("CARGO_HOME", f"{real_home}/.cargo")
     cache.setdefault("RUSTUP_HOME", f"{real_home}/.rustup")
-    gocache = subprocess.run(["go", "env", "GOCACHE", "GOMODCACHE", "GOPATH"], capture_output=True, text=True)
-    go_env = dict(zip(("GOCACHE", "GOMODCACHE", "GOPATH"), gocache.stdout.split()))
+    gopaths = subprocess.run(["go", "env", "GOMODCACHE", "GOPATH"], capture_output=True, text=True)
+    go_env = dict(zip(("GOMODCACHE", "GOPATH"), gopaths.stdout.split()))
     you = {"HOME": str(HOME), **cache, **go_env, "XDG_CACHE_HOME": f"{real_home}/.cache"}
     scratch = SCRATCH / "cwd"
     return {
@@ -600,7 +604,7 @@ def main() -> int:
             print(f"docs-test: FAILED: {what}:\n{textwrap.indent(b.error.rstrip(), '    ')}")
         else:
             passed += 1
-            print(f"pass: {what}")
+            print(f"ok   {what}")
     failed += len(problems)
     print(f"docs-test: {passed} passed, {failed} failed")
     return 1 if failed else 0
