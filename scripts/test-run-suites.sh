@@ -16,7 +16,8 @@ case $2 in
 cargo) printf '%s\n' 'running 3 tests' 'test a ... ok' 'test b ... ok' '' \
 	'cargo-skip: live::needs_root: event sets need root' 'test needs_root ... ok' \
 	'test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out' ;;
-go) printf '%s\n' '--- PASS: TestA (0.01s)' '--- SKIP: TestB (0.00s)' '    b_test.go:12: needs root' 'ok  x 0.1s' ;;
+go) printf '%s\n' '    a_test.go:3: a log line' '--- PASS: TestA (0.01s)' '    b_test.go:12: needs root' \
+	'--- SKIP: TestB (0.00s)' '    c_test.go:5: the next test logs' '--- PASS: TestC (0.01s)' 'ok  x 0.1s' ;;
 pytest) printf '%s\n' 'SKIPPED [1] tests/test_x.py:40: no tracefs' '2 passed, 1 skipped in 0.50s' ;;
 c) printf '%s\n' '  SKIP: no kprobe PMU' 'skip kprobe' 'ok   uprobe' 'prog: 1 passed, 0 failed, 1 skipped' ;;
 recipe) printf '%s\n' 'pass: cargo fmt' 'pass: clippy' 'skip: examples: not root' ;;
@@ -47,16 +48,17 @@ run() { # CI value, suites...
 
 run false cargo go pytest c recipe
 expect "cargo: a cargo-skip test is skipped, not passed" '^  cargo: 2 passed, 0 failed, 1 skipped'
-expect "go counts" '^  go: 1 passed, 0 failed, 1 skipped'
+expect "go counts" '^  go: 2 passed, 0 failed, 1 skipped'
 expect "pytest counts" '^  pytest: 2 passed, 0 failed, 1 skipped'
 expect "C counts" '^  c: 1 passed, 0 failed, 1 skipped'
 expect "pass: and skip: lines" '^  recipe: 2 passed, 0 failed, 1 skipped'
 expect "the Rust skip named" 'live::needs_root: event sets need root'
 expect "the go skip named" 'TestB: b_test.go:12: needs root'
+expect "by its own message" ! 'TestB: c_test.go'
 expect "the pytest skip named" 'tests/test_x.py:40: no tracefs'
 expect "the C skip named" 'kprobe: no kprobe PMU'
 expect "the recipe skip named" 'examples: not root'
-expect "the closing line" '^make test: 8 passed, 0 failed, 5 skipped$'
+expect "the closing line" '^make test: 9 passed, 0 failed, 5 skipped$'
 expect "exit 0 outside CI" '^rc=0$'
 
 run false silent
