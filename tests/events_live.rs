@@ -3,7 +3,9 @@
 //! this test, a counter group, and the errors users meet. Needs root and a
 //! mounted tracefs; skipped otherwise, a failure under `CI=true`.
 
+mod getppid;
 mod skip;
+use getppid::GETPPID;
 use perfbuf::events::{AttachedProgram, Event, EventKind, EventRecord, EventSet};
 use perfbuf::{ErrorKind, OrderKey};
 use skip::skip;
@@ -351,15 +353,6 @@ fn a_counter_group_reads_together() {
     assert!(counts.time_enabled > 0 && counts.scaled(member).unwrap() >= counts.values[1].1);
     assert_eq!(set.remove(clock).unwrap_err().errno(), libc::EBUSY);
 }
-
-/// The system call `getppid`'s kernel function on this architecture.
-const GETPPID: &str = if cfg!(target_arch = "x86_64") {
-    "__x64_sys_getppid"
-} else if cfg!(target_arch = "aarch64") {
-    "__arm64_sys_getppid"
-} else {
-    "sys_getppid"
-};
 
 /// A kprobe through the kprobe PMU, watching this thread: exactly its 50
 /// calls. Without the PMU (no CONFIG_KPROBES), a clear error, and the

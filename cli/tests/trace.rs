@@ -6,6 +6,7 @@ mod common;
 #[path = "../../tests/drop_program/mod.rs"]
 mod drop_program;
 
+use common::getppid::GETPPID;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -143,15 +144,6 @@ fn usage_errors_exit_2_with_one_line() {
         "{help}"
     );
 }
-
-/// The kernel function of `getppid` on this architecture.
-const GETPPID: &str = if cfg!(target_arch = "x86_64") {
-    "__x64_sys_getppid"
-} else if cfg!(target_arch = "aarch64") {
-    "__arm64_sys_getppid"
-} else {
-    "sys_getppid"
-};
 
 /// A program making the getppid system call as often as its argument says.
 fn getppid_program(dir: &Path) -> PathBuf {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test file uses part of it")]
 
+#[path = "../../../tests/getppid/mod.rs"]
+pub mod getppid;
 #[path = "../../../examples/support/producer.rs"]
 pub mod producer;
 #[path = "../../../tests/skip/mod.rs"]
