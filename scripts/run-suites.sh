@@ -58,14 +58,15 @@ for suite in "$@"; do
 		# Each skipped test by name, with why where the log says.
 		names=$(awk -f scripts/suite-skips.awk "$log")
 		[ -n "$why" ] && names=$(printf '%s\n%s' "$why" "$names")
-		names=$(grep -v '^$' <<< "$names" | sed 's/^/    /')
+		names=$(grep -v '^$' <<< "$names")
 		if $ci; then
 			echo "$suite: $s skipped under CI=true: counted as failed:"
-			echo "$names"
+			sed 's/^/    /' <<< "$names"
 			f=$((f + s))
 			s=0
 		else
-			skip_notes+=("$suite: $s skipped:" "${names:-    (see $log)}")
+			skip_notes+=("$suite: $s skipped:")
+			while read -r name; do skip_notes+=("  $name"); done <<< "${names:-(see $log)}"
 		fi
 	fi
 	[ "$rc" -ne 0 ] || [ "$f" -eq 0 ] || echo "$suite: exit 0 but $f failed"
