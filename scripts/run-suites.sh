@@ -13,7 +13,9 @@
 # build error, a diff of transcripts). A command exiting 77 (a missing
 # capability) skips the suite outside CI. Skips are named
 # (scripts/suite-skips.awk); under CI=true every skip counts as a failure
-# and "skipped" is not shown. Exits 1 when anything failed, naming the
+# and "skipped" is not shown. A success path that needs a kernel option
+# the kernel lacks ("not-on-this-kernel:" lines: kprobes here) is no skip:
+# its test checked the clear error and passed; it is listed by name. Exits 1 when anything failed, naming the
 # failed suites. Logs are kept in build/suites/<suite>.log.
 #
 #   scripts/run-suites.sh lint cargo-test ...
@@ -26,7 +28,7 @@ ci=false
 [ "${CI:-}" = true ] && ci=true
 
 passed=0 failed=0 skipped=0
-failed_suites=() skip_notes=() uncounted=() summary=()
+failed_suites=() skip_notes=() uncounted=() not_here=() summary=()
 for suite in "$@"; do
 	log=$logs/$suite.log
 	echo "==== make $suite"
@@ -69,6 +71,12 @@ for suite in "$@"; do
 			while read -r name; do skip_notes+=("  $name"); done <<< "${names:-(see $log)}"
 		fi
 	fi
+	# Success paths that need a kernel option this kernel lacks (kprobes on
+	# the project's machines): their tests checked the clear error and
+	# passed; they are named here, under CI=true too.
+	while read -r note; do
+		[ -n "$note" ] && not_here+=("$suite: $note")
+	done < <(sed -n 's/.*not-on-this-kernel: //p' "$log" | sort -u)
 	[ "$rc" -ne 0 ] || [ "$f" -eq 0 ] || echo "$suite: exit 0 but $f failed"
 	if [ "$f" -gt 0 ]; then
 		failed_suites+=("$suite")
@@ -84,6 +92,7 @@ echo
 echo "---- suites"
 printf '  %s\n' "${summary[@]}"
 [ ${#skip_notes[@]} -eq 0 ] || { echo "---- skipped"; printf '  %s\n' "${skip_notes[@]}"; }
+[ ${#not_here[@]} -eq 0 ] || { echo "---- not run on this kernel (the clear error checked instead)"; printf '  %s\n' "${not_here[@]}"; }
 [ ${#uncounted[@]} -eq 0 ] || { echo "---- uncounted (no test count in the output; a failure under CI=true)"; printf '  %s\n' "${uncounted[@]}"; }
 for suite in "${failed_suites[@]}"; do
 	echo "---- what failed in $suite"

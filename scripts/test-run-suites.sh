@@ -3,8 +3,9 @@
 # whose output is canned by a stand-in for make: counts from each harness's
 # output, "pass:"/"skip:" lines, a Rust test that could not run counted as
 # skipped and not passed, every skip named, a suite that prints no count
-# never counted as a pass (a failure under CI=true), and skips failing
-# under CI=true.
+# never counted as a pass (a failure under CI=true), skips failing
+# under CI=true, and success paths a kernel option absent here keeps from
+# running named, not failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scratch=$(mktemp -d)
@@ -21,6 +22,7 @@ go) printf '%s\n' '    a_test.go:3: a log line' '--- PASS: TestA (0.01s)' '    b
 pytest) printf '%s\n' 'SKIPPED [1] tests/test_x.py:40: no tracefs' '2 passed, 1 skipped in 0.50s' ;;
 c) printf '%s\n' '  SKIP: no kprobe PMU' 'skip kprobe' 'ok   uprobe' 'prog: 1 passed, 0 failed, 1 skipped' ;;
 recipe) printf '%s\n' 'pass: cargo fmt' 'pass: clippy' 'skip: examples: not root' ;;
+lacks) printf '%s\n' 'not-on-this-kernel: events_test: the kprobe: the kernel has no kprobe PMU' 'ok   kprobe' 'prog: 1 passed, 0 failed' ;;
 silent) echo "did something, counted nothing" ;;
 broken) echo "error: no such file"; echo "make: *** [Makefile:1: broken] Error 2"; exit 2 ;;
 esac
@@ -71,6 +73,10 @@ expect "and names the suite" 'failed suites: silent'
 run true cargo
 expect "a skip fails under CI" '^make test: 2 passed, 1 failed$'
 expect "named under CI" '^    live::needs_root: event sets need root'
+
+run true lacks
+expect "a kernel option absent is no failure under CI" '^make test: 1 passed, 0 failed$'
+expect "and is named" '^  lacks: events_test: the kprobe: the kernel has no kprobe PMU$'
 
 run false broken
 expect "a build error is a failure" '^make test: 0 passed, 1 failed, 0 skipped$'
