@@ -64,7 +64,7 @@ pub mod decode;
 pub mod events;
 pub mod perfdata;
 pub mod ringbuf;
-c_face_modules!(error, fallible, kernel, log, order, perf_buffer, reader, ring);
+c_face_modules!(error, kernel, log, order, perf_buffer, reader, ring);
 
 pub use crate::log::{LogFn, LogLevel, set_log};
 pub use error::{Error, ErrorKind, Result};

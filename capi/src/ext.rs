@@ -332,5 +332,5 @@ pub unsafe extern "C" fn perfbuf_fault_online_cpus(list: *const c_char) -> c_int
     // SAFETY: NULL or a C string, per this function's contract.
     let list = unsafe { list.as_ref().map(|p| core::ffi::CStr::from_ptr(p)) };
     let list = list.map(|l| l.to_str().map_err(|_| crate::error::Error::INVAL)).transpose();
-    ret_errno(list.and_then(|l| crate::kernel::fault::set_online(l)).map(|()| 0))
+    ret_errno(list.and_then(|l| crate::kernel::cpu::set_online_for_tests(l)).map(|()| 0))
 }

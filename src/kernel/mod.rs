@@ -1,14 +1,16 @@
 //! The kernel as this crate uses it: the perf and BPF uapi in one place
 //! (record types, `perf_event_attr`, ioctls, the control page), every
-//! system call ([`sys`]), CPU lists, clocks, and, in test builds, a fake
+//! system call ([`sys`]), allocation that reports ENOMEM ([`fallible`]),
+//! CPU lists, clocks, fault injection at the bottom ([`fault`]), and, in
+//! test builds, a fake
 //! kernel (`fake`) that the reader and the adaptive policy run against
 //! without root.
 
 pub mod clock;
 pub mod cpu;
+pub mod fallible;
 #[cfg(test)]
 pub mod fake;
-#[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod quiesce;
 pub mod sys;

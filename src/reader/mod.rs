@@ -18,7 +18,7 @@ pub mod waker;
 use crate::adaptive::claim::Claim;
 use crate::adaptive::{self, Adaptive, SlotMove, TimerAction};
 use crate::error::{Error, Result, What};
-use crate::fallible;
+use crate::kernel::fallible;
 use crate::kernel::clock::Moment;
 use crate::kernel::quiesce;
 use crate::kernel::sys::{self, AttrSource};

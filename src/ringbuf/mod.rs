@@ -44,9 +44,10 @@ pub use walk::Stats;
 pub use layout::{BUSY_BIT, DISCARD_BIT, RingMemory};
 
 use crate::error::{Error, Result, What};
+use crate::kernel::fallible;
 use crate::kernel::{BPF_MAP_TYPE_RINGBUF, cpu, sys};
+use crate::log;
 use crate::perf_buffer::{Local, MapFd, Sendable, timeout_ms};
-use crate::{fallible, log};
 use core::ops::ControlFlow;
 use layout::RingMemory as Memory;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};

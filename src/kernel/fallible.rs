@@ -7,11 +7,11 @@
 //! `"alloc"`, which the fault test fails in turn.
 
 use crate::error::{Error, Result};
-use crate::kernel::sys::fault;
+use super::fault;
 
 /// An empty vector with room for `capacity` elements.
 pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
-    fault("alloc")?;
+    fault::at("alloc")?;
     let mut v = Vec::new();
     v.try_reserve_exact(capacity).map_err(|_| Error::NOMEM)?;
     Ok(v)
@@ -19,7 +19,7 @@ pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
 
 /// Room for `additional` more elements in `v`.
 pub fn reserve<T>(v: &mut Vec<T>, additional: usize) -> Result<()> {
-    fault("alloc")?;
+    fault::at("alloc")?;
     v.try_reserve(additional).map_err(|_| Error::NOMEM)
 }
 
