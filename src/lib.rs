@@ -30,8 +30,8 @@
 //!
 //! Layout, dependencies pointing one way: the face ([`PerfBuffer`]; the C
 //! face in `capi/` uses the same building blocks) over the reader
-//! (`reader/`), which uses the fast mode (`adaptive/`) and the ordered
-//! reader (`order`), both over the ring (`ring/`), over the kernel
+//! (`reader/`, the ordered reader inside it), which uses the fast mode
+//! (`adaptive/`), both over the ring (`ring/`), over the kernel
 //! (`kernel/`: uapi, system calls, clocks, and a fake kernel for tests).
 //! The decoder ([`decode`]) stands alone; event sets ([`events`]) open
 //! their own events and share the reader; [`perfdata`] writes what a
@@ -64,18 +64,18 @@ pub mod decode;
 pub mod events;
 pub mod perfdata;
 pub mod ringbuf;
-c_face_modules!(error, kernel, log, order, perf_buffer, reader, ring);
+c_face_modules!(error, kernel, log, perf_buffer, reader, ring);
 
 pub use crate::log::{LogFn, LogLevel, set_log};
 pub use error::{Error, ErrorKind, Result};
 pub use events::format as tracepoint;
 pub use kernel::PerfEventAttr;
-pub use order::{OrderKey, OrderStats};
 #[cfg(feature = "tokio")]
 pub use perf_buffer::AsyncPerfBuffer;
 pub use perf_buffer::{Boxes, Builder, Local, MapFd, PerfBuffer, RingReader, Sendable, Threading, Waker};
 pub use reader::batch::Batch;
 pub use reader::config::Wakeup;
+pub use reader::order::{OrderKey, OrderStats};
 pub use reader::stats::RingStats;
 pub use ringbuf::RingBuffer;
 

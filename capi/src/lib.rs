@@ -34,7 +34,7 @@
 
 // The core's modules, under the names the shims use.
 use perfbuf::kernel::fallible;
-use perfbuf::{error, kernel, log, order, perf_buffer, reader, ring};
+use perfbuf::{error, kernel, log, perf_buffer, reader, ring};
 
 /// Messages go to stderr by default, as libbpf's do, from the moment the
 /// library is loaded (linked, `LD_PRELOAD`ed or `dlopen`ed); the Rust

@@ -16,8 +16,8 @@ use super::callbacks::call_batch_fn;
 use super::handle::{reader_mut, reader_ref};
 use super::{opts, out_sz, ret_errno, sized_in, write_sized};
 use crate::error::Error;
-use crate::order::OrderBy;
 use crate::reader::BatchStop;
+use crate::reader::order::OrderBy;
 use core::ffi::{c_int, c_void};
 use std::time::Duration;
 

@@ -14,7 +14,7 @@ pub use threading::{Boxes, Local, Sendable, Threading};
 use crate::error::{Error, Result};
 use crate::kernel::PerfEventAttr;
 use crate::kernel::sys::CallerAttr;
-use crate::order::{KeyFn, OrderBy, OrderKey, OrderStats};
+use crate::reader::order::{KeyFn, OrderBy, OrderKey, OrderStats};
 use crate::reader::batch::Batch;
 use crate::reader::config::{AttrChoice, CpuSelection, Options, Wakeup};
 use crate::reader::deliver::{self, Flow, Halt, Handler};

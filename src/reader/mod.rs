@@ -10,6 +10,7 @@ pub mod config;
 pub mod cpu_buf;
 pub mod deliver;
 pub mod lost;
+pub mod order;
 pub mod stats;
 pub mod ticker;
 pub mod wait;
@@ -26,7 +27,7 @@ use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_
 use crate::kernel::{PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_TID};
 use crate::kernel::{PERF_SAMPLE_CPU, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TIME, cpu};
 use crate::log;
-use crate::order::{KeySource, Order, OrderBy, OrderStats};
+use order::{KeySource, Order, OrderBy, OrderStats};
 use crate::ring::record::{self, LostRecord, Record};
 use crate::ring::{PerfRing, Stop};
 use batch::Batch;
@@ -647,7 +648,7 @@ impl<H: Handler> Reader<H> {
     }
 
     /// Turns on ordered delivery: from now on poll and consume deliver
-    /// records from all rings in key order (see [`crate::order`]).
+    /// records from all rings in key order (see [`crate::reader::order`]).
     /// `PERF_SAMPLE_TIME` keys need an attr that samples TIME. The fast
     /// mode stands down for good: the ordered reader reads the caller's
     /// rings, and takes no decisions.

@@ -12,8 +12,8 @@
 
 use crate::kernel::PERF_RECORD_SAMPLE;
 use crate::kernel::clock::Moment;
-use crate::reader::cpu_buf::CpuBuf;
-use crate::reader::deliver::{Halt, Handler};
+use super::cpu_buf::CpuBuf;
+use super::deliver::{Halt, Handler};
 use crate::ring::At;
 use crate::ring::record::{self, LostRecord, Record};
 use core::ops::ControlFlow;
