@@ -278,7 +278,7 @@ impl PerfDataWriter {
         let records = procfs::synthesize(&tasks, &trailer);
         for rec in (Batch { cpu: 0, bytes: &records, samples: 0, others: 0 }).records() {
             self.stats.synthesized += 1;
-            if Header::of(rec).type_() == layout::RECORD_MMAP2 {
+            if Header::of(rec).type_() == kernel::PERF_RECORD_MMAP2 {
                 self.build_ids.note_mmap2(misc(rec), rec);
             }
         }
@@ -322,7 +322,7 @@ impl PerfDataWriter {
                     let t = u64::from_le_bytes(t.try_into().unwrap_or_default());
                     self.times = Some(self.times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
                 }
-            } else if h.type_() == layout::RECORD_MMAP2 {
+            } else if h.type_() == kernel::PERF_RECORD_MMAP2 {
                 self.build_ids.note_mmap2(misc(rec), rec);
             }
             rest = &rest[rec.len()..];
