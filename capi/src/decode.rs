@@ -8,7 +8,7 @@
 #![allow(non_camel_case_types, reason = "these are the C names")]
 
 use super::abi::{perf_event_attr, perf_event_header};
-use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
+use super::ffi::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use crate::error::{Error, Result};
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};

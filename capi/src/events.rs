@@ -10,8 +10,8 @@ use super::callbacks::CCallbacks;
 use super::decode::{
     c_decode_attr, decode_to_c, perf_event_attr_bytes, perfbuf_decode_attr, perfbuf_sample, record_bytes,
 };
+use super::ffi::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use super::handle::{into_handle, null_with};
-use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use crate::error::{Error, Result, What};
 use crate::fallible;
 use crate::kernel::PerfEventAttr;
@@ -20,7 +20,7 @@ use crate::reader::Reader;
 use crate::reader::config::Wakeup;
 use core::ffi::{CStr, c_char, c_int, c_void};
 use perfbuf::events::format::Value;
-use perfbuf::events::{Event, EventId, EventKind, EventSet, c_face};
+use perfbuf::events::{Event, EventId, EventKind, EventSet, Sideband, c_face};
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -81,6 +81,15 @@ pub struct perfbuf_events_opts {
     /// `freq`, `sample_freq`). Its `size` says how much is read. (Added
     /// after `reserved`: older callers' smaller `sz` gives none.)
     pub default_attr: *const perf_event_attr,
+}
+
+/// The `perfbuf_events_opts.flags` bits that name side-band records
+/// (`PERFBUF_EVENTS_SB_*`: [`Sideband`]'s bits, two up).
+const SB_FLAGS: u32 = Sideband::ALL.bits() << 2;
+
+/// The side-band records the flags ask for.
+fn sideband_of_flags(flags: u32) -> Sideband {
+    Sideband::from_bits((flags & SB_FLAGS) >> 2).unwrap_or(Sideband::NONE)
 }
 
 /// `perfbuf_event_desc.kind`: a software event (`config` = `PERF_COUNT_SW_*`).
@@ -362,7 +371,7 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
     else {
         return Ok(b);
     };
-    let known = PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT | super::sideband::SB_FLAGS;
+    let known = PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT | SB_FLAGS;
     if o.flags & !known != 0 || o.reserved != 0 {
         return Err(log::invalid("perfbuf_events_opts: unknown flags"));
     }
@@ -394,7 +403,7 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
         (false, n) => n,
     };
     b = b.pages(pages).inherit(o.flags & PERFBUF_EVENTS_INHERIT != 0);
-    b = b.sideband(super::sideband::sideband_of_flags(o.flags));
+    b = b.sideband(sideband_of_flags(o.flags));
     b = b.wakeup(match (o.wakeup_events, o.wakeup_bytes) {
         (_, n) if n > 0 => Wakeup::Bytes(n),
         (0 | 1, _) => Wakeup::EveryRecord,

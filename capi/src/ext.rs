@@ -6,9 +6,10 @@ use super::abi::{
     perfbuf_opts, perfbuf_print_fn, perfbuf_ring_stats,
 };
 use super::callbacks::CCallbacks;
+use super::ffi::{out_sz, ret_errno, sized_in, write_sized};
 use super::handle::{handle, into_handle, reader_mut, reader_ref};
 use super::libbpf::libbpf_builder;
-use super::{opts, out_sz, ret_errno, sized_in, write_sized};
+use super::opts;
 use crate::error::Result;
 use crate::fallible;
 use crate::log;

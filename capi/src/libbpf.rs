@@ -9,8 +9,9 @@ use super::abi::{
     perf_buffer_sample_fn, perf_event_attr,
 };
 use super::callbacks::CCallbacks;
+use super::ffi::{ret_errno, sized_in};
 use super::handle::{self, into_handle, reader_mut, reader_ref};
-use super::{opts, ret_errno, sized_in};
+use super::opts;
 use crate::error::{Error, Result, set_errno};
 use crate::fallible;
 use crate::kernel::sys::CallerAttr;

@@ -7,7 +7,7 @@
 //! header (larger `sz`) is accepted only if the bytes we do not know are 0.
 
 use super::abi::{PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_OVERWRITE, PERFBUF_ORDER_SAMPLE_TIME};
-use super::{check_tail, field};
+use super::ffi::{check_tail, field};
 use crate::error::Result;
 use crate::log;
 use crate::reader::config::Wakeup;

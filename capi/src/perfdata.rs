@@ -8,9 +8,10 @@
 use crate::abi::perf_buffer;
 use crate::error::{Error, Result};
 use crate::events::{perfbuf_events, set_mut};
+use crate::ffi::ret_errno;
 use crate::handle::{null_with, reader_mut};
 use crate::reader::BatchStop;
-use crate::{kernel, log, ret_errno};
+use crate::{kernel, log};
 use core::ffi::{CStr, c_char, c_int};
 use perfbuf::perfdata::{self, PerfDataWriter};
 use std::ffi::OsStr;

@@ -13,8 +13,9 @@ use super::abi::{
     perfbuf_order_stats,
 };
 use super::callbacks::call_batch_fn;
+use super::ffi::{out_sz, ret_errno, sized_in, write_sized};
 use super::handle::{reader_mut, reader_ref};
-use super::{opts, out_sz, ret_errno, sized_in, write_sized};
+use super::opts;
 use crate::error::Error;
 use crate::reader::BatchStop;
 use crate::reader::order::OrderBy;

@@ -18,8 +18,8 @@
 
 #![allow(non_camel_case_types, reason = "these are the C names libbpf callers use")]
 
+use super::ffi::{check_tail, ret_errno, sized_in};
 use super::handle::null_with;
-use super::{check_tail, ret_errno, sized_in};
 use crate::error::{Error, Result, set_errno};
 use crate::{fallible, log};
 use core::ffi::{c_int, c_uint, c_ulong, c_void};
