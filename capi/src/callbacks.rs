@@ -1,20 +1,18 @@
 //! The one place that calls the caller's C function pointers: the sample,
-//! lost and raw-event callbacks of a buffer, the ordered reader's key
-//! function, and the batch callback.
+//! lost and raw-event callbacks of a buffer (its [`Sink`]), the ordered
+//! reader's key function, and the batch callback.
 
 use super::abi::{
     LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE, perf_buffer_event_fn, perf_buffer_lost_fn,
     perf_buffer_sample_fn, perf_event_header, perfbuf_batch, perfbuf_batch_fn,
 };
-use crate::reader::batch::Batch;
-use crate::reader::deliver::{self, Flow, Halt, Handler};
-use crate::ring::PerfRing;
-use crate::ring::record::DispatchStats;
 use core::ffi::{c_int, c_void};
 use core::ops::ControlFlow;
+use perfbuf::Batch;
+use perfbuf::sink::{Records, Sink, Stop, Taken};
 
 type RawEventFn = unsafe extern "C" fn(*mut c_void, c_int, *mut perf_event_header) -> c_int;
-type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
+pub(crate) type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
 
 /// Which callbacks a buffer delivers to.
 #[derive(Clone, Copy)]
@@ -25,7 +23,7 @@ enum Kind {
     Raw { event: RawEventFn },
 }
 
-/// The C face's handler: the caller's callbacks plus the `ctx` they get.
+/// The C library's sink: the caller's callbacks plus the `ctx` they get.
 pub(crate) struct CCallbacks {
     kind: Kind,
     ctx: *mut c_void,
@@ -78,20 +76,23 @@ impl CCallbacks {
 
 /// A raw callback's `enum bpf_perf_event_ret`, as a drain's flow.
 #[inline(always)]
-fn flow_of(ret: c_int) -> ControlFlow<Halt> {
+fn flow_of(ret: c_int) -> ControlFlow<Stop> {
     match ret {
         LIBBPF_PERF_EVENT_CONT => ControlFlow::Continue(()),
-        LIBBPF_PERF_EVENT_DONE => ControlFlow::Break(Halt::Done),
-        v => ControlFlow::Break(Halt::Code(v)),
+        LIBBPF_PERF_EVENT_DONE => ControlFlow::Break(Stop::Ring),
+        v => ControlFlow::Break(Stop::Read(v)),
     }
 }
 
-impl Handler for CCallbacks {
-    /// The handler is matched once, outside the loop, so the common case
-    /// (a sample callback) runs with the callback and ctx in registers.
+impl Sink for CCallbacks {
+    /// The callbacks are matched once, outside the reader's loop, so the
+    /// common case (a sample callback) runs with the callback and ctx in
+    /// registers.
     #[inline(always)]
-    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
+    fn take(&mut self, records: Records<'_>) -> Taken {
         let ctx = self.ctx;
+        // A perf ring's records always have their CPU.
+        let cpu = records.cpu().map_or(-1, |c| c as c_int);
         let lost_of = |lost: perf_buffer_lost_fn| {
             move |n| {
                 if let Some(cb) = lost {
@@ -101,56 +102,28 @@ impl Handler for CCallbacks {
             }
         };
         match self.kind {
-            Kind::Parsed { sample: Some(cb), lost } => deliver::drain_parsed(
-                ring,
-                head,
-                stats,
+            Kind::Parsed { sample: Some(cb), lost } => records.samples(
                 // SAFETY: per the constructor's contract; `data` lies in the
-                // record, valid until the drain returns. The pointer is mut
-                // only because libbpf's typedef says so.
+                // record, valid until the callback returns. The pointer is
+                // mut only because libbpf's typedef says so.
                 move |data| unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) },
                 lost_of(lost),
             ),
-            Kind::Parsed { sample: None, lost } => deliver::drain_lost_only(ring, head, stats, lost_of(lost)),
-            Kind::Raw { event } => deliver::drain_raw(ring, head, stats, move |rec| {
+            Kind::Parsed { sample: None, lost } => records.samples(|_| {}, lost_of(lost)),
+            Kind::Raw { event } => records.each(move |rec| {
                 // SAFETY: per the constructor's contract; `rec` stays valid and
-                // unchanged until the drain returns. The header pointer is mut
-                // only because libbpf's typedef says so: records are read-only.
+                // unchanged until the callback returns. The header pointer is
+                // mut only because libbpf's typedef says so: records are
+                // read-only.
                 flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
             }),
         }
     }
 
-    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
-        let ctx = self.ctx;
-        match self.kind {
-            Kind::Raw { event } => deliver::deliver_raw(rec, stats, |rec| {
-                // SAFETY: as in `drain`; `rec` is valid for the call.
-                flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
-            }),
-            Kind::Parsed { sample, lost } => deliver::deliver_parsed(
-                rec,
-                stats,
-                &mut |data| {
-                    if let Some(cb) = sample {
-                        // SAFETY: as in `drain`.
-                        unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) }
-                    }
-                },
-                &mut |n| {
-                    if let Some(cb) = lost {
-                        // SAFETY: per the constructor's contract.
-                        unsafe { cb(ctx, cpu, n) }
-                    }
-                },
-            ),
-        }
-    }
-
-    fn order_key(&mut self, cpu: i32, rec: &[u8]) -> u64 {
+    fn order_key(&mut self, cpu: u32, rec: &[u8]) -> u64 {
         match self.key {
             // SAFETY: per `set_key`'s contract; `rec` is valid for the call.
-            Some((f, ctx)) => unsafe { f(ctx, cpu, rec.as_ptr().cast()) },
+            Some((f, ctx)) => unsafe { f(ctx, cpu as c_int, rec.as_ptr().cast()) },
             None => 0,
         }
     }

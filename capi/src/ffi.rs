@@ -3,9 +3,9 @@
 //! caller's `sz`, and libbpf's return conventions (`-errno` with errno
 //! set, NULL with errno).
 
-use crate::error::{Error, Result, set_errno};
-use crate::log;
+use crate::print;
 use core::ffi::{c_int, c_void};
+use perfbuf::{Error, Result};
 
 /// Largest `sz` read from a caller's struct: libbpf's structs are a few
 /// dozen bytes, so a larger value is garbage rather than a newer header.
@@ -23,7 +23,7 @@ pub(crate) unsafe fn sized_in<'a>(ptr: *const c_void) -> Result<Option<&'a [u8]>
     // SAFETY: a non-NULL struct starts with a readable size_t (contract).
     let sz = unsafe { ptr.cast::<usize>().read_unaligned() };
     if sz > MAX_STRUCT_SIZE {
-        return Err(log::invalid("opts size is too large (garbage?)"));
+        return Err(print::invalid("opts size is too large (garbage?)"));
     }
     // SAFETY: readable for `sz` bytes (contract; libbpf reads them too).
     Ok(Some(unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), sz) }))
@@ -34,10 +34,10 @@ pub(crate) unsafe fn sized_in<'a>(ptr: *const c_void) -> Result<Option<&'a [u8]>
 /// the known fields 0 (a newer caller's options must be unused).
 pub(crate) fn check_tail(bytes: &[u8], known: usize, what: &'static str) -> Result<()> {
     if bytes.len() < size_of::<usize>() {
-        return Err(log::invalid(what));
+        return Err(print::invalid(what));
     }
     if bytes.len() > known && bytes[known..].iter().any(|&b| b != 0) {
-        return Err(log::invalid(what));
+        return Err(print::invalid(what));
     }
     Ok(())
 }
@@ -84,8 +84,28 @@ pub(crate) fn ret_errno(result: Result<c_int>) -> c_int {
     match result {
         Ok(v) => v,
         Err(e) => {
-            log::remember(&e);
+            print::remember(&e);
             libbpf_err(e.code())
         }
     }
+}
+
+/// A constructor's failure, as libbpf reports it: NULL with errno set
+/// (and the error's text kept for `perfbuf_last_error`).
+pub(crate) fn null_with<T>(e: &Error) -> *mut T {
+    print::remember(e);
+    set_errno(e.errno());
+    core::ptr::null_mut()
+}
+
+/// Sets the calling thread's `errno`.
+pub(crate) fn set_errno(value: c_int) {
+    // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// The calling thread's `errno`.
+pub(crate) fn get_errno() -> c_int {
+    // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+    unsafe { *libc::__errno_location() }
 }

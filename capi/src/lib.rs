@@ -3,14 +3,19 @@
 //! [`records`], [`decode`], [`events`]), and the only code that knows
 //! errno, C structs and C function pointers. It builds `libperfbuf.so`,
 //! `libperfbuf.a` and `include/perfbuf.h` (by cbindgen, in `build.rs`) from
-//! the Rust core, the `perfbuf` crate, whose building blocks it reaches
-//! through that crate's `c-face` feature.
+//! the Rust core, the `perfbuf` crate, through its public API: a `struct
+//! perf_buffer` is a [`perfbuf::Reader`] whose [`perfbuf::Sink`] is the
+//! caller's callbacks ([`callbacks`]), built with the same
+//! [`perfbuf::Builder`] the Rust face uses; what only libbpf's C API needs
+//! (a raw map fd, the caller's attr, errno left at ENOENT...) comes from
+//! the core's hidden `perfbuf::libbpf_compat`. The C library's own state
+//! (where messages go, each thread's last error: [`print`]) and its
+//! handles ([`handle`]) live here.
 //!
 //! Every exported function is a short shim: check pointers, turn the
-//! caller's structs into Rust values, call the reader through the same
-//! [`perf_buffer::Builder`] and methods the Rust face uses, and map the result
+//! caller's structs into Rust values, call the reader, and map the result
 //! to libbpf's conventions (NULL + errno from constructors, `-errno` with
-//! errno set from the rest).
+//! errno set from the rest: [`ffi`]).
 //!
 //! # Safety vocabulary (used by every `extern "C"` function)
 //! - *a live handle*: NULL, or a pointer returned by a constructor
@@ -32,24 +37,8 @@
 // workspace's Cargo.toml), and since Rust 1.81 a panic escaping an
 // `extern "C"` function aborts rather than unwinding, whatever the profile.
 
-// The core's modules, under the names the shims use.
-use perfbuf::kernel::fallible;
-use perfbuf::{error, kernel, log, perf_buffer, reader, ring};
-
-/// Messages go to stderr by default, as libbpf's do, from the moment the
-/// library is loaded (linked, `LD_PRELOAD`ed or `dlopen`ed); the Rust
-/// crate alone prints nothing.
-extern "C" fn print_like_libbpf() {
-    log::print_to_stderr_by_default();
-}
-
-// SAFETY: .init_array holds pointers to functions the loader calls with no
-// arguments at load time; `print_like_libbpf` is one, and only stores a flag.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static PRINT_LIKE_LIBBPF: extern "C" fn() = print_like_libbpf;
-
 pub(crate) mod abi;
+pub(crate) mod buffer;
 pub(crate) mod callbacks;
 pub(crate) mod decode;
 pub(crate) mod events;
@@ -60,6 +49,7 @@ pub(crate) mod libbpf;
 pub(crate) mod names;
 pub(crate) mod opts;
 pub(crate) mod perfdata;
+pub(crate) mod print;
 pub(crate) mod records;
 pub(crate) mod ring_buffer;
 pub(crate) mod sideband;

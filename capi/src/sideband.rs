@@ -9,11 +9,11 @@ use super::abi::perf_event_header;
 use super::decode::{parse_decode_attr, record_bytes};
 use super::events::{perfbuf_events, set_ref};
 use super::ffi::{out_sz, ret_errno, sized_in, write_sized};
-use crate::error::{Error, Result};
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::offset_of;
 use perfbuf::decode::{self, Body, DecodeAttr, FileId, Record};
 use perfbuf::events::Sideband;
+use perfbuf::{Error, Result};
 
 /// `perfbuf_events_opts.flags`: `PERF_RECORD_COMM` (with
 /// `PERFBUF_SIDEBAND_F_EXEC` when exec set the name).

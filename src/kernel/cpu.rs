@@ -1,7 +1,7 @@
 //! CPU masks from sysfs and the page size, cached like libbpf caches them.
 
-use crate::error::{Error, Result};
 use super::fallible;
+use crate::error::{Error, Result};
 use crate::log;
 use once_cell::sync::OnceCell;
 

@@ -6,8 +6,8 @@
 //! NULL with ENOMEM as libbpf does. Each call is also the fault point
 //! `"alloc"`, which the fault test fails in turn.
 
-use crate::error::{Error, Result};
 use super::fault;
+use crate::error::{Error, Result};
 
 /// An empty vector with room for `capacity` elements.
 pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
@@ -33,7 +33,6 @@ pub fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T
 }
 
 /// `Box::new(value)`, or ENOMEM.
-#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
 pub fn boxed<T>(value: T) -> Result<Box<T>> {
     let mut v = vec_with_capacity(1)?;
     v.push(value);

@@ -10,7 +10,7 @@
 use crate::error::Result;
 
 #[cfg(feature = "fault-injection")]
-pub use injected::{POINTS, arm, armed, online, set_online};
+pub use injected::{arm, armed, online, set_online};
 
 /// Fails here when a test armed this point (feature `fault-injection`);
 /// nothing at all without the feature.
@@ -28,7 +28,7 @@ mod injected {
     use std::sync::Mutex;
 
     /// The failure points, named after the [`crate::kernel::sys`] wrappers.
-    pub const POINTS: &[&str] = &[
+    const POINTS: &[&str] = &[
         "epoll_create",
         "perf_event_open",
         "mmap",

@@ -9,9 +9,9 @@
 
 pub mod clock;
 pub mod cpu;
-pub mod fallible;
 #[cfg(test)]
 pub mod fake;
+pub mod fallible;
 pub mod fault;
 pub mod quiesce;
 pub mod sys;

@@ -59,7 +59,6 @@ pub const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 /// Longest build id the kernel writes (`BUILD_ID_SIZE_MAX`).
 pub const BUILD_ID_SIZE_MAX: usize = 20;
 
-
 /// Byte offset of `data_head` in `struct perf_event_mmap_page`.
 pub const MMAP_PAGE_DATA_HEAD: usize = 1024;
 /// Byte offset of `data_tail` in `struct perf_event_mmap_page`.

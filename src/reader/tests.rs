@@ -31,8 +31,8 @@ impl Fx {
         o
     }
 
-    fn open(&self, f: impl FnOnce(&mut Options)) -> Reader<Collect> {
-        Reader::open(self.options(f), Collect::default()).expect("open")
+    fn open(&self, f: impl FnOnce(&mut Options)) -> RingSet<Collect> {
+        RingSet::open(self.options(f), Collect::default()).expect("open")
     }
 
     /// `n` 16-byte samples on `cpu` whose first 8 bytes count from `first`;
@@ -72,7 +72,7 @@ fn now() -> Moment {
 }
 
 /// `per_ms` records a millisecond on `cpu` for `ms`, polled each millisecond.
-fn stream<H: Handler>(fx: &Fx, r: &mut Reader<H>, cpu: i32, per_ms: u64, ms: u64) {
+fn stream<H: Handler>(fx: &Fx, r: &mut RingSet<H>, cpu: i32, per_ms: u64, ms: u64) {
     for i in 0..ms {
         fx.emit(cpu, per_ms, i * per_ms);
         advance(MS);
@@ -80,7 +80,7 @@ fn stream<H: Handler>(fx: &Fx, r: &mut Reader<H>, cpu: i32, per_ms: u64, ms: u64
     }
 }
 
-fn stamps(r: &Reader<Collect>) -> Vec<u64> {
+fn stamps(r: &RingSet<Collect>) -> Vec<u64> {
     r.handler.0.iter().map(|&(_, s)| s).collect()
 }
 
@@ -104,7 +104,7 @@ fn offline_cpus_get_no_ring_unless_named() {
     assert_eq!((r.buffer_cnt(), r.cpu_of(1).unwrap()), (2, 2));
     drop(r);
     // Raw mode's explicit pairs are opened as given: an offline CPU fails.
-    let e = Reader::open(
+    let e = RingSet::open(
         fx.options(|o| o.cpus = config::CpuSelection::Explicit(vec![(1, 1)])),
         Collect::default(),
     );
@@ -173,14 +173,14 @@ fn stopper(stop_at: usize, halt: Halt) -> Stopper {
 fn callbacks_stop_as_in_libbpf() {
     let fx = kernel(2, |_| ());
     // DONE stops the ring quietly; poll goes on with the next.
-    let mut r = Reader::open(fx.options(|_| ()), stopper(2, Halt::Done)).unwrap();
+    let mut r = RingSet::open(fx.options(|_| ()), stopper(2, Halt::Done)).unwrap();
     fx.emit(0, 5, 0);
     fx.emit(1, 5, 0);
     assert_eq!(r.poll(0).unwrap(), 2);
     assert_eq!(r.handler.inner.0.len(), 7, "2 from ring 0, then all 5 of ring 1");
     drop(r);
     // Another value stops the poll and is returned as is.
-    let mut r = Reader::open(fx.options(|_| ()), stopper(1, Halt::Code(5))).unwrap();
+    let mut r = RingSet::open(fx.options(|_| ()), stopper(1, Halt::Code(5))).unwrap();
     fx.emit(0, 2, 0);
     let e = r.poll(0).unwrap_err();
     assert_eq!((e.code(), e.kind()), (5, crate::ErrorKind::Stopped(5)));
@@ -271,7 +271,7 @@ fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
 #[test]
 fn a_reader_busy_draining_goes_back_per_record() {
     let fx = kernel(1, |_| ());
-    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    let mut r = RingSet::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
     stream(&fx, &mut r, 0, 100, 60);
     assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // Each record now costs 20 us: 200 a millisecond take 4 ms to read.
@@ -286,7 +286,7 @@ fn a_reader_busy_draining_goes_back_per_record() {
 #[test]
 fn a_backlog_growing_during_a_drain_goes_back_per_record_within_it() {
     let fx = kernel(1, |_| ());
-    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    let mut r = RingSet::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
     stream(&fx, &mut r, 0, 100, 60);
     assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // The producer writes 5 records for each one the reader reads: within
@@ -498,7 +498,7 @@ fn ordering_stands_the_fast_mode_down_and_delivers_leftovers_first() {
 
 /// A 1-page ring on CPU 0 overflowed by 1,000 samples and drained: how
 /// many the kernel refused.
-fn overflow_and_drain(fx: &Fx, r: &mut Reader<Collect>) -> u64 {
+fn overflow_and_drain(fx: &Fx, r: &mut RingSet<Collect>) -> u64 {
     let refused = fx.emit(0, 1000, 0);
     assert!(refused > 0, "a 1-page ring must overflow");
     r.consume().expect("consume");

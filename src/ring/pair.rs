@@ -180,11 +180,7 @@ impl CpuRings {
 
     /// Drains the spill ring alone, once the map slot has left it for
     /// good: what it holds is older than anything the caller's ring gets.
-    pub fn drain_spill<B, F>(
-        &mut self,
-        stats: &mut DispatchStats,
-        mut drain: F,
-    ) -> ControlFlow<Stop<B>>
+    pub fn drain_spill<B, F>(&mut self, stats: &mut DispatchStats, mut drain: F) -> ControlFlow<Stop<B>>
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
     {

@@ -37,7 +37,7 @@ impl EventSetBuilder {
     /// [`Self::inherit`], their children's too). They flow from the moment
     /// the set is built, whatever events are enabled, each with the
     /// `sample_id` trailer (pid, tid, time, CPU) that orders it with the
-    /// samples; readers get them as [`super::EventRecord::Sideband`]. The
+    /// samples; readers get them as [`crate::events::EventRecord::Sideband`]. The
     /// kernel counts only samples towards a wake-up, so with the default
     /// [`Wakeup::EveryRecord`] the rings wake the reader at every byte
     /// written instead (a 1-byte watermark); with batching, the delay bound
@@ -48,7 +48,7 @@ impl EventSetBuilder {
     }
 
     /// The attr fields every event added without its own attr (every
-    /// kind but [`Event::raw`]) takes: `sample_type` bits (added to the
+    /// kind but [`crate::events::Event::raw`]) takes: `sample_type` bits (added to the
     /// event's), the exclusion flags (`exclude_user`, `exclude_kernel`,
     /// `exclude_hv`, `exclude_idle`, `exclude_host`, `exclude_guest`,
     /// `exclude_callchain_*`), `inherit`, `sample_regs_user`,
