@@ -26,4 +26,4 @@ pub use desc::{Event, EventId, Sampling, Target};
 pub(crate) use set::AddObserver;
 pub use set::{EventInfo, EventKind, EventSet, EventSetBuilder};
 pub use sideband::Sideband;
-pub use table::{Decoder, EventRecord, EventSample};
+pub use table::{Decoder, EventRecord, EventSample, Whole};
