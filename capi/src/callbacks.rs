@@ -6,12 +6,15 @@ use super::abi::{
     LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE, perf_buffer_event_fn, perf_buffer_lost_fn,
     perf_buffer_sample_fn, perf_event_header, perfbuf_batch, perfbuf_batch_fn,
 };
+use super::event_records::{self, perfbuf_event_record};
 use core::ffi::{c_int, c_void};
 use core::ops::ControlFlow;
 use perfbuf::Batch;
+use perfbuf::events::Decoder;
 use perfbuf::sink::{Records, Sink, Stop, Taken};
 
 type RawEventFn = unsafe extern "C" fn(*mut c_void, c_int, *mut perf_event_header) -> c_int;
+type RecordFn = unsafe extern "C" fn(*mut c_void, *const perfbuf_event_record) -> c_int;
 pub(crate) type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
 
 /// Which callbacks a buffer delivers to.
@@ -21,6 +24,9 @@ enum Kind {
     Parsed { sample: perf_buffer_sample_fn, lost: perf_buffer_lost_fn },
     /// `perf_buffer__new_raw` with an `event_cb`: every record as is.
     Raw { event: RawEventFn },
+    /// `perfbuf_events_decoded_reader`: every record finished by the
+    /// set's decoder.
+    Decoded { record: RecordFn },
 }
 
 /// The C library's sink: the caller's callbacks plus the `ctx` they get.
@@ -29,6 +35,8 @@ pub(crate) struct CCallbacks {
     ctx: *mut c_void,
     /// The ordered reader's key function and its ctx.
     key: Option<(KeyFn, *mut c_void)>,
+    /// With [`Kind::Decoded`]: the set's decoder.
+    decoder: Option<Decoder>,
 }
 
 // SAFETY: the callbacks and ctx belong to the caller, who moves the buffer
@@ -48,7 +56,7 @@ impl CCallbacks {
         lost: perf_buffer_lost_fn,
         ctx: *mut c_void,
     ) -> Self {
-        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None }
+        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None, decoder: None }
     }
 
     /// Callbacks for `perf_buffer__new_raw`; without an `event_cb` samples and
@@ -61,7 +69,17 @@ impl CCallbacks {
             Some(event) => Kind::Raw { event },
             None => Kind::Parsed { sample: None, lost: None },
         };
-        CCallbacks { kind, ctx, key: None }
+        CCallbacks { kind, ctx, key: None, decoder: None }
+    }
+
+    /// The callback of `perfbuf_events_decoded_reader`, with the set's
+    /// decoder.
+    ///
+    /// # Safety
+    /// `record` must be safe to call with `ctx` and a record valid for the
+    /// duration of the call, for as long as the buffer lives.
+    pub(crate) unsafe fn decoded(record: RecordFn, ctx: *mut c_void, decoder: Decoder) -> Self {
+        CCallbacks { kind: Kind::Decoded { record }, ctx, key: None, decoder: Some(decoder) }
     }
 
     /// The ordered reader's key function, from now on.
@@ -117,6 +135,13 @@ impl Sink for CCallbacks {
                 // read-only.
                 flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
             }),
+            Kind::Decoded { record } => {
+                let Some(decoder) = &self.decoder else { return records.each(|_| ControlFlow::Continue(())) };
+                let cpu = cpu as u32;
+                // SAFETY: per the constructor's contract; `rec` stays valid
+                // until the callback returns.
+                records.each(|rec| flow_of(unsafe { event_records::deliver(record, ctx, decoder, cpu, rec) }))
+            }
         }
     }
 

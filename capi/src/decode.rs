@@ -329,6 +329,14 @@ pub fn to_c(rec: &Record<'_>, sz: usize) -> perfbuf_sample {
     o
 }
 
+/// A decoded sample (whose record's header is `header`) as the C struct.
+pub(crate) fn sample_to_c(header: decode::Header, s: &decode::Sample<'_>, sz: usize) -> perfbuf_sample {
+    let mut o = perfbuf_sample::empty(sz);
+    (o.record_type, o.misc, o.size, o.present) = (header.type_, header.misc, header.size, s.sample_type);
+    fill_sample(&mut o, s);
+    o
+}
+
 fn fill_sample(o: &mut perfbuf_sample, s: &decode::Sample<'_>) {
     let tid = s.tid.unwrap_or_default();
     let cpu = s.cpu.unwrap_or_default();

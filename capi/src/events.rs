@@ -6,7 +6,7 @@
 #![allow(non_camel_case_types, reason = "C names")]
 
 use super::abi::{perf_buffer, perf_buffer_event_fn, perf_event_attr, perf_event_header};
-use super::buffer::into_handle;
+use super::buffer::{Buffer, into_handle};
 use super::callbacks::CCallbacks;
 use super::decode::{
     c_decode_attr, decode_to_c, perf_event_attr_bytes, perfbuf_decode_attr, perfbuf_sample, record_bytes,
@@ -736,8 +736,10 @@ pub unsafe extern "C" fn perfbuf_events_read(
 /// `perfbuf_*` / `perf_buffer__*` reading function (poll, consume, batch,
 /// `perfbuf_set_order` with `PERFBUF_ORDER_SAMPLE_TIME`, stats...), freed
 /// with `perfbuf_free`. `event_cb` gets each record whole; decode it with
-/// `perfbuf_events_decode`. Once per set (EBUSY after); EINVAL for a set
-/// without rings. Returns NULL with errno on failure.
+/// `perfbuf_events_decode` (or read the set with
+/// `perfbuf_events_decoded_reader`, whose callback gets every record
+/// decoded). Once per set (EBUSY after); EINVAL for a set without rings.
+/// Returns NULL with errno on failure.
 ///
 /// # Safety
 /// `set` is NULL or a live set; `event_cb` and `ctx` as for
@@ -756,12 +758,17 @@ pub unsafe extern "C" fn perfbuf_events_reader(
         if event_cb.is_none() {
             return Err(print::invalid("perfbuf_events_reader needs an event_cb"));
         }
-        set.reader_with(callbacks).map_err(|e| match e.errno() {
-            // A set without rings, said in the C header's words.
-            libc::EINVAL => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
-            _ => e,
-        })
+        reader_of(set, callbacks)
     })())
+}
+
+/// The reader of `set`'s rings, delivering to `callbacks`.
+pub(crate) fn reader_of(set: &mut EventSet, callbacks: CCallbacks) -> Result<Buffer> {
+    set.reader_with(callbacks).map_err(|e| match e.errno() {
+        // A set without rings, said in the C header's words.
+        libc::EINVAL => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
+        _ => e,
+    })
 }
 
 /// Decodes record `rec` (`rec_len` readable bytes) of the set's rings

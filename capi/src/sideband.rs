@@ -199,7 +199,7 @@ impl perfbuf_sideband {
 }
 
 /// Converts a decoded side-band record; EOPNOTSUPP for another kind.
-fn to_c(rec: &Record<'_>, sz: usize) -> Result<perfbuf_sideband> {
+pub(crate) fn to_c(rec: &Record<'_>, sz: usize) -> Result<perfbuf_sideband> {
     if !rec.is_sideband() {
         return Err(Error::from_errno(libc::EOPNOTSUPP));
     }
