@@ -1,7 +1,8 @@
 //! The perf and BPF uapi constants this crate uses, in one place
 //! (`include/uapi/linux/perf_event.h`, `bpf.h`): record types and their
 //! `misc` bits, the control page's offsets, event types and configs,
-//! `PERF_SAMPLE_*`, `PERF_FORMAT_*`, `perf_event_attr` flag bits, ioctls.
+//! `PERF_SAMPLE_*`, `PERF_FORMAT_*`, `perf_event_attr` flag bits, ioctls,
+//! BPF map types and the ring buffer's record header bits.
 //! Re-exported by `kernel`; the public ones again by `perfbuf::uapi` and
 //! `perfbuf::decode`.
 
@@ -215,3 +216,11 @@ pub const PERF_FLAG_PID_CGROUP: u64 = 1 << 2;
 pub const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 /// `BPF_MAP_TYPE_RINGBUF` (Linux 5.8).
 pub const BPF_MAP_TYPE_RINGBUF: u32 = 27;
+/// `BPF_RINGBUF_BUSY_BIT`: set in a ring buffer record header's `len`
+/// while the producer is still writing the record.
+pub const BPF_RINGBUF_BUSY_BIT: u32 = 1 << 31;
+/// `BPF_RINGBUF_DISCARD_BIT`: set in its `len` when the producer
+/// discarded the record.
+pub const BPF_RINGBUF_DISCARD_BIT: u32 = 1 << 30;
+/// `BPF_RINGBUF_HDR_SZ`: size of a ring buffer record's header.
+pub const BPF_RINGBUF_HDR_SZ: u64 = 8;
