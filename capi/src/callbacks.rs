@@ -6,15 +6,15 @@ use super::abi::{
     LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE, perf_buffer_event_fn, perf_buffer_lost_fn,
     perf_buffer_sample_fn, perf_event_header, perfbuf_batch, perfbuf_batch_fn,
 };
-use super::event_records::{self, perfbuf_event_record};
 use core::ffi::{c_int, c_void};
 use core::ops::ControlFlow;
 use perfbuf::Batch;
-use perfbuf::events::Decoder;
 use perfbuf::sink::{Records, Sink, Stop, Taken};
 
 type RawEventFn = unsafe extern "C" fn(*mut c_void, c_int, *mut perf_event_header) -> c_int;
-type RecordFn = unsafe extern "C" fn(*mut c_void, *const perfbuf_event_record) -> c_int;
+/// A decoded reader's work for one whole record of a CPU's ring: decode
+/// it and call the caller's callback, returning its answer.
+pub(crate) type DecodedFn = Box<dyn FnMut(u32, &[u8]) -> c_int>;
 pub(crate) type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
 
 /// Which callbacks a buffer delivers to.
@@ -25,8 +25,8 @@ enum Kind {
     /// `perf_buffer__new_raw` with an `event_cb`: every record as is.
     Raw { event: RawEventFn },
     /// `perfbuf_events_decoded_reader`: every record finished by the
-    /// set's decoder.
-    Decoded { record: RecordFn },
+    /// set's decoder (`CCallbacks::decoded`).
+    Decoded,
 }
 
 /// The C library's sink: the caller's callbacks plus the `ctx` they get.
@@ -35,8 +35,8 @@ pub(crate) struct CCallbacks {
     ctx: *mut c_void,
     /// The ordered reader's key function and its ctx.
     key: Option<(KeyFn, *mut c_void)>,
-    /// With [`Kind::Decoded`]: the set's decoder.
-    decoder: Option<Decoder>,
+    /// With [`Kind::Decoded`]: what each record goes through.
+    decoded: Option<DecodedFn>,
 }
 
 // SAFETY: the callbacks and ctx belong to the caller, who moves the buffer
@@ -56,7 +56,7 @@ impl CCallbacks {
         lost: perf_buffer_lost_fn,
         ctx: *mut c_void,
     ) -> Self {
-        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None, decoder: None }
+        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None, decoded: None }
     }
 
     /// Callbacks for `perf_buffer__new_raw`; without an `event_cb` samples and
@@ -69,17 +69,13 @@ impl CCallbacks {
             Some(event) => Kind::Raw { event },
             None => Kind::Parsed { sample: None, lost: None },
         };
-        CCallbacks { kind, ctx, key: None, decoder: None }
+        CCallbacks { kind, ctx, key: None, decoded: None }
     }
 
-    /// The callback of `perfbuf_events_decoded_reader`, with the set's
-    /// decoder.
-    ///
-    /// # Safety
-    /// `record` must be safe to call with `ctx` and a record valid for the
-    /// duration of the call, for as long as the buffer lives.
-    pub(crate) unsafe fn decoded(record: RecordFn, ctx: *mut c_void, decoder: Decoder) -> Self {
-        CCallbacks { kind: Kind::Decoded { record }, ctx, key: None, decoder: Some(decoder) }
+    /// The callbacks of `perfbuf_events_decoded_reader`: `f` decodes each
+    /// record and calls the caller's callback with it.
+    pub(crate) fn decoded(f: DecodedFn) -> Self {
+        CCallbacks { kind: Kind::Decoded, ctx: core::ptr::null_mut(), key: None, decoded: Some(f) }
     }
 
     /// The ordered reader's key function, from now on.
@@ -135,12 +131,12 @@ impl Sink for CCallbacks {
                 // read-only.
                 flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
             }),
-            Kind::Decoded { record } => {
-                let Some(decoder) = &self.decoder else { return records.each(|_| ControlFlow::Continue(())) };
+            Kind::Decoded => {
                 let cpu = cpu as u32;
-                // SAFETY: per the constructor's contract; `rec` stays valid
-                // until the callback returns.
-                records.each(|rec| flow_of(unsafe { event_records::deliver(record, ctx, decoder, cpu, rec) }))
+                match &mut self.decoded {
+                    Some(f) => records.each(|rec| flow_of(f(cpu, rec))),
+                    None => records.each(|_| ControlFlow::Continue(())),
+                }
             }
         }
     }

@@ -638,7 +638,7 @@ pub fn c_decode_attr(a: &DecodeAttr, sz: usize) -> perfbuf_decode_attr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::get_errno;
+    use crate::errno::get_errno;
     use perfbuf::decode::*;
 
     /// An 8-aligned record built from words (header word first).

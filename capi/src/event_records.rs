@@ -19,6 +19,7 @@ use core::mem::{offset_of, size_of};
 use perfbuf::Error;
 use perfbuf::decode::{self, DecodeError};
 use perfbuf::events::{Decoder, EventRecord, Whole};
+use perfbuf::libbpf_compat::boxed;
 
 /// `perfbuf_event_record.kind`: a sample of event `event`, decoded in
 /// `sample`.
@@ -109,9 +110,11 @@ pub unsafe extern "C" fn perfbuf_events_decoded_reader(
         let Some(f) = record_fn else {
             return Err(print::invalid("perfbuf_events_decoded_reader needs a record_fn"));
         };
-        // SAFETY: the callback's contract is this function's.
-        let callbacks = unsafe { CCallbacks::decoded(f, ctx, set.decoder()) };
-        super::events::reader_of(set, callbacks)
+        let decoder = set.decoder();
+        // SAFETY: per this function's contract, `f` is callable with `ctx`
+        // and a record valid for the call while the reader lives.
+        let each = boxed(move |cpu, rec: &[u8]| unsafe { deliver(f, ctx, &decoder, cpu, rec) })?;
+        super::events::reader_of(set, CCallbacks::decoded(each))
     })())
 }
 
@@ -128,7 +131,7 @@ struct Finished {
 /// # Safety
 /// `f` is callable with `ctx` and a record valid for the call.
 #[inline(never)]
-pub(crate) unsafe fn deliver(
+unsafe fn deliver(
     f: unsafe extern "C" fn(*mut c_void, *const perfbuf_event_record) -> c_int,
     ctx: *mut c_void,
     decoder: &Decoder,

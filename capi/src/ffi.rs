@@ -3,6 +3,7 @@
 //! caller's `sz`, and libbpf's return conventions (`-errno` with errno
 //! set, NULL with errno).
 
+pub(crate) use crate::errno::set_errno;
 use crate::print;
 use core::ffi::{c_int, c_void};
 use perfbuf::{Error, Result};
@@ -96,16 +97,4 @@ pub(crate) fn null_with<T>(e: &Error) -> *mut T {
     print::remember(e);
     set_errno(e.errno());
     core::ptr::null_mut()
-}
-
-/// Sets the calling thread's `errno`.
-pub(crate) fn set_errno(value: c_int) {
-    // SAFETY: __errno_location returns a valid pointer to this thread's errno.
-    unsafe { *libc::__errno_location() = value };
-}
-
-/// The calling thread's `errno`.
-pub(crate) fn get_errno() -> c_int {
-    // SAFETY: __errno_location returns a valid pointer to this thread's errno.
-    unsafe { *libc::__errno_location() }
 }

@@ -41,6 +41,7 @@ pub(crate) mod abi;
 pub(crate) mod buffer;
 pub(crate) mod callbacks;
 pub(crate) mod decode;
+pub(crate) mod errno;
 pub(crate) mod event_records;
 pub(crate) mod events;
 pub(crate) mod ext;

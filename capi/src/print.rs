@@ -6,7 +6,7 @@
 //! library installs it as the core's log destination when it is loaded.
 
 use super::abi::{PERFBUF_DEBUG, PERFBUF_INFO, PERFBUF_WARN, perfbuf_print_fn};
-use super::ffi::{get_errno, set_errno};
+use super::errno::{get_errno, set_errno};
 use core::ffi::{c_char, c_int, c_void};
 use core::fmt::Arguments;
 use perfbuf::libbpf_compat::format_into;
