@@ -77,7 +77,7 @@ controls-test: $(BUILD)/controls_test
 	$(BUILD)/controls_test
 
 # Event sets on the real kernel: tracepoints, probes, targets, a profiler.
-$(BUILD)/events_test: c-tests/events_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+$(BUILD)/events_test: c-tests/events_test.c c-tests/offset_target.h $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/events_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL) -lpthread
 
 events-test: $(BUILD)/events_test $(BUILD)/profile.bpf.o tracefs
@@ -90,7 +90,7 @@ $(BUILD)/sideband_test: c-tests/sideband_test.c $(TESTUTIL) c-tests/testutil.h i
 sideband-test: $(BUILD)/sideband_test tracefs
 	$(BUILD)/sideband_test
 
-$(BUILD)/probe_args_test: c-tests/probe_args_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
+$(BUILD)/probe_args_test: c-tests/probe_args_test.c c-tests/offset_target.h $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ c-tests/probe_args_test.c $(TESTUTIL) -lbpf -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
 
 # Probes with fetch arguments (tracefs dynamic events) through the C face.
@@ -292,6 +292,9 @@ perfdata-test: $(BUILD)/record $(BUILD)/spinner tracefs
 	perf report --stdio -i $(BUILD)/record.data --comms spinner --sort comm,dso,sym -g none --no-children 2>/dev/null \
 		| grep -m1 '%' | grep -q 'spinner .* \[\.\] perfbuf_spin_here'
 	test "$$(perf script -i $(BUILD)/record.data -F event 2>/dev/null | grep -c 'sched:sched_process_exec')" -ge 1
+	@# Each 999 Hz sample stands for about 1 ms of CPU clock (perf record's 1001001 ns), not for 999.
+	perf script -i $(BUILD)/record.data -F event,period 2>/dev/null | awk '$$2 == "cpu-clock:" { n++; low += $$1 < 100000 } \
+		END { printf "perfdata-test: %d cpu-clock samples, %d with a period under 100000 ns\n", n, low; exit !(n > 0 && low == 0) }'
 	@echo "perfdata-test: perf report and perf script read the C example's file"
 
 $(BUILD)/decode_test: c-tests/decode_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)

@@ -556,9 +556,12 @@ static unsigned long long emit_fast(struct perf_buffer *pb, double ms)
 {
 	unsigned long long produced = 0;
 	double t0 = now_ms();
+	/* 20 records per call, then a poll: the records of a call wait for
+	 * it (the fast mode batches a reader only while records wait little
+	 * for it). */
 	while (now_ms() - t0 < ms) {
-		emit(0, 16, 1, 1000, NULL);
-		produced += 1000;
+		emit(0, 16, 1, 20, NULL);
+		produced += 20;
 		perf_buffer__poll(pb, 0);
 	}
 	return produced;
@@ -696,21 +699,29 @@ static void stall(unsigned n)
 		emit(0, 16, (uint8_t)i, 1, NULL);
 }
 
-/* The fast mode's spill ring: from the start, a CPU's records go to a ring
- * 16 times the caller's, so a stall of 1000 records, 8 times what the
- * caller's 1-page ring holds, loses nothing and keeps the order. Pausing
- * covers the spill ring. A caller that starts reading its ring itself gets
- * the records there from then on, and what the spill ring failed to write
- * is still reported exactly. A caller that reads its ring from the start
- * gets libbpf's ring, which overflows as libbpf's does. */
+/* The fast mode's spill ring: a CPU gets one when it first batches or when
+ * a drain finds the caller's ring half full (before that it has libbpf's
+ * event and ring only); from then on its records go to a ring 16 times the
+ * caller's, so a stall of 1000 records, 8 times what the caller's 1-page
+ * ring holds, loses nothing and keeps the order. Pausing covers the spill
+ * ring. A caller that starts reading its ring itself gets the records
+ * there from then on, and what the spill ring failed to write is still
+ * reported exactly. A caller that reads its ring from the start gets
+ * libbpf's ring, which overflows as libbpf's does. */
 static void test_spill(void)
 {
 	setenv("PERFBUF_ADAPTIVE", "1", 1); /* the opt-in */
 	struct counts c = {0};
 	struct perf_buffer *pb = perf_buffer__new(prod.map_fd, 1, on_sample, on_lost, &c, NULL);
 	EXPECT(pb, "new");
-	EXPECT(ring_figures(pb, 0).spill_size == 16 * 4096, "spill ring of %llu bytes",
+	EXPECT(ring_figures(pb, 0).spill_size == 0, "a spill ring of %llu bytes before any need",
 	       (unsigned long long)ring_figures(pb, 0).spill_size);
+	stall(80); /* more than half of the 128-record ring */
+	perf_buffer__consume(pb);
+	EXPECT(c.samples == 80 && ring_figures(pb, 0).spill_size == 16 * 4096,
+	       "half a ring: delivered %u, spill ring of %llu bytes", c.samples,
+	       (unsigned long long)ring_figures(pb, 0).spill_size);
+	memset(&c, 0, sizeof(c));
 	stall(1000);
 	perf_buffer__consume(pb);
 	unsigned in_order = 0;

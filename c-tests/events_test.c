@@ -1,8 +1,10 @@
 /* Event sets on the real kernel: tracepoints with decoded fields, filters,
- * enable/disable and time order across CPUs; uprobes and uretprobes; the
+ * enable/disable and time order across CPUs; uprobes and uretprobes, at
+ * a symbol, inside a function and at file offsets; the
  * kprobe PMU or the clear error without it; pid and cgroup targets; a
  * profiler (hardware cycles or the software fallback, a BPF program on
- * every CPU, deferred enable); lost records; counter groups; events added
+ * every CPU, deferred enable); lost records; another tool's BPF program on
+ * a tracepoint, named; counter groups; events added
  * and removed while reading; errors. Needs root and tracefs (mounted here
  * if missing); under CI=true nothing is skipped.
  * usage: events_test PROFILE_BPF_OBJ */
@@ -19,12 +21,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "offset_target.h"
 #include "testutil.h"
 
 #define MAX_RECS 20000
@@ -312,6 +316,80 @@ static void test_uprobes(void)
 	EXPECT(perfbuf_events_add(set, &d) == -ENOENT, "missing symbol: %s", perfbuf_last_error());
 	d.name = "/nonexistent/binary";
 	EXPECT(perfbuf_events_add(set, &d) == -ENOENT, "missing binary: %s", perfbuf_last_error());
+	perfbuf_free(pb);
+	perfbuf_events_free(set);
+	free(c);
+	EXPECT(count_open_fds() == fds, "fds %d -> %d", fds, count_open_fds());
+}
+
+static struct perfbuf_event_desc uprobe_desc(const char *symbol, uint64_t offset, int retprobe)
+{
+	return (struct perfbuf_event_desc){
+		.sz = sizeof(struct perfbuf_event_desc),
+		.kind = PERFBUF_EVENT_UPROBE,
+		.name = exe,
+		.symbol = symbol,
+		.offset = offset,
+		.flags = retprobe ? PERFBUF_EVENT_F_RETPROBE : 0,
+	};
+}
+
+/* Uprobes inside a function land there: at SYMBOL+4, at the file offset
+ * of that instruction, and a uretprobe at the function's file offset; a
+ * uretprobe inside a function and an offset past its end are -EINVAL,
+ * naming the probe. */
+static void test_uprobe_offsets(void)
+{
+	int fds = count_open_fds();
+	struct perfbuf_events *set = must_new(NULL);
+	uint64_t entry = (uint64_t)(uintptr_t)&perfbuf_offset_target, inside = entry + OFFSET_INSIDE;
+	uint64_t file_entry = exe_file_offset((const void *)(uintptr_t)entry);
+	EXPECT(file_entry != 0, "no mapping of %s holds %#llx", exe, (unsigned long long)entry);
+	struct perfbuf_event_desc d = uprobe_desc("perfbuf_offset_target", OFFSET_INSIDE, 0);
+	int at_symbol = perfbuf_events_add(set, &d);
+	d = uprobe_desc(NULL, file_entry + OFFSET_INSIDE, 0);
+	int at_file_offset = perfbuf_events_add(set, &d);
+	d = uprobe_desc(NULL, file_entry, 1);
+	int ret = perfbuf_events_add(set, &d);
+	EXPECT(at_symbol >= 0 && at_file_offset >= 0 && ret >= 0, "add: %s", perfbuf_last_error());
+
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "uretprobe %s:perfbuf_offset_target+0x4", exe);
+	d = uprobe_desc("perfbuf_offset_target", OFFSET_INSIDE, 1);
+	EXPECT(perfbuf_events_add(set, &d) == -EINVAL && strstr(perfbuf_last_error(), want) &&
+		       strstr(perfbuf_last_error(), "function's entry"),
+	       "uretprobe inside: %s", perfbuf_last_error());
+	d = uprobe_desc("perfbuf_offset_target", OFFSET_TARGET_SIZE, 0);
+	EXPECT(perfbuf_events_add(set, &d) == -EINVAL && strstr(perfbuf_last_error(), "past the end"),
+	       "past the end: %s", perfbuf_last_error());
+
+	struct collected *c = collected_new(set);
+	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
+	perfbuf_events_enable(set, -1);
+	enum { N = 50 };
+	volatile uint64_t sum = 0;
+	for (uint64_t i = 0; i < N; i++)
+		sum += perfbuf_offset_target(i);
+	perfbuf_events_disable(set, -1);
+	perfbuf_consume(pb);
+	EXPECT(sum == N * (N + 1) / 2, "sum %llu", (unsigned long long)sum);
+	int inside_symbol = 0, inside_file = 0, returns = 0;
+	for (int i = 0; i < c->n; i++) {
+		const struct rec *r = &c->recs[i];
+		if (r->pid != (uint32_t)getpid())
+			continue;
+		inside_symbol += r->ev == at_symbol && r->ip == inside;
+		inside_file += r->ev == at_file_offset && r->ip == inside;
+		returns += r->ev == ret && (r->ip < entry || r->ip >= entry + OFFSET_TARGET_SIZE);
+	}
+	printf("  at +%d: %d by symbol, %d by file offset (ip %#llx); %d returns\n", OFFSET_INSIDE, inside_symbol,
+	       inside_file, (unsigned long long)inside, returns);
+	EXPECT(inside_symbol == N && count(c, at_symbol, NULL, 0) == N, "symbol+4: %d of %d at %#llx", inside_symbol,
+	       count(c, at_symbol, NULL, 0), (unsigned long long)inside);
+	EXPECT(inside_file == N && count(c, at_file_offset, NULL, 0) == N, "file offset: %d of %d", inside_file,
+	       count(c, at_file_offset, NULL, 0));
+	EXPECT(returns == N && count(c, ret, NULL, 0) == N, "uretprobe at a file offset: %d of %d", returns,
+	       count(c, ret, NULL, 0));
 	perfbuf_free(pb);
 	perfbuf_events_free(set);
 	free(c);
@@ -634,6 +712,113 @@ static void test_lost(void)
 	sched_setaffinity(0, sizeof(all), &all);
 }
 
+/* A tracepoint only this test traces, hit by getpgid calls. */
+#define QUIET_TRACEPOINT "syscalls:sys_enter_getpgid"
+
+/* A classic tracepoint program returning 0, named `name`: its fd. */
+static int load_drop_prog(const char *name)
+{
+	struct bpf_insn insns[] = {
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	return bpf_prog_load(BPF_PROG_TYPE_TRACEPOINT, name, "GPL", insns, 2, NULL);
+}
+
+/* Attaches `prog` to QUIET_TRACEPOINT through a perf event of its own, as
+ * another tool would: the event's fd (closing it detaches), or -1. */
+static int attach_elsewhere(int prog)
+{
+	char text[32] = "";
+	FILE *f = fopen("/sys/kernel/tracing/events/syscalls/sys_enter_getpgid/id", "r");
+	if (!f)
+		return -1;
+	if (!fgets(text, sizeof(text), f))
+		text[0] = 0;
+	fclose(f);
+	struct perf_event_attr attr = {.type = PERF_TYPE_TRACEPOINT, .size = sizeof(attr),
+				       .config = strtoull(text, NULL, 10), .sample_period = 1};
+	int fd = (int)syscall(SYS_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_BPF, prog) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int warnings_naming_drop;
+
+static void count_warnings(int level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	warnings_naming_drop += level == LIBBPF_WARN && strstr(msg, "\"perfbuf_c_drop\"") != NULL;
+}
+
+/* getpgid `n` times: how many samples of this process then reached `c`. */
+static int getpgid_samples(struct perf_buffer *pb, struct collected *c, int ev, int n)
+{
+	int before = count(c, ev, NULL, (uint32_t)getpid());
+	for (int i = 0; i < n; i++)
+		syscall(SYS_getpgid, 0);
+	perfbuf_consume(pb);
+	return count(c, ev, NULL, (uint32_t)getpid()) - before;
+}
+
+/* A BPF program another tool attached to the tracepoint, returning 0,
+ * makes the kernel drop every hit for every perf event on it: the event's
+ * info counts and names it, and it is warned about once. */
+static void test_foreign_bpf_program(void)
+{
+	int fds = count_open_fds();
+	struct perfbuf_events_opts o = {.sz = sizeof(o), .pids = (int[]){getpid()}, .pid_cnt = 1};
+	struct perfbuf_events *set = must_new(&o);
+	int ev = add_tracepoint(set, QUIET_TRACEPOINT, NULL);
+	EXPECT(ev >= 0, "add: %s", perfbuf_last_error());
+	struct collected *c = collected_new(set);
+	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
+	perfbuf_events_enable(set, ev);
+	perfbuf_print_fn old = perfbuf_set_print(count_warnings, NULL);
+	struct perfbuf_event_info info = {.sz = sizeof(info)};
+	struct perfbuf_bpf_prog progs[4];
+	EXPECT(perfbuf_events_info(set, ev, &info) == 0 && info.other_bpf_progs == 0 && info.other_bpf_prog_id == 0,
+	       "nothing attached: %u programs", info.other_bpf_progs);
+	EXPECT(perfbuf_events_bpf_progs(set, ev, progs, 4) == 0, "listed with nothing attached");
+	int before = getpgid_samples(pb, c, ev, 5);
+
+	int prog = load_drop_prog("perfbuf_c_drop");
+	int other = prog >= 0 ? attach_elsewhere(prog) : -1;
+	EXPECT(prog >= 0 && other >= 0, "load and attach: %s", strerror(errno));
+	struct bpf_prog_info pinfo = {0};
+	__u32 len = sizeof(pinfo);
+	EXPECT(bpf_obj_get_info_by_fd(prog, &pinfo, &len) == 0, "prog info");
+	EXPECT(perfbuf_events_info(set, ev, &info) == 0 && info.other_bpf_progs == 1 &&
+		       info.other_bpf_prog_id == pinfo.id,
+	       "attached: %u programs, first %u (want %u)", info.other_bpf_progs, info.other_bpf_prog_id, pinfo.id);
+	int n = perfbuf_events_bpf_progs(set, ev, progs, 4);
+	EXPECT(n == 1 && progs[0].id == pinfo.id && !progs[0].ours && strcmp(progs[0].name, "perfbuf_c_drop") == 0,
+	       "listed: %d, %u \"%s\"", n, progs[0].id, n > 0 ? progs[0].name : "");
+	int during = getpgid_samples(pb, c, ev, 5);
+	perfbuf_events_info(set, ev, &info);
+	perfbuf_events_disable(set, ev);
+	perfbuf_events_enable(set, ev);
+	if (other >= 0)
+		close(other);
+	if (prog >= 0)
+		close(prog);
+	EXPECT(perfbuf_events_info(set, ev, &info) == 0 && info.other_bpf_progs == 0, "detached: %u programs",
+	       info.other_bpf_progs);
+	int after = getpgid_samples(pb, c, ev, 5);
+	perfbuf_set_print(old, NULL);
+	printf("  %s: %d samples, %d with the program attached (id %u), %d after; %d warning\n", QUIET_TRACEPOINT,
+	       before, during, pinfo.id, after, warnings_naming_drop);
+	EXPECT(before == 5 && during == 0 && after == 5, "samples %d %d %d", before, during, after);
+	EXPECT(warnings_naming_drop == 1, "%d warnings naming the program", warnings_naming_drop);
+	perfbuf_free(pb);
+	perfbuf_events_free(set);
+	free(c);
+	EXPECT(count_open_fds() == fds, "fds %d -> %d", fds, count_open_fds());
+}
+
 /* A counter group read together, with times. */
 static void test_group_read(void)
 {
@@ -755,12 +940,14 @@ int main(int argc, char **argv)
 		{"tracepoint_exec_ordered", test_tracepoint_exec_ordered},
 		{"filter_enable_disable", test_filter_enable_disable},
 		{"uprobes", test_uprobes},
+		{"uprobe_offsets", test_uprobe_offsets},
 		{"kprobe", test_kprobe},
 		{"pid_target", test_pid_target},
 		{"cgroup_target", test_cgroup_target},
 		{"profiler", test_profiler},
 		{"lost", test_lost},
 		{"group_read", test_group_read},
+		{"foreign_bpf_program", test_foreign_bpf_program},
 		{"add_remove_while_reading", test_add_remove_while_reading},
 		{"errors", test_errors},
 	};

@@ -1,6 +1,7 @@
 /* Probes with fetch arguments through the C face, on the real kernel: a
  * uprobe on a function of this binary reads an int, a string and a struct
- * field at each call; a uretprobe reads $retval; a definition the kernel
+ * field at each call; a uretprobe reads $retval; a uprobe with arguments
+ * inside a function fires there; a definition the kernel
  * rejects is -EINVAL with the kernel's complaint; a killed process's probes
  * are removed by the next set; without arguments tracefs is not written;
  * kprobes with arguments give a clear error where the kernel has no
@@ -20,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "offset_target.h"
 #include "testutil.h"
 
 #define UPROBE_EVENTS "/sys/kernel/tracing/uprobe_events"
@@ -151,6 +153,72 @@ static void test_arguments_and_return_values(void)
 	EXPECT(wrong == 0, "%d calls decoded wrong", wrong);
 	EXPECT(perfbuf_events_remove(set, s->entry) == 0, "remove");
 	EXPECT(probes_of(getpid()) == 1, "removing deletes the probe: %d", probes_of(getpid()));
+	perfbuf_free(pb);
+	perfbuf_events_free(set);
+	EXPECT(probes_of(getpid()) == 0, "freeing the set deletes its probes: %d", probes_of(getpid()));
+	free(s);
+}
+
+struct inside {
+	struct perfbuf_events *set;
+	int ev, n;
+	uint64_t ip[N], probe_ip[N], x[N];
+};
+
+static enum bpf_perf_event_ret collect_inside(void *ctx, int cpu, struct perf_event_header *hdr)
+{
+	(void)cpu;
+	struct inside *s = ctx;
+	struct perfbuf_sample smp = {.sz = sizeof(smp)};
+	int ev = perfbuf_events_decode(s->set, hdr, hdr->size, &smp);
+	if (ev != s->ev || hdr->type != PERF_RECORD_SAMPLE || smp.pid != (uint32_t)getpid() || s->n >= N)
+		return LIBBPF_PERF_EVENT_CONT;
+	int i = s->n++;
+	struct perfbuf_field f = {.sz = sizeof(f)};
+	s->ip[i] = smp.ip;
+	if (perfbuf_events_field(s->set, ev, smp.raw, smp.raw_size, "x", &f) == 0 && f.kind == PERFBUF_FIELD_UINT)
+		s->x[i] = f.u;
+	if (perfbuf_events_field(s->set, ev, smp.raw, smp.raw_size, "__probe_ip", &f) == 0 &&
+	    f.kind == PERFBUF_FIELD_UINT)
+		s->probe_ip[i] = f.u;
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+/* A uprobe with arguments at SYMBOL+4 fires there, with the argument. */
+static void test_arguments_inside_a_function(void)
+{
+	struct perfbuf_events *set = perfbuf_events_new(NULL);
+	EXPECT(set != NULL, "new: %s", perfbuf_last_error());
+	if (!set)
+		return;
+	struct inside *s = calloc(1, sizeof(*s));
+	s->set = set;
+	struct perfbuf_event_desc d = {.sz = sizeof(d),
+				       .kind = PERFBUF_EVENT_UPROBE,
+				       .name = exe,
+				       .symbol = "perfbuf_offset_target",
+				       .offset = OFFSET_INSIDE,
+				       .args = OFFSET_TARGET_ARG};
+	s->ev = perfbuf_events_add(set, &d);
+	EXPECT(s->ev >= 0, "add: %s", perfbuf_last_error());
+	struct perf_buffer *pb = perfbuf_events_reader(set, collect_inside, s);
+	perfbuf_events_enable(set, -1);
+	for (uint64_t i = 0; i < N; i++)
+		EXPECT(perfbuf_offset_target(i * 3) == i * 3 + 1, "call %llu", (unsigned long long)i);
+	perfbuf_events_disable(set, -1);
+	perfbuf_consume(pb);
+	uint64_t inside = (uint64_t)(uintptr_t)&perfbuf_offset_target + OFFSET_INSIDE;
+	int right = 0;
+	for (int i = 0; i < s->n; i++)
+		right += s->ip[i] == inside && s->probe_ip[i] == inside && s->x[i] == (uint64_t)i * 3;
+	printf("  %d hits at +%d with their argument (of %d)\n", right, OFFSET_INSIDE, s->n);
+	EXPECT(s->n == N && right == N, "%d hits, %d right; first ip %#llx probe ip %#llx (want %#llx)", s->n, right,
+	       (unsigned long long)s->ip[0], (unsigned long long)s->probe_ip[0], (unsigned long long)inside);
+	d.flags = PERFBUF_EVENT_F_RETPROBE;
+	d.args = "r=$retval";
+	EXPECT(perfbuf_events_add(set, &d) == -EINVAL && strstr(perfbuf_last_error(), "uretprobe") &&
+		       strstr(perfbuf_last_error(), "perfbuf_offset_target+0x4"),
+	       "uretprobe inside: %s", perfbuf_last_error());
 	perfbuf_free(pb);
 	perfbuf_events_free(set);
 	EXPECT(probes_of(getpid()) == 0, "freeing the set deletes its probes: %d", probes_of(getpid()));
@@ -390,6 +458,7 @@ int main(void)
 	}
 	static const struct test_case tests[] = {
 		{"arguments_and_return_values", test_arguments_and_return_values},
+		{"arguments_inside_a_function", test_arguments_inside_a_function},
 		{"rejected_definition", test_rejected_definition},
 		{"no_arguments_no_tracefs", test_no_arguments_no_tracefs},
 		{"killed_process", test_killed_process},

@@ -210,7 +210,8 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 
 /*
  `perfbuf_event_desc.kind`: a uprobe (`name` = the binary's path,
- `symbol` = the function, or NULL and `offset` = a file offset).
+ `symbol` = the function and `offset` bytes into it, or `symbol` NULL
+ and `offset` = a file offset).
  */
 #define PERFBUF_EVENT_UPROBE 5
 
@@ -232,7 +233,9 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_EVENT_F_FALLBACK 2
 
 /*
- `perfbuf_event_desc.flags`: `period` is a frequency in Hz.
+ `perfbuf_event_desc.flags`: `period` is a frequency in Hz (the kernel
+ adjusts the period; `PERF_SAMPLE_PERIOD` is added, so that each sample
+ says what it stands for).
  */
 #define PERFBUF_EVENT_F_FREQ 4
 
@@ -1003,7 +1006,8 @@ struct perfbuf_events_opts {
    bits (added), the `exclude_*` flags, `inherit`, `sample_regs_user`,
    `sample_stack_user`, `sample_max_stack`, and for software and
    hardware events given no `period`, its `sample_period` (or with
-   `freq`, `sample_freq`). Its `size` says how much is read. (Added
+   `freq`, `sample_freq`, and then their samples carry
+   `PERF_SAMPLE_PERIOD`). Its `size` says how much is read. (Added
    after `reserved`: older callers' smaller `sz` gives none.)
    */
   const struct perf_event_attr *default_attr;
@@ -1043,7 +1047,12 @@ struct perfbuf_event_desc {
    */
   const char *symbol;
   /*
-   Kprobe: offset into the function; uprobe without `symbol`: file offset.
+   Kprobe, and uprobe with `symbol`: bytes into the function (an
+   instruction's first byte; past a uprobe's function end: -EINVAL).
+   Uprobe without `symbol`: the file offset. A return probe goes at the
+   function's entry: a uretprobe with `symbol` and an offset is -EINVAL
+   (the probed program would crash); without `symbol`, `offset` must be
+   a function's first byte.
    */
   uint64_t offset;
   /*
@@ -1142,6 +1151,39 @@ struct perfbuf_event_info {
    Reserved, 0.
    */
   uint32_t reserved;
+  /*
+   For an event on a tracepoint (a tracepoint, a probe with arguments,
+   a raw tracepoint attr): how many BPF programs others attached to the
+   tracepoint. The kernel runs them on every hit, and where one returns
+   0 it drops the hit for every perf event on the tracepoint, this
+   set's included: its samples vanish. Each is also warned about once
+   (`perfbuf_set_print`); `perfbuf_events_bpf_progs` names them.
+   (Added after `reserved`: older callers' smaller `sz` gets none.)
+   */
+  uint32_t other_bpf_progs;
+  /*
+   The first of them's id (0: none).
+   */
+  uint32_t other_bpf_prog_id;
+};
+
+/*
+ A BPF program on an event's tracepoint (`perfbuf_events_bpf_progs`).
+ */
+struct perfbuf_bpf_prog {
+  /*
+   Its id (`bpftool prog show id ID`).
+   */
+  uint32_t id;
+  /*
+   1 if this set attached it (`perfbuf_events_attach_bpf`).
+   */
+  uint32_t ours;
+  /*
+   The name it was loaded with, NUL-terminated; empty when the kernel
+   would not say (reading it needs CAP_SYS_ADMIN).
+   */
+  char name[16];
 };
 
 /*
@@ -2156,6 +2198,17 @@ int perfbuf_events_info(const struct perfbuf_events *set, int ev, struct perfbuf
  `set` is NULL or a live set.
  */
 int perfbuf_events_fd(const struct perfbuf_events *set, int ev, size_t idx);
+
+/*
+ Writes the BPF programs the kernel runs on every hit of event `ev`'s
+ tracepoint (none for events not on a tracepoint) to `progs` (at most
+ `cnt`); returns how many there are. Those this set did not attach may
+ drop its samples (see `perfbuf_event_info.other_bpf_progs`).
+
+ # Safety
+ `set` is NULL or a live set; `progs` is NULL or writable for `cnt` entries.
+ */
+int perfbuf_events_bpf_progs(const struct perfbuf_events *set, int ev, struct perfbuf_bpf_prog *progs, size_t cnt);
 
 /*
  Writes the set's CPUs (`offline` = 0) or the offline CPUs it skipped

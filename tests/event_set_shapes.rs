@@ -164,6 +164,57 @@ fn a_raw_attr_keeps_its_frequency() {
 }
 
 #[test]
+fn samples_at_a_frequency_carry_their_period() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !capable() {
+        return;
+    }
+    // The kernel turns 999 Hz of cpu-clock into a period of 1e9 / 999 ns:
+    // what each sample stands for (perf report's event count), whether the
+    // frequency comes from the event, the set's default attr or a raw attr
+    // that did not ask for PERF_SAMPLE_PERIOD itself.
+    let freq =
+        PerfEventAttr { sample_period: 999, flags: perfbuf::uapi::ATTR_FLAG_FREQ, ..Default::default() };
+    let raw = PerfEventAttr {
+        type_: perfbuf::uapi::PERF_TYPE_SOFTWARE,
+        config: perfbuf::uapi::PERF_COUNT_SW_CPU_CLOCK,
+        ..freq
+    };
+    type Open = fn(i32, PerfEventAttr, PerfEventAttr) -> (EventSet, EventId);
+    let ways: [(&str, Open); 3] = [
+        ("Event::frequency", |tid, _, _| {
+            let mut set = EventSet::builder().pid(tid).build().unwrap();
+            let ev = set.add(&Event::cpu_clock().frequency(999)).unwrap();
+            (set, ev)
+        }),
+        ("default_attr", |tid, freq, _| {
+            let mut set = EventSet::builder().pid(tid).default_attr(freq).build().unwrap();
+            let ev = set.add(&Event::cpu_clock()).unwrap();
+            (set, ev)
+        }),
+        ("Event::raw", |tid, _, raw| {
+            let mut set = EventSet::builder().pid(tid).build().unwrap();
+            let ev = set.add(&Event::raw(raw)).unwrap();
+            (set, ev)
+        }),
+    ];
+    for (how, open) in ways {
+        let periods = samples_while_spinning(
+            |tid| {
+                let (set, ev) = open(tid, freq, raw);
+                let info = set.info(ev).unwrap();
+                assert_ne!(info.sample_type & perfbuf::uapi::PERF_SAMPLE_PERIOD, 0, "{how}");
+                assert_eq!(set.attr(ev).unwrap().sample_period, 999, "{how}");
+                (set, ev)
+            },
+            Duration::from_millis(50),
+        );
+        assert!(!periods.is_empty(), "{how}");
+        assert!(periods.iter().all(|p| *p == Some(1_001_001)), "{how}: {periods:?}");
+    }
+}
+
+#[test]
 fn a_default_attr_applies_to_events_without_one() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !capable() {

@@ -3,12 +3,14 @@
 //! this test, a counter group, and the errors users meet. Needs root and a
 //! mounted tracefs; skipped otherwise, a failure under `CI=true`.
 
-use perfbuf::events::{Event, EventKind, EventRecord, EventSet};
+use perfbuf::events::{AttachedProgram, Event, EventKind, EventRecord, EventSet};
 use perfbuf::{ErrorKind, OrderKey};
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod drop_program;
+mod offset_target;
 mod thread_cpu;
 use thread_cpu::thread_cpu;
 
@@ -118,6 +120,145 @@ fn uprobes_on_a_function_of_this_test() {
     assert_eq!((info.kind, info.enabled, info.instances), (EventKind::Uprobe, false, set.cpus().len()));
     let missing = set.add(&Event::uprobe(&exe, "no_such_function")).unwrap_err();
     assert_eq!(missing.errno(), libc::ENOENT);
+}
+
+#[test]
+fn uprobes_inside_a_function_land_at_their_offset() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let entry = offset_target::address();
+    let inside = entry + offset_target::INSIDE;
+    let file_entry = file_offset_of(entry as usize);
+    let at_symbol =
+        set.add(&Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::INSIDE)).unwrap();
+    let at_file_offset = set.add(&Event::uprobe_at(&exe, file_entry + offset_target::INSIDE)).unwrap();
+    let at_file_offset_plus =
+        set.add(&Event::uprobe_at(&exe, file_entry).offset(offset_target::INSIDE)).unwrap();
+    let returns = set.add(&Event::uretprobe_at(&exe, file_entry)).unwrap();
+    // A uretprobe inside a function: refused, naming the probe.
+    let inside_return = Event::uretprobe(&exe, offset_target::SYMBOL).offset(offset_target::INSIDE);
+    let e = set.add(&inside_return).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    let text = e.to_string();
+    assert!(text.contains(&format!("uretprobe {}:{}+0x4", exe.display(), offset_target::SYMBOL)), "{text}");
+    assert!(text.contains("function's entry"), "{text}");
+    let e = set.add(&Event::uretprobe_at(&exe, file_entry).offset(1)).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    // Past the function's end: refused, with its size.
+    let e = set.add(&Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::SIZE)).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    let text = e.to_string();
+    assert!(
+        text.contains("past the end") && text.contains(&format!("{:#x} bytes", offset_target::SIZE)),
+        "{text}"
+    );
+    let last = set.add(&Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::SIZE - 1)).unwrap();
+    set.remove(last).unwrap();
+    let me = std::process::id();
+    let mut ips: std::collections::BTreeMap<_, Vec<u64>> = Default::default();
+    let mut pb = set
+        .local_reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.pid() == me
+            {
+                ips.entry(s.event).or_default().push(s.ip());
+            }
+        })
+        .unwrap();
+    set.enable_all().unwrap();
+    for i in 0..50 {
+        assert_eq!(offset_target::call(i), i + 1);
+    }
+    set.disable_all().unwrap();
+    pb.consume().unwrap();
+    drop(pb);
+    for id in [at_symbol, at_file_offset, at_file_offset_plus] {
+        assert_eq!(ips.get(&id), Some(&vec![inside; 50]), "event {id:?}: ip {inside:#x} expected");
+    }
+    // A return probe fires back in the caller: 50 returns, none inside.
+    let back = ips.get(&returns).map(Vec::as_slice).unwrap_or_default();
+    assert_eq!(back.len(), 50);
+    assert!(back.windows(2).all(|w| w[0] == w[1]), "one call site: {back:x?}");
+    assert!(back.iter().all(|&ip| !(entry..entry + offset_target::SIZE).contains(&ip)), "{back:x?}");
+}
+
+/// A tracepoint that only these tests trace, hit by `getpgid` calls.
+const QUIET_TRACEPOINT: &str = "syscalls:sys_enter_getpgid";
+
+/// Calls `getpgid` `calls` times; how many hits of [`QUIET_TRACEPOINT`]
+/// the reader then delivered.
+fn getpgid_samples(
+    pb: &mut perfbuf::PerfBuffer<'_, perfbuf::Local>,
+    delivered: &std::cell::Cell<usize>,
+    calls: usize,
+) -> usize {
+    let before = delivered.get();
+    for _ in 0..calls {
+        // SAFETY: getpgid has no preconditions.
+        unsafe { libc::getpgid(0) };
+    }
+    pb.consume().unwrap();
+    delivered.get() - before
+}
+
+#[test]
+fn a_bpf_program_that_drops_the_tracepoints_hits_is_named() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_) = set() else { return };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let mut set = EventSet::builder().pid(tid).build().unwrap();
+    let ev = set.add(&Event::tracepoint(QUIET_TRACEPOINT).enabled()).unwrap();
+    let delivered = std::cell::Cell::new(0);
+    let mut pb = set
+        .local_reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.tid() == tid as u32
+            {
+                delivered.set(delivered.get() + 1);
+            }
+        })
+        .unwrap();
+    let warnings = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = warnings.clone();
+    let previous = perfbuf::set_log(Some(Box::new(move |level, msg| {
+        if level == perfbuf::LogLevel::Warn && msg.contains(QUIET_TRACEPOINT) {
+            seen.lock().unwrap().push(msg.to_owned());
+        }
+    })));
+    // Nothing attached: nothing reported, every hit sampled.
+    assert_eq!(set.info(ev).unwrap().bpf_programs, vec![]);
+    assert_eq!(getpgid_samples(&mut pb, &delivered, 5), 5);
+
+    // Another tool's program that returns 0: the kernel drops every hit.
+    let other = drop_program::DropProgram::attach(QUIET_TRACEPOINT, "perfbuf_drop").unwrap();
+    let other_id = other.id;
+    let named = AttachedProgram { id: other_id, name: "perfbuf_drop".into(), ours: false };
+    assert_eq!(set.info(ev).unwrap().bpf_programs, vec![named.clone()]);
+    assert_eq!(getpgid_samples(&mut pb, &delivered, 5), 0, "the program did not drop the hits");
+    set.disable(ev).unwrap();
+    set.enable(ev).unwrap();
+    assert_eq!(set.info(ev).unwrap().bpf_programs, vec![named]);
+    drop(other);
+    assert_eq!(set.info(ev).unwrap().bpf_programs, vec![]);
+    assert_eq!(getpgid_samples(&mut pb, &delivered, 5), 5);
+
+    // The set's own program is listed as its own, without a warning.
+    let (prog, own_id) = drop_program::load("perfbuf_own").unwrap();
+    let own = set.add(&Event::tracepoint(QUIET_TRACEPOINT)).unwrap();
+    set.attach_bpf(own, std::os::fd::AsFd::as_fd(&prog)).unwrap();
+    let listed = set.info(own).unwrap().bpf_programs;
+    assert_eq!(listed, vec![AttachedProgram { id: own_id, name: "perfbuf_own".into(), ours: true }]);
+    set.remove(own).unwrap();
+    drop(pb);
+    perfbuf::set_log(previous);
+    let warnings = warnings.lock().unwrap().clone();
+    // One warning, at the first sight of the program, naming it.
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let text = &warnings[0];
+    assert!(text.contains(&format!("BPF program {} \"perfbuf_drop\"", other_id)), "{text}");
+    assert!(text.contains("returns 0") && text.contains("bpftool prog show id"), "{text}");
 }
 
 /// A USDT semaphore: the kernel counts it up in every process that maps

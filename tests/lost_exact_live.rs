@@ -90,7 +90,8 @@ fn a_perf_buffers_losses_are_exact_before_the_kernel_reports_them() {
 }
 
 /// The same in the fast mode, whose spill ring (16 pages for the caller's
-/// 1) takes the burst: its own events' losses are counted too.
+/// 1, given once a read finds the caller's ring half full) takes the
+/// burst: its own events' losses are counted too.
 #[test]
 fn a_fast_perf_buffers_losses_are_exact_before_the_kernel_reports_them() {
     perf_buffer_losses(true);
@@ -102,7 +103,11 @@ fn perf_buffer_losses(fast: bool) {
     let seen = Seen::default();
     let mut pb = buffer_in_mode(&p, &seen, true, fast);
     if fast && format_lost() {
+        // 30 records of 80 bytes: more than half the page.
+        p.emit(0, 64, 1, 30).unwrap();
+        pb.consume().unwrap();
         assert_eq!(pb.stats(0).unwrap().spill_size, 16 * 4096, "the fast mode's spill ring");
+        seen.samples.set(0);
     }
     let size = if format_lost() { 16 } else { 8 };
     assert_eq!(read_size(pb.ring_event(0).unwrap()), size, "count_lost reads {{value, lost}}");

@@ -10,6 +10,8 @@ use std::ffi::{CStr, c_char};
 use std::path::Path;
 use std::sync::Mutex;
 
+mod offset_target;
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -114,6 +116,57 @@ fn a_uprobe_with_arguments_reads_them_and_a_uretprobe_the_return_value() {
     assert_eq!(our_probes().len(), 1, "removing the event deletes its probe: {:?}", our_probes());
     drop(set);
     assert_eq!(our_probes(), Vec::<String>::new(), "dropping the set deletes its probes");
+}
+
+/// `perfbuf_offset_target`'s argument, in this machine's register.
+#[cfg(target_arch = "x86_64")]
+const OFFSET_TARGET_ARG: &str = "x=%di:u64";
+#[cfg(target_arch = "aarch64")]
+const OFFSET_TARGET_ARG: &str = "x=%x0:u64";
+
+#[test]
+fn a_uprobe_with_arguments_inside_a_function_lands_at_its_offset() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut set) = set() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let inside = offset_target::address() + offset_target::INSIDE;
+    let probe =
+        Event::uprobe(&exe, offset_target::SYMBOL).offset(offset_target::INSIDE).args(OFFSET_TARGET_ARG);
+    let id = set.add(&probe).unwrap();
+    let me = std::process::id();
+    let mut seen = Vec::new();
+    let mut pb = set
+        .reader(|rec| {
+            if let EventRecord::Sample(s) = rec
+                && s.pid() == me
+                && s.event == id
+            {
+                let x = s.field("x").and_then(|v| v.as_u64());
+                let probe_ip = s.field("__probe_ip").and_then(|v| v.as_u64());
+                seen.push((s.ip(), probe_ip, x));
+            }
+        })
+        .unwrap();
+    set.enable_all().unwrap();
+    for i in 0..20 {
+        assert_eq!(offset_target::call(i * 7), i * 7 + 1);
+    }
+    set.disable_all().unwrap();
+    pb.consume().unwrap();
+    drop(pb);
+    let expected: Vec<_> = (0..20).map(|i| (inside, Some(inside), Some(i * 7))).collect();
+    assert_eq!(seen, expected, "ip {inside:#x} expected");
+    // A uretprobe with arguments inside a function: refused before tracefs.
+    let e = set
+        .add(&Event::uretprobe(&exe, offset_target::SYMBOL).offset(offset_target::INSIDE).args("r=$retval"))
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    assert!(
+        e.to_string().contains(&format!("uretprobe {}:{}+0x4", exe.display(), offset_target::SYMBOL)),
+        "{e}"
+    );
+    drop(set);
+    assert_eq!(our_probes(), Vec::<String>::new());
 }
 
 #[test]

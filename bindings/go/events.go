@@ -33,8 +33,8 @@ const (
 	EventTracepoint EventKind = C.PERFBUF_EVENT_TRACEPOINT
 	// EventKprobe is a kprobe: Name is the kernel function, Offset into it.
 	EventKprobe EventKind = C.PERFBUF_EVENT_KPROBE
-	// EventUprobe is a uprobe: Name is the binary, Symbol the function (or
-	// "" and Offset a file offset).
+	// EventUprobe is a uprobe: Name is the binary, Symbol the function and
+	// Offset bytes into it (or Symbol "" and Offset a file offset).
 	EventUprobe EventKind = C.PERFBUF_EVENT_UPROBE
 	// EventRaw is the caller's struct perf_event_attr, in Attr.
 	EventRaw EventKind = C.PERFBUF_EVENT_RAW
@@ -132,8 +132,12 @@ type Event struct {
 	Name string
 	// Symbol is a uprobe's function ("": Offset is a file offset).
 	Symbol string
-	// Offset is a kprobe's offset into its function, or a uprobe's file
-	// offset without Symbol.
+	// Offset is a kprobe's or uprobe's offset into its function (an
+	// instruction's first byte; past a uprobe's function end: EINVAL), or
+	// a uprobe's file offset without Symbol. A return probe goes at a
+	// function's entry: a uretprobe with Symbol and an Offset is EINVAL
+	// (the probed program would crash); without Symbol, Offset must be a
+	// function's first byte.
 	Offset uint64
 	// RefCtrOffset is a uprobe's USDT semaphore (file offset; 0: none).
 	RefCtrOffset uint64
@@ -146,7 +150,8 @@ type Event struct {
 	Fallback       bool
 	FallbackConfig uint64
 	// Period takes a sample every Period occurrences; Frequency takes
-	// Frequency samples a second instead. With neither, tracing events
+	// Frequency samples a second instead (each sample then carries the
+	// period the kernel chose, PERF_SAMPLE_PERIOD). With neither, tracing events
 	// sample every hit and software and hardware events only count.
 	Period, Frequency uint64
 	// SampleType adds PERF_SAMPLE_* bits to the set's own.
@@ -183,6 +188,35 @@ type EventInfo struct {
 	CPUCount    int
 	Enabled     bool
 	BPFAttached bool
+	// BPFPrograms are, for an event on a tracepoint (a tracepoint, a probe
+	// with Args), the BPF programs the kernel runs on every hit, whoever
+	// attached them. Where one returns 0 the kernel drops the hit for every
+	// perf event on the tracepoint, this set's included: its samples
+	// vanish. Each one the set did not attach is also warned about once
+	// (libperfbuf's log, stderr by default).
+	BPFPrograms []BPFProgram
+}
+
+// BPFProgram is a BPF program on an event's tracepoint.
+type BPFProgram struct {
+	// ID is its id (bpftool prog show id ID).
+	ID uint32
+	// Name is the name it was loaded with ("" when the kernel would not say).
+	Name string
+	// Ours is whether this set attached it (AttachBPF).
+	Ours bool
+}
+
+// OtherBPFPrograms are the programs on the event's tracepoint that this
+// set did not attach.
+func (i EventInfo) OtherBPFPrograms() []BPFProgram {
+	var others []BPFProgram
+	for _, p := range i.BPFPrograms {
+		if !p.Ours {
+			others = append(others, p)
+		}
+	}
+	return others
 }
 
 // FellBack reports whether a hardware event was opened as its software fallback.
@@ -519,11 +553,23 @@ func (s *EventSet) Info(id int) (EventInfo, error) {
 	if _, err := s.call("Info", func(c *C.struct_perfbuf_events) C.int { return C.perfbuf_events_info(c, C.int(id), &i) }); err != nil {
 		return EventInfo{}, err
 	}
+	// The kernel attaches at most 64 programs to a tracepoint.
+	var progs [64]C.struct_perfbuf_bpf_prog
+	n, err := s.call("Info", func(c *C.struct_perfbuf_events) C.int {
+		return C.perfbuf_events_bpf_progs(c, C.int(id), &progs[0], C.size_t(len(progs)))
+	})
+	if err != nil {
+		return EventInfo{}, err
+	}
+	var attached []BPFProgram
+	for _, p := range progs[:min(n, len(progs))] {
+		attached = append(attached, BPFProgram{ID: uint32(p.id), Name: C.GoString(&p.name[0]), Ours: p.ours != 0})
+	}
 	return EventInfo{
 		Kind: EventKind(i.kind), AttrType: uint32(i.attr_type), Config: uint64(i.config),
 		FallbackErrno: syscall.Errno(i.fallback_errno), Instances: int(i.instances),
 		SampleType: uint64(i.sample_type), CPUCount: int(i.cpu_cnt), Enabled: i.enabled != 0,
-		BPFAttached: i.bpf_attached != 0,
+		BPFAttached: i.bpf_attached != 0, BPFPrograms: attached,
 	}, nil
 }
 
@@ -684,7 +730,8 @@ type EventSample struct {
 	Time uint64
 	// IP is the instruction pointer.
 	IP uint64
-	// Addr, Period and Callchain are set when the event's SampleType asked for them.
+	// Addr, Period and Callchain are set when the event's SampleType asked
+	// for them (Period also with Frequency).
 	Addr, Period uint64
 	Callchain    []uint64
 	// Raw is the tracing data of tracepoints, kprobes and uprobes.
@@ -918,6 +965,7 @@ var cStructSizes = map[string]uintptr{
 	"perfbuf_events_opts": unsafe.Sizeof(C.struct_perfbuf_events_opts{}),
 	"perfbuf_event_desc":  unsafe.Sizeof(C.struct_perfbuf_event_desc{}),
 	"perfbuf_event_info":  unsafe.Sizeof(C.struct_perfbuf_event_info{}),
+	"perfbuf_bpf_prog":    unsafe.Sizeof(C.struct_perfbuf_bpf_prog{}),
 	"perfbuf_counts":      unsafe.Sizeof(C.struct_perfbuf_counts{}),
 	"perfbuf_count":       unsafe.Sizeof(C.struct_perfbuf_count{}),
 	"perfbuf_field":       unsafe.Sizeof(C.struct_perfbuf_field{}),

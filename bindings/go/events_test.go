@@ -359,6 +359,30 @@ func onThread(fn func(tid int)) {
 	<-done
 }
 
+// onThreadWithSet runs fn as onThread does, with an event set watching
+// that thread, closed after fn.
+func onThreadWithSet(t *testing.T, fn func(s *EventSet, tid int)) {
+	onThread(func(tid int) {
+		s, err := NewEventSet(EventSetOptions{PIDs: []int{tid}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer s.Close()
+		fn(s, tid)
+	})
+}
+
+// mustReader opens s's reader (the caller closes it).
+func mustReader(t *testing.T, s *EventSet) *EventReader {
+	t.Helper()
+	r, err := s.NewReader(EventReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestEventUprobes(t *testing.T) {
 	needEvents(t)
 	exe, err := os.Executable()
@@ -431,6 +455,193 @@ func TestEventUprobes(t *testing.T) {
 	if openFDs(t) != fds {
 		t.Fatalf("fds %d -> %d", fds, openFDs(t))
 	}
+}
+
+// TestEventUprobesInsideAFunction: uprobes at Symbol+4 and at that
+// instruction's file offset fire there, a uretprobe at the function's file
+// offset fires on return; a uretprobe inside a function and an offset past
+// its end are EINVAL, naming the probe.
+func TestEventUprobesInsideAFunction(t *testing.T) {
+	needEvents(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := probe.OffsetAddr()
+	inside := entry + probe.OffsetInside
+	fileEntry, err := probe.FileOffset(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	onThreadWithSet(t, func(s *EventSet, tid int) {
+		atSymbol := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside})
+		atFileOffset := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Offset: fileEntry + probe.OffsetInside})
+		returns := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Offset: fileEntry, Retprobe: true})
+		_, err = s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside, Retprobe: true})
+		want := "uretprobe " + exe + ":" + probe.OffsetSymbol + "+0x4"
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a uretprobe inside the function: %v (want EINVAL naming %q)", err, want)
+		}
+		_, err = s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetSize()})
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "past the end") {
+			t.Errorf("an offset past the function's end: %v", err)
+		}
+		r := mustReader(t, s)
+		defer r.Close()
+		s.Enable(AllEvents)
+		for i := uint64(0); i < n; i++ {
+			if got := probe.OffsetCall(i); got != i+1 {
+				t.Errorf("call %d returned %d", i, got)
+			}
+		}
+		counts := map[int]int{}
+		for _, g := range drainNow(t, r) {
+			counts[g.Event]++
+			inFunction := g.IP >= entry && g.IP < entry+probe.OffsetSize()
+			switch {
+			case g.Event == returns && inFunction:
+				t.Errorf("a return sampled at %#x, inside the function", g.IP)
+			case g.Event != returns && g.IP != inside:
+				t.Errorf("event %d sampled at %#x, want %#x (entry %#x + %d)", g.Event, g.IP, inside, entry, probe.OffsetInside)
+			}
+		}
+		if counts[atSymbol] != n || counts[atFileOffset] != n || counts[returns] != n {
+			t.Errorf("samples per event %v, want %d each", counts, n)
+		}
+	})
+}
+
+// TestEventFrequencySamplesCarryThePeriod: the kernel turns 999 Hz of
+// cpu-clock into a period of 1e9/999 ns, which each sample carries (what it
+// stands for: perf report's event count).
+func TestEventFrequencySamplesCarryThePeriod(t *testing.T) {
+	needEvents(t)
+	onThreadWithSet(t, func(s *EventSet, tid int) {
+		ev := mustAdd(t, s, Event{Kind: EventSoftware, Config: SWCPUClock, Frequency: 999})
+		if info, err := s.Info(ev); err != nil || info.SampleType&perfSamplePeriod == 0 {
+			t.Errorf("info %+v %v: no PERF_SAMPLE_PERIOD", info, err)
+		}
+		r := mustReader(t, s)
+		defer r.Close()
+		s.Enable(ev)
+		// 50 ms of this thread's CPU time: a loaded machine may deschedule it.
+		threadCPU := func() time.Duration {
+			var u syscall.Rusage
+			syscall.Getrusage(1 /* RUSAGE_THREAD */, &u)
+			return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+		}
+		for start, x := threadCPU(), 0; threadCPU()-start < 50*time.Millisecond; x++ {
+			_ = x * x
+		}
+		s.Disable(ev)
+		got := drainNow(t, r)
+		if len(got) == 0 {
+			t.Error("no sample")
+		}
+		for _, g := range got {
+			if g.Period != 1001001 {
+				t.Errorf("a sample's period is %d, want 1001001", g.Period)
+				break
+			}
+		}
+	})
+}
+
+// quietTracepoint is a tracepoint only these tests trace, hit by getpgid.
+const quietTracepoint = "syscalls:sys_enter_getpgid"
+
+// loadDropProgram loads a classic tracepoint program returning 0 as name.
+func loadDropProgram(t *testing.T, name string) int {
+	t.Helper()
+	code := append(insn(0xb7, 0, 0, 0, 0), insn(0x95, 0, 0, 0, 0)...) // r0 = 0; exit
+	license := []byte("GPL\x00")
+	attr := make([]byte, 128)
+	binary.LittleEndian.PutUint32(attr[0:], 5 /* BPF_PROG_TYPE_TRACEPOINT */)
+	binary.LittleEndian.PutUint32(attr[4:], 2)
+	binary.LittleEndian.PutUint64(attr[8:], uint64(uintptr(unsafe.Pointer(&code[0]))))
+	binary.LittleEndian.PutUint64(attr[16:], uint64(uintptr(unsafe.Pointer(&license[0]))))
+	copy(attr[48:64], name)
+	prog, err := bpfSyscall(5 /* BPF_PROG_LOAD */, attr)
+	runtime.KeepAlive(code)
+	runtime.KeepAlive(license)
+	if err != nil {
+		t.Fatal("BPF_PROG_LOAD:", err)
+	}
+	return prog
+}
+
+// attachElsewhere attaches prog to the tracepoint through a perf event of
+// its own, as another tool would; closing the returned fd detaches it.
+func attachElsewhere(t *testing.T, prog int, tracepoint string) int {
+	t.Helper()
+	text, err := os.ReadFile("/sys/kernel/tracing/events/" + strings.Replace(tracepoint, ":", "/", 1) + "/id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := strconv.ParseUint(strings.TrimSpace(string(text)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := make([]byte, 128)
+	binary.LittleEndian.PutUint32(attr[0:], 2 /* PERF_TYPE_TRACEPOINT */)
+	binary.LittleEndian.PutUint32(attr[4:], 128)
+	binary.LittleEndian.PutUint64(attr[8:], config)
+	binary.LittleEndian.PutUint64(attr[16:], 1) // sample_period
+	fd, _, errno := syscall.Syscall6(syscall.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr[0])),
+		^uintptr(0) /* pid -1 */, 0, ^uintptr(0) /* no group */, 8 /* PERF_FLAG_FD_CLOEXEC */, 0)
+	runtime.KeepAlive(attr)
+	if errno != 0 {
+		t.Fatal("perf_event_open:", errno)
+	}
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, 0x40042408 /* PERF_EVENT_IOC_SET_BPF */, uintptr(prog)); errno != 0 {
+		syscall.Close(int(fd))
+		t.Fatal("PERF_EVENT_IOC_SET_BPF:", errno)
+	}
+	return int(fd)
+}
+
+// TestEventBPFProgramThatDropsTheHitsIsNamed: another tool's tracepoint
+// program returning 0 makes the kernel drop every hit for every perf event
+// on the tracepoint; Info names it.
+func TestEventBPFProgramThatDropsTheHitsIsNamed(t *testing.T) {
+	needEvents(t)
+	onThreadWithSet(t, func(s *EventSet, tid int) {
+		ev := mustAdd(t, s, Event{Kind: EventTracepoint, Name: quietTracepoint, Enabled: true})
+		r := mustReader(t, s)
+		defer r.Close()
+		hits := func() int {
+			for i := 0; i < 5; i++ {
+				syscall.Getpgid(0)
+			}
+			return len(drainNow(t, r))
+		}
+		info := func() EventInfo {
+			i, err := s.Info(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return i
+		}
+		if got := info().BPFPrograms; len(got) != 0 || hits() != 5 {
+			t.Errorf("nothing attached: programs %v", got)
+		}
+		prog := loadDropProgram(t, "perfbuf_go_drop")
+		other := attachElsewhere(t, prog, quietTracepoint)
+		attached := info()
+		if len(attached.BPFPrograms) != 1 || attached.BPFPrograms[0].Name != "perfbuf_go_drop" ||
+			attached.BPFPrograms[0].Ours || attached.BPFPrograms[0].ID == 0 || len(attached.OtherBPFPrograms()) != 1 {
+			t.Errorf("attached: programs %+v", attached.BPFPrograms)
+		}
+		if n := hits(); n != 0 {
+			t.Errorf("%d hits sampled while the program dropped them", n)
+		}
+		syscall.Close(other)
+		syscall.Close(prog)
+		if got := info().BPFPrograms; len(got) != 0 || hits() != 5 {
+			t.Errorf("detached: programs %v", got)
+		}
+	})
 }
 
 // TestHelperProbeChild is the child of TestEventPIDTarget: it prints its

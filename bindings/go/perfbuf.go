@@ -64,9 +64,10 @@ type ReaderOptions struct {
 	// batching, at most 60s; rounded up to whole milliseconds).
 	MaxDelay time.Duration
 	// Fast turns on the fast mode (adaptive wake-ups, PERFBUF_F_ADAPTIVE):
-	// while a CPU's rate stays high the kernel wakes the reader every 64
-	// records, into a spill ring 16 times the ring, and a timer delivers the
-	// rest within 1ms; at a low rate it behaves as the default. It needs
+	// while a CPU's rate stays high and the reader keeps up, the kernel
+	// wakes the reader only when a quarter of a spill ring 16 times the ring
+	// is full, and a timer delivers the rest within 1ms; at a low rate, or
+	// for a reader that cannot take it, it behaves as the default. It needs
 	// per-record wake-ups and forward rings: not with Watermark,
 	// WakeupEvents > 1 or Overwritable.
 	Fast bool

@@ -2,7 +2,8 @@ package perfbuf
 
 // Probes with fetch arguments on the real kernel: a uprobe on a C function
 // of this test binary reads an int, a string and a struct field at each
-// call, a uretprobe reads $retval, rejected arguments carry the kernel's
+// call, a uretprobe reads $retval, a uprobe with arguments inside a function
+// fires there, rejected arguments carry the kernel's
 // words, SetFilter changes and clears a filter, Enabled adds an event
 // enabled, and the probes go with their set.
 
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"perfbuf.dev/perfbuf/internal/probe"
 	"perfbuf.dev/perfbuf/internal/probeargs"
 )
 
@@ -108,5 +110,41 @@ func TestProbeArguments(t *testing.T) {
 	})
 	if n := ourProbes(t); n != 0 {
 		t.Errorf("%d probes left after Close", n)
+	}
+}
+
+func TestProbeArgumentsInsideAFunction(t *testing.T) {
+	needUprobeEvents(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := probe.OffsetAddr() + probe.OffsetInside
+	onThreadWithSet(t, func(s *EventSet, tid int) {
+		ev := mustAdd(t, s, Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside,
+			Args: probe.OffsetArg(), Enabled: true})
+		r := mustReader(t, s)
+		defer r.Close()
+		for i := uint64(0); i < 20; i++ {
+			probe.OffsetCall(i * 11)
+		}
+		got := drainNow(t, r)
+		if len(got) != 20 {
+			t.Errorf("%d samples, want 20", len(got))
+		}
+		for i, g := range got {
+			f, err := g.Fields()
+			if err != nil || g.Event != ev || g.IP != inside || f["__probe_ip"].Uint != inside || f["x"].Uint != uint64(i*11) {
+				t.Errorf("sample %d: event %d ip %#x fields %v %v; want ip %#x x=%d", i, g.Event, g.IP, f, err, inside, i*11)
+			}
+		}
+		_, err = s.Add(Event{Kind: EventUprobe, Name: exe, Symbol: probe.OffsetSymbol, Offset: probe.OffsetInside,
+			Retprobe: true, Args: "r=$retval"})
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "uretprobe") {
+			t.Errorf("a uretprobe with arguments inside the function: %v", err)
+		}
+	})
+	if n := ourProbes(t); n != 0 {
+		t.Errorf("%d probes left", n)
 	}
 }

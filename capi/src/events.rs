@@ -74,7 +74,8 @@ pub struct perfbuf_events_opts {
     /// bits (added), the `exclude_*` flags, `inherit`, `sample_regs_user`,
     /// `sample_stack_user`, `sample_max_stack`, and for software and
     /// hardware events given no `period`, its `sample_period` (or with
-    /// `freq`, `sample_freq`). Its `size` says how much is read. (Added
+    /// `freq`, `sample_freq`, and then their samples carry
+    /// `PERF_SAMPLE_PERIOD`). Its `size` says how much is read. (Added
     /// after `reserved`: older callers' smaller `sz` gives none.)
     pub default_attr: *const perf_event_attr,
 }
@@ -98,7 +99,8 @@ pub const PERFBUF_EVENT_TRACEPOINT: u32 = 3;
 /// `offset` into it).
 pub const PERFBUF_EVENT_KPROBE: u32 = 4;
 /// `perfbuf_event_desc.kind`: a uprobe (`name` = the binary's path,
-/// `symbol` = the function, or NULL and `offset` = a file offset).
+/// `symbol` = the function and `offset` bytes into it, or `symbol` NULL
+/// and `offset` = a file offset).
 pub const PERFBUF_EVENT_UPROBE: u32 = 5;
 /// `perfbuf_event_desc.kind`: the caller's `attr`.
 pub const PERFBUF_EVENT_RAW: u32 = 6;
@@ -109,7 +111,9 @@ pub const PERFBUF_EVENT_F_RETPROBE: u32 = 1;
 /// software event `fallback_config` where it cannot be opened (EOPNOTSUPP,
 /// ENOENT, ENODEV, EINVAL, EACCES); `perfbuf_events_info` tells.
 pub const PERFBUF_EVENT_F_FALLBACK: u32 = 2;
-/// `perfbuf_event_desc.flags`: `period` is a frequency in Hz.
+/// `perfbuf_event_desc.flags`: `period` is a frequency in Hz (the kernel
+/// adjusts the period; `PERF_SAMPLE_PERIOD` is added, so that each sample
+/// says what it stands for).
 pub const PERFBUF_EVENT_F_FREQ: u32 = 4;
 /// `perfbuf_event_desc.flags`: a counter group's leader.
 pub const PERFBUF_EVENT_F_GROUP_LEADER: u32 = 8;
@@ -139,7 +143,12 @@ pub struct perfbuf_event_desc {
     pub name: *const c_char,
     /// Uprobe: the function (NULL: `offset` is a file offset).
     pub symbol: *const c_char,
-    /// Kprobe: offset into the function; uprobe without `symbol`: file offset.
+    /// Kprobe, and uprobe with `symbol`: bytes into the function (an
+    /// instruction's first byte; past a uprobe's function end: -EINVAL).
+    /// Uprobe without `symbol`: the file offset. A return probe goes at the
+    /// function's entry: a uretprobe with `symbol` and an offset is -EINVAL
+    /// (the probed program would crash); without `symbol`, `offset` must be
+    /// a function's first byte.
     pub offset: u64,
     /// Uprobe: file offset of a USDT semaphore (0: none).
     pub ref_ctr_offset: u64,
@@ -199,6 +208,29 @@ pub struct perfbuf_event_info {
     pub bpf_attached: u32,
     /// Reserved, 0.
     pub reserved: u32,
+    /// For an event on a tracepoint (a tracepoint, a probe with arguments,
+    /// a raw tracepoint attr): how many BPF programs others attached to the
+    /// tracepoint. The kernel runs them on every hit, and where one returns
+    /// 0 it drops the hit for every perf event on the tracepoint, this
+    /// set's included: its samples vanish. Each is also warned about once
+    /// (`perfbuf_set_print`); `perfbuf_events_bpf_progs` names them.
+    /// (Added after `reserved`: older callers' smaller `sz` gets none.)
+    pub other_bpf_progs: u32,
+    /// The first of them's id (0: none).
+    pub other_bpf_prog_id: u32,
+}
+
+/// A BPF program on an event's tracepoint (`perfbuf_events_bpf_progs`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct perfbuf_bpf_prog {
+    /// Its id (`bpftool prog show id ID`).
+    pub id: u32,
+    /// 1 if this set attached it (`perfbuf_events_attach_bpf`).
+    pub ours: u32,
+    /// The name it was loaded with, NUL-terminated; empty when the kernel
+    /// would not say (reading it needs CAP_SYS_ADMIN).
+    pub name: [c_char; 16],
 }
 
 /// Times of a `perfbuf_events_read` (set `sz`).
@@ -430,16 +462,17 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
         PERFBUF_EVENT_UPROBE => {
             let path = OsStr::from_bytes(name()?.as_bytes());
             let probe = if desc.symbol.is_null() {
-                Event::uprobe_at(path, desc.offset)
+                if retprobe {
+                    Event::uretprobe_at(path, desc.offset)
+                } else {
+                    Event::uprobe_at(path, desc.offset)
+                }
             } else {
                 // SAFETY: per this function's contract.
                 let symbol = unsafe { c_str(desc.symbol, "perfbuf_event_desc: bad symbol") }?;
-                if retprobe { Event::uretprobe(path, symbol) } else { Event::uprobe(path, symbol) }
-            };
-            let probe = if retprobe && desc.symbol.is_null() {
-                return Err(print::invalid("perfbuf_event_desc: a uretprobe needs a symbol"));
-            } else {
-                probe
+                let probe =
+                    if retprobe { Event::uretprobe(path, symbol) } else { Event::uprobe(path, symbol) };
+                probe.offset(desc.offset)
             };
             probe.ref_ctr_offset(desc.ref_ctr_offset)
         }
@@ -642,6 +675,8 @@ pub unsafe extern "C" fn perfbuf_events_info(
             enabled: i.enabled.into(),
             bpf_attached: i.bpf_attached.into(),
             reserved: 0,
+            other_bpf_progs: i.bpf_programs.iter().filter(|p| !p.ours).count() as u32,
+            other_bpf_prog_id: i.bpf_programs.iter().find(|p| !p.ours).map_or(0, |p| p.id),
         };
         // SAFETY: `info` is writable for `sz` bytes (contract).
         unsafe { write_sized(info, &value, sz) };
@@ -659,6 +694,39 @@ pub unsafe extern "C" fn perfbuf_events_info(
 pub unsafe extern "C" fn perfbuf_events_fd(set: *const perfbuf_events, ev: c_int, idx: usize) -> c_int {
     // SAFETY: per this function's contract.
     ret_errno(unsafe { set_ref(set) }.and_then(|s| s.instance_fd(event_id(ev)?, idx)))
+}
+
+/// Writes the BPF programs the kernel runs on every hit of event `ev`'s
+/// tracepoint (none for events not on a tracepoint) to `progs` (at most
+/// `cnt`); returns how many there are. Those this set did not attach may
+/// drop its samples (see `perfbuf_event_info.other_bpf_progs`).
+///
+/// # Safety
+/// `set` is NULL or a live set; `progs` is NULL or writable for `cnt` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_bpf_progs(
+    set: *const perfbuf_events,
+    ev: c_int,
+    progs: *mut perfbuf_bpf_prog,
+    cnt: usize,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let set = unsafe { set_ref(set) }?;
+        let list = set.info(event_id(ev)?)?.bpf_programs;
+        if !progs.is_null() {
+            for (i, p) in list.iter().take(cnt).enumerate() {
+                let mut out = perfbuf_bpf_prog { id: p.id, ours: p.ours.into(), name: [0; 16] };
+                // Cut to 15 bytes: the kernel's names are, and the last stays NUL.
+                for (to, &from) in out.name.iter_mut().zip(p.name.as_bytes().iter().take(15)) {
+                    *to = from as c_char;
+                }
+                // SAFETY: `progs` is writable for `cnt` > i entries (contract).
+                unsafe { progs.add(i).write(out) };
+            }
+        }
+        Ok(list.len() as c_int)
+    })())
 }
 
 /// Writes the set's CPUs (`offline` = 0) or the offline CPUs it skipped

@@ -6,6 +6,7 @@ mod child;
 mod dump;
 mod fail;
 mod output;
+mod programs;
 mod record;
 mod run;
 mod spec;
@@ -43,8 +44,10 @@ struct Cli {
 const TRACE_AFTER: &str = "\
 EVENT syntax:
   SUBSYSTEM:EVENT           a tracepoint (ls /sys/kernel/tracing/events/SUBSYSTEM); t: may prefix it
-  u:PATH:SYMBOL             a uprobe on SYMBOL of the ELF file PATH (absolute); +OFFSET after SYMBOL
-  u:PATH:SYMBOL%return      a uretprobe
+  u:PATH:SYMBOL[+OFFSET]    a uprobe on SYMBOL of the ELF file PATH (absolute), OFFSET bytes into it
+                            (decimal or 0x hex: an instruction's first byte, before the function's end)
+  u:PATH:0xFILE_OFFSET      a uprobe at a file offset of PATH (as uprobe_events writes it)
+  u:PATH:SYMBOL%return      a uretprobe (at the function's entry: no +OFFSET; or u:PATH:0xFILE_OFFSET%return)
   k:SYMBOL[%return]         a kprobe / kretprobe (needs CONFIG_KPROBES)
 A probe may be followed, in the same argument, by arguments as perf probe writes them:
   'u:/bin/bash:readline%return line=+0($retval):string'
@@ -56,17 +59,24 @@ A probe may be followed, in the same argument, by arguments as perf probe writes
 
 Output, one line per record, in time order across CPUs:
   SECONDS.MICROS cpuN PID/TID EVENT: field=value ...   (strings quoted, byte arrays in hex; ip= when no fields)
+  Fields: a tracepoint's own (pointers in hex), or the arguments a probe declares, in order (x8..x64 in
+  hex). --all-fields adds those the kernel adds: common_* (common_pid, ...) of every tracepoint, and a
+  probe's __probe_ip (return probes: __probe_func, __probe_ret_ip), addresses in hex.
   SECONDS.MICROS cpuN PID/TID fork: pid=N ppid=N tid=N ptid=N    with --task (also exit:)
   SECONDS.MICROS cpuN PID/TID comm: pid=N tid=N name=\"NAME\" exec=1  with --task; exec=0: a rename
   LOST N records on cpuN (EVENT)                       the kernel dropped N records: its ring was full
 With --json, one object per line (the schema only ever gains fields):
   {\"type\":\"sample\",\"event\":\"sched:sched_process_exec\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"ip\":N,
    \"fields\":{\"filename\":\"/usr/bin/true\",\"pid\":N,\"old_pid\":N}}
+   fields: the ones shown in text (the kernel's too with --all-fields); integers are JSON numbers, in
+   decimal whatever their type (ip and addresses too), strings are strings, other byte arrays hex strings
   {\"type\":\"fork\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"ppid\":N,\"tid\":N,\"ptid\":N}  (--task; \"exit\" alike)
   {\"type\":\"comm\",\"time_ns\":N,\"cpu\":N,\"pid\":N,\"tid\":N,\"name\":\"NAME\",\"exec\":true}  (--task)
   {\"type\":\"lost\",\"event\":NAME|null,\"cpu\":N,\"lost\":N}
   {\"type\":\"other\",\"event\":NAME|null,\"cpu\":N,\"record_type\":N,\"size\":N}
 time_ns is CLOCK_MONOTONIC. A summary (records, lost per CPU) goes to stderr at exit.
+A BPF program attached to a traced tracepoint that returns 0 makes the kernel drop the event for every
+perf event on it: trace names each such program once on stderr (warning: BPF program ID \"NAME\" ...).
 
 Examples:
   perfbuf trace sched:sched_process_exec
@@ -103,7 +113,7 @@ EVENT (-e, repeatable):
   task-clock                the task clock (time on CPU of the watched tasks), sampled at -F Hz
   cycles                    CPU cycles at -F Hz; where there is no hardware PMU (virtual machines) the
                             CPU clock instead, which the first line says
-  anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[%return], k:SYMBOL[%return];
+  anything `perfbuf trace` takes: SUBSYSTEM:EVENT, u:PATH:SYMBOL[+OFFSET][%return], k:SYMBOL[%return];
                             recorded on every hit, with its fields (perf script shows them), a
                             probe's arguments too (the file carries the format of its tracefs event)
 -F applies to the sampling events; the default is 999 Hz (perf record's is 4000), at most
@@ -158,6 +168,10 @@ enum Command {
         /// JSON lines (schema below)
         #[arg(long)]
         json: bool,
+        /// Also the fields the kernel adds: common_* of tracepoints, __probe_ip (__probe_func,
+        /// __probe_ret_ip) of probes with arguments
+        #[arg(long)]
+        all_fields: bool,
         /// Process records too: fork, comm (name set, exec=1 by an exec) and exit of the traced tasks
         #[arg(long)]
         task: bool,
@@ -251,21 +265,33 @@ enum Command {
 
 fn dispatch(cli: Cli) -> fail::Result<()> {
     match cli.command {
-        Command::Trace { events, filter, pid, cgroup, cpu, duration, count, json, task, pages, command } => {
-            trace::run(trace::TraceArgs {
-                events,
-                filter,
-                pid,
-                cgroup,
-                cpus: cpu.map(|c| c.0),
-                duration,
-                count,
-                json,
-                task,
-                pages,
-                command,
-            })
-        }
+        Command::Trace {
+            events,
+            filter,
+            pid,
+            cgroup,
+            cpu,
+            duration,
+            count,
+            json,
+            all_fields,
+            task,
+            pages,
+            command,
+        } => trace::run(trace::TraceArgs {
+            events,
+            filter,
+            pid,
+            cgroup,
+            cpus: cpu.map(|c| c.0),
+            duration,
+            count,
+            json,
+            all_fields,
+            task,
+            pages,
+            command,
+        }),
         Command::Dump {
             map,
             format,

@@ -3,8 +3,12 @@
 //!
 //! - `{"type":"sample","event":"sched:sched_process_exec","time_ns":N,"cpu":N,"pid":N,"tid":N,"ip":N,"fields":{NAME:VALUE,...}}`
 //!   where VALUE is a number (integers), a string (char arrays, lossy UTF-8)
-//!   or a lowercase hex string (other byte arrays); `fields` is `{}` for
-//!   events without a format (probes without arguments).
+//!   or a lowercase hex string (other byte arrays); `fields` holds a
+//!   tracepoint's own fields, or the arguments a probe declared, and is `{}`
+//!   for events without a format (probes without arguments). With
+//!   `--all-fields` it holds the kernel's too: every tracepoint's
+//!   `common_*`, a probe's `__probe_ip` (return probes: `__probe_func`,
+//!   `__probe_ret_ip`).
 //! - `{"type":"lost","event":NAME|null,"cpu":N,"lost":N}`: records the
 //!   kernel dropped for lack of space in that CPU's ring.
 //! - `{"type":"fork","time_ns":N,"cpu":N,"pid":N,"ppid":N,"tid":N,"ptid":N}`,
@@ -15,7 +19,7 @@
 //! - `{"type":"other","event":NAME|null,"cpu":N,"record_type":N,"size":N}`.
 
 use perfbuf::decode::Body;
-use perfbuf::tracepoint::Value;
+use perfbuf::tracepoint::{Field, Value};
 use serde_json::{Map, Value as Json, json};
 use std::fmt::Write as _;
 
@@ -29,8 +33,43 @@ pub fn json_value(v: Value<'_>) -> Json {
     }
 }
 
-pub fn text_value(out: &mut String, v: Value<'_>) {
+/// How `trace` shows a field of a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    Hide,
+    Plain,
+    /// An address, or an argument declared `x8`..`x64`: `0x...` in text.
+    Hex,
+}
+
+/// How to show `field` of a sample: a tracepoint's own fields (pointers
+/// in hex), or only the arguments a probe `declared` (name, in hex); the
+/// fields the kernel adds (`common_*`, a probe's `__probe_*` addresses)
+/// only with `all`.
+pub fn show(field: &Field, declared: Option<&[(String, bool)]>, all: bool) -> Show {
+    if field.is_common() {
+        return if all { Show::Plain } else { Show::Hide };
+    }
+    // A pointer, or the kernel's own probe fields: the probe's address, a
+    // return probe's function and caller.
+    let address =
+        field.name().starts_with("__probe_") || (field.c_type().contains('*') && !field.is_string());
+    let natural = if address { Show::Hex } else { Show::Plain };
+    match declared {
+        Some(args) => match args.iter().find(|(name, _)| name == field.name()) {
+            Some((_, true)) => Show::Hex,
+            Some((_, false)) => Show::Plain,
+            None if all => natural,
+            None => Show::Hide,
+        },
+        None => natural,
+    }
+}
+
+pub fn text_value(out: &mut String, v: Value<'_>, show: Show) {
     let _ = match v {
+        Value::Unsigned(n) if show == Show::Hex => write!(out, "{n:#x}"),
+        Value::Signed(n) if show == Show::Hex => write!(out, "{:#x}", n as u64),
         Value::Signed(n) => write!(out, "{n}"),
         Value::Unsigned(n) => write!(out, "{n}"),
         Value::Str(s) => write!(out, "{:?}", String::from_utf8_lossy(s)),
@@ -100,15 +139,18 @@ pub fn task_line(json: bool, time_ns: u64, cpu: u32, body: &Body<'_>) -> Option<
     })
 }
 
+/// A field to show: its name, its value (`None`: undecodable), how.
+pub type Shown<'v> = (&'v str, Option<Value<'v>>, Show);
+
 /// A sample as a text line: `TIME CPU PID/TID EVENT: name=value ...`.
-pub fn sample_text<'v>(h: &Head<'_>, fields: impl Iterator<Item = (&'v str, Option<Value<'v>>)>) -> String {
+pub fn sample_text<'v>(h: &Head<'_>, fields: impl Iterator<Item = Shown<'v>>) -> String {
     let mut line = format!("{} {}:", stamp(h.time_ns, h.cpu, h.pid, h.tid), h.event);
     let mut any = false;
-    for (name, v) in fields {
+    for (name, v, show) in fields {
         any = true;
         let _ = write!(line, " {name}=");
         match v {
-            Some(v) => text_value(&mut line, v),
+            Some(v) => text_value(&mut line, v, show),
             None => line.push('?'),
         }
     }
@@ -118,9 +160,9 @@ pub fn sample_text<'v>(h: &Head<'_>, fields: impl Iterator<Item = (&'v str, Opti
     line
 }
 
-pub fn sample_json<'v>(h: &Head<'_>, fields: impl Iterator<Item = (&'v str, Option<Value<'v>>)>) -> String {
+pub fn sample_json<'v>(h: &Head<'_>, fields: impl Iterator<Item = Shown<'v>>) -> String {
     let mut map = Map::new();
-    for (name, v) in fields {
+    for (name, v, _) in fields {
         map.insert(name.to_string(), v.map_or(Json::Null, json_value));
     }
     json!({
@@ -146,5 +188,66 @@ pub fn other_line(json: bool, event: Option<&str>, cpu: u32, record: &[u8]) -> S
             .to_string()
     } else {
         format!("OTHER record type {kind} ({} bytes) on cpu{cpu}", record.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfbuf::tracepoint::Format;
+
+    const FORMAT: &str = "name: e\nID: 7\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        \tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\
+        \tfield:u64 a;\toffset:16;\tsize:8;\tsigned:0;\n\
+        \tfield:const void * ptr;\toffset:24;\tsize:8;\tsigned:0;\n\
+        \tfield:__data_loc char[] name;\toffset:32;\tsize:4;\tsigned:0;\n\n\
+        print fmt: \"\"\n";
+
+    #[test]
+    fn what_is_shown_and_how() {
+        let format = Format::parse(FORMAT).unwrap();
+        let how = |declared: Option<&[(String, bool)]>, all: bool| -> Vec<(String, Show)> {
+            format.fields().iter().map(|f| (f.name().to_owned(), show(f, declared, all))).collect()
+        };
+        let named = |v: Vec<(String, Show)>| -> Vec<(String, Show)> {
+            v.into_iter().filter(|(_, s)| *s != Show::Hide).collect()
+        };
+        // A tracepoint: its own fields, pointers in hex; the common ones with --all-fields.
+        let tracepoint = named(how(None, false));
+        assert_eq!(
+            tracepoint.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["__probe_ip", "a", "ptr", "name"]
+        );
+        assert_eq!(tracepoint[2].1, Show::Hex);
+        assert_eq!(tracepoint[3].1, Show::Plain);
+        assert_eq!(named(how(None, true)).len(), 6);
+        // A probe: what it declared (x-typed in hex); the kernel's addresses with --all-fields.
+        let declared = [("a".to_owned(), true)];
+        assert_eq!(named(how(Some(&declared), false)), [("a".to_owned(), Show::Hex)]);
+        let all = named(how(Some(&[("a".to_owned(), false)]), true));
+        assert_eq!(
+            all.iter().map(|(n, s)| (n.as_str(), *s)).collect::<Vec<_>>(),
+            [
+                ("common_type", Show::Plain),
+                ("common_pid", Show::Plain),
+                ("__probe_ip", Show::Hex),
+                ("a", Show::Plain),
+                ("ptr", Show::Hex),
+                ("name", Show::Plain)
+            ]
+        );
+    }
+
+    #[test]
+    fn hex_values() {
+        let mut out = String::new();
+        text_value(&mut out, Value::Unsigned(4096), Show::Hex);
+        out.push(' ');
+        text_value(&mut out, Value::Unsigned(4096), Show::Plain);
+        out.push(' ');
+        text_value(&mut out, Value::Signed(-1), Show::Hex);
+        assert_eq!(out, "0x1000 4096 0xffffffffffffffff");
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::child::Child;
 use crate::fail::{Failure, Result, check_pages, need_root};
+use crate::programs::ProgramWarnings;
 use crate::run::{Status, catch_stop_signals, stop_requested};
 use crate::spec::{self, Spec};
 use crate::trace::{add_failure, backlog, build_failure, event_for};
@@ -152,6 +153,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     };
     let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = Vec::new();
+    let mut added = Vec::new();
     for (w, ev) in wanted.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| match w {
             Wanted::Traced(spec) => add_failure(spec, &e),
@@ -164,6 +166,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         if set.info(id).is_ok_and(|info| info.fallback.is_some()) {
             name.push_str(" (no hardware PMU here: cpu-clock instead)");
         }
+        added.push((id, w.name()));
         names.push(name);
     }
     let mut out = PerfDataWriter::for_set(&args.output, &mut set).map_err(write_failure)?;
@@ -182,8 +185,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
     );
     let started = Instant::now();
     let mut status = Status::new();
+    let mut programs = ProgramWarnings::new("record");
+    programs.check(&set, &added, &mut status, true);
     let why = loop {
         out.poll(&mut pb, Duration::from_millis(100)).map_err(write_failure)?;
+        programs.check(&set, &added, &mut status, false);
         status.tick(out.stats().samples, lost(&pb), || backlog(&pb));
         if stop_requested() {
             break "stopped by signal";
@@ -197,6 +203,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             break "command ended";
         }
     };
+    programs.check(&set, &added, &mut status, true);
     let _ = set.disable_all();
     out.drain(&mut pb).map_err(write_failure)?;
     let lost = lost(&pb);

@@ -1,7 +1,9 @@
 //! EVENT arguments of `perfbuf trace`, parsed before anything is opened:
 //!
 //! - `SUBSYSTEM:EVENT` (or `t:SUBSYSTEM:EVENT`): a tracepoint;
-//! - `u:PATH:SYMBOL[+OFFSET][%return] [ARG...]`: a uprobe (`%return`: on return);
+//! - `u:PATH:SYMBOL[+OFFSET][%return] [ARG...]`: a uprobe (`%return`: on
+//!   return, which takes no OFFSET); `u:PATH:0xFILE_OFFSET[%return]` places
+//!   it at a file offset (`uprobe_events` syntax);
 //! - `k:SYMBOL[+OFFSET][%return] [ARG...]`: a kprobe;
 //!
 //! where each ARG is `NAME=FETCH[:TYPE]`, as `perf probe` writes them:
@@ -23,7 +25,9 @@ pub enum Spec {
 pub struct Probe {
     /// The binary for a uprobe; `None` for a kprobe.
     pub binary: Option<String>,
-    pub symbol: String,
+    /// The function; `None`: a uprobe at file offset `offset`.
+    pub symbol: Option<String>,
+    /// Bytes into the function, or the file offset.
     pub offset: u64,
     pub ret: bool,
     pub args: Vec<ProbeArg>,
@@ -52,11 +56,13 @@ impl fmt::Display for Spec {
             Spec::Tracepoint { system, name } => write!(f, "{system}:{name}"),
             Spec::Probe(p) => {
                 match &p.binary {
-                    Some(bin) => write!(f, "u:{bin}:{}", p.symbol)?,
-                    None => write!(f, "k:{}", p.symbol)?,
+                    Some(bin) => write!(f, "u:{bin}:")?,
+                    None => write!(f, "k:")?,
                 }
-                if p.offset != 0 {
-                    write!(f, "+{:#x}", p.offset)?;
+                match &p.symbol {
+                    Some(symbol) if p.offset != 0 => write!(f, "{symbol}+{:#x}", p.offset)?,
+                    Some(symbol) => write!(f, "{symbol}")?,
+                    None => write!(f, "{:#x}", p.offset)?,
                 }
                 if p.ret {
                     write!(f, "%return")?;
@@ -134,6 +140,13 @@ fn probe(binary: Option<String>, site: &str, args: &[&str], head: &str) -> Resul
         Some(s) => (s, true),
         None => (site, false),
     };
+    let args = args.iter().map(|a| parse_arg(a, ret)).collect::<Result<Vec<_>, _>>()?;
+    // A C symbol never starts with a digit: `0x1139` is a file offset.
+    if binary.is_some() && site.starts_with(|c: char| c.is_ascii_digit()) {
+        let offset = parse_number(site)
+            .ok_or_else(|| format!("`{head}`: bad file offset `{site}` (write 0xHEX or decimal)"))?;
+        return Ok(Spec::Probe(Probe { binary, symbol: None, offset, ret, args }));
+    }
     let (symbol, offset) = match site.split_once('+') {
         Some((sym, off)) => (sym, parse_number(off).ok_or_else(|| format!("`{head}`: bad offset `{off}`"))?),
         None => (site, 0),
@@ -141,8 +154,13 @@ fn probe(binary: Option<String>, site: &str, args: &[&str], head: &str) -> Resul
     if symbol.is_empty() || !symbol.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
         return Err(format!("`{head}`: bad symbol `{symbol}` (write SYMBOL[+OFFSET][%return])"));
     }
-    let args = args.iter().map(|a| parse_arg(a, ret)).collect::<Result<Vec<_>, _>>()?;
-    Ok(Spec::Probe(Probe { binary, symbol: symbol.to_string(), offset, ret, args }))
+    if ret && offset != 0 {
+        return Err(format!(
+            "`{head}`: a return probe goes at the function's entry, without +OFFSET (the kernel would take \
+             another stack word for the return address, and the program would crash)"
+        ));
+    }
+    Ok(Spec::Probe(Probe { binary, symbol: Some(symbol.to_string()), offset, ret, args }))
 }
 
 fn parse_number(s: &str) -> Option<u64> {
@@ -232,7 +250,7 @@ mod tests {
             panic!("not a probe")
         };
         assert_eq!(p.binary.as_deref(), Some("/bin/bash"));
-        assert_eq!((p.symbol.as_str(), p.ret, p.offset), ("readline", true, 0));
+        assert_eq!((p.symbol.as_deref(), p.ret, p.offset), (Some("readline"), true, 0));
         assert_eq!(
             p.args,
             vec![ProbeArg { name: "ret".into(), fetch: "+0($retval)".into(), type_: ArgType::String }]
@@ -259,5 +277,18 @@ mod tests {
         assert!(parse("u:/bin/bash:readline r=+0($arg1").unwrap_err().contains("parentheses"));
         assert!(parse("k:do_sys_open%return").is_ok());
         assert!(parse("k:").is_err());
+        assert!(parse("u:/bin/bash:readline+4%return").unwrap_err().contains("function's entry"));
+        assert!(parse("u:/bin/bash:0xzz").unwrap_err().contains("bad file offset"));
+    }
+
+    #[test]
+    fn offsets_and_file_offsets() {
+        let Spec::Probe(p) = parse("u:/x/y:work+4 n=%di:s32").unwrap() else { panic!("not a probe") };
+        assert_eq!((p.symbol.as_deref(), p.offset), (Some("work"), 4));
+        assert_eq!(Spec::Probe(p).to_string(), "u:/x/y:work+0x4");
+        let Spec::Probe(p) = parse("u:/x/y:0x1139%return").unwrap() else { panic!("not a probe") };
+        assert_eq!((p.symbol, p.offset, p.ret), (None, 0x1139, true));
+        assert_eq!(parse("u:/x/y:4409").unwrap().to_string(), "u:/x/y:0x1139");
+        assert_eq!(parse("k:vfs_read+0x10").unwrap().to_string(), "k:vfs_read+0x10");
     }
 }

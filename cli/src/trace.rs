@@ -4,6 +4,7 @@
 use crate::child::Child;
 use crate::fail::{Failure, Result, check_pages, need_root};
 use crate::output::{self, Head};
+use crate::programs::ProgramWarnings;
 use crate::run::{Status, catch_stop_signals, poll_result, stop_requested};
 use crate::spec::{self, Spec};
 use perfbuf::events::{Event, EventId, EventRecord, EventSet, Sideband};
@@ -24,6 +25,8 @@ pub struct TraceArgs {
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub json: bool,
+    /// The fields the kernel adds too (`common_*`, a probe's `__probe_*`).
+    pub all_fields: bool,
     /// Side-band process records too: fork, comm (exec), exit.
     pub task: bool,
     pub pages: usize,
@@ -34,6 +37,9 @@ pub struct TraceArgs {
 struct Sink {
     out: std::io::BufWriter<std::io::Stdout>,
     names: HashMap<EventId, String>,
+    /// A probe's declared arguments (name, shown in hex), by event.
+    declared: HashMap<EventId, Vec<(String, bool)>>,
+    all_fields: bool,
     json: bool,
     samples: u64,
     lost: u64,
@@ -68,8 +74,13 @@ impl Sink {
                     tid: s.tid(),
                     ip: s.ip(),
                 };
-                let fields =
-                    s.format().into_iter().flat_map(|f| f.event_values(s.raw())).map(|(n, v)| (n, v.ok()));
+                let declared = self.declared.get(&s.event()).map(Vec::as_slice);
+                let fields = s.format().into_iter().flat_map(|f| f.fields()).filter_map(|field| {
+                    match output::show(field, declared, self.all_fields) {
+                        output::Show::Hide => None,
+                        how => Some((field.name(), field.decode(s.raw()).ok(), how)),
+                    }
+                });
                 let line = if self.json {
                     output::sample_json(&head, fields)
                 } else {
@@ -125,8 +136,13 @@ pub fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
                         "{spec}: no such binary {bin} (give the full path of an ELF file)"
                     )));
                 }
-                let ev = if p.ret { Event::uretprobe(bin, &p.symbol) } else { Event::uprobe(bin, &p.symbol) };
-                Ok(with_args(if p.offset != 0 { ev.offset(p.offset) } else { ev }, p))
+                let ev = match (&p.symbol, p.ret) {
+                    (Some(symbol), false) => Event::uprobe(bin, symbol).offset(p.offset),
+                    (Some(symbol), true) => Event::uretprobe(bin, symbol).offset(p.offset),
+                    (None, false) => Event::uprobe_at(bin, p.offset),
+                    (None, true) => Event::uretprobe_at(bin, p.offset),
+                };
+                Ok(with_args(ev, p))
             }
             None => {
                 if !Path::new("/sys/bus/event_source/devices/kprobe").exists() {
@@ -135,8 +151,9 @@ pub fn event_for(spec: &Spec, filter: Option<&str>) -> Result<Event> {
                              (ls /sys/kernel/tracing/events) or a uprobe"
                     )));
                 }
-                let ev = if p.ret { Event::kretprobe(&p.symbol) } else { Event::kprobe(&p.symbol) };
-                Ok(with_args(if p.offset != 0 { ev.offset(p.offset) } else { ev }, p))
+                let symbol = p.symbol.as_deref().unwrap_or_default();
+                let ev = if p.ret { Event::kretprobe(symbol) } else { Event::kprobe(symbol) };
+                Ok(with_args(ev.offset(p.offset), p))
             }
         },
     }
@@ -152,14 +169,19 @@ fn with_args(ev: Event, p: &spec::Probe) -> Event {
 pub fn add_failure(spec: &Spec, e: &perfbuf::Error) -> Failure {
     let text = e.to_string();
     if let Spec::Probe(p) = spec
-        && p.binary.is_some()
+        && let (Some(binary), Some(symbol)) = (&p.binary, &p.symbol)
         && (e.errno() == libc::ENOENT || text.contains("symbol"))
     {
         return Failure::usage(format!(
-            "{spec}: symbol {} not found in {} ({text}); list symbols with `nm -D` or `readelf -Ws`",
-            p.symbol,
-            p.binary.as_deref().unwrap_or_default()
+            "{spec}: symbol {symbol} not found in {binary} ({text}); list symbols with `nm -D` or `readelf -Ws`"
         ));
+    }
+    if let Spec::Probe(p) = spec
+        && p.symbol.is_some()
+        && p.offset != 0
+        && text.contains("past the end")
+    {
+        return Failure::usage(format!("{spec}: {text}; `nm -S` gives a function's size"));
     }
     if matches!(spec, Spec::Tracepoint { .. }) && text.contains("PERF_EVENT_IOC_SET_FILTER") {
         return Failure::usage(format!(
@@ -229,13 +251,22 @@ pub fn run(args: TraceArgs) -> Result<()> {
     }
     let mut set = builder.build().map_err(|e| build_failure(args.cpus.is_some(), args.pid, &e))?;
     let mut names = HashMap::new();
+    let mut declared = HashMap::new();
+    let mut added = Vec::new();
     for (spec, ev) in specs.iter().zip(&events) {
         let id = set.add(ev).map_err(|e| add_failure(spec, &e))?;
         names.insert(id, spec.to_string());
+        if let Spec::Probe(p) = spec {
+            let hex = |t: &spec::ArgType| matches!(t, spec::ArgType::Hex(_));
+            declared.insert(id, p.args.iter().map(|a| (a.name.clone(), hex(&a.type_))).collect());
+        }
+        added.push((id, spec.to_string()));
     }
     let sink = Arc::new(Mutex::new(Sink {
         out: std::io::BufWriter::new(std::io::stdout()),
         names,
+        declared,
+        all_fields: args.all_fields,
         json: args.json,
         samples: 0,
         lost: 0,
@@ -266,8 +297,11 @@ pub fn run(args: TraceArgs) -> Result<()> {
     );
     let started = Instant::now();
     let mut status = Status::new();
+    let mut programs = ProgramWarnings::new("trace");
+    programs.check(&set, &added, &mut status, true);
     let why = loop {
         poll_result(pb.poll(Some(Duration::from_millis(100))))?;
+        programs.check(&set, &added, &mut status, false);
         let (samples, lost, failed) = {
             let mut s = sink.lock().expect("sink");
             let _ = s.out.flush();
@@ -296,6 +330,7 @@ pub fn run(args: TraceArgs) -> Result<()> {
             break "command ended";
         }
     };
+    programs.check(&set, &added, &mut status, true);
     let _ = set.disable_all();
     drain(&mut pb)?;
     status.clear();

@@ -109,6 +109,74 @@ fn record_a_command_and_perf_report_shows_its_hot_function() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Each sample's period, as `perf script -F period` lists them.
+fn script_periods(file: &Path) -> Vec<u64> {
+    perf(&["script", "-F", "period"], file).lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// `perf report`'s `# Event count (approx.): N`.
+fn report_event_count(file: &Path) -> u64 {
+    let report = perf(&["report", "--stdio", "--no-children", "-g", "none"], file);
+    let line = report.lines().find(|l| l.starts_with("# Event count")).unwrap_or_else(|| panic!("{report}"));
+    line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+#[test]
+fn record_sample_periods_agree_with_perf_record() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !ready("record_sample_periods_agree_with_perf_record") {
+        return;
+    }
+    let dir = tempdir("period");
+    let bin = spinner(&dir);
+    let ours = dir.join("perfbuf.data");
+    let theirs = dir.join("perf.data");
+    // The same spinner and frequency, recorded by each.
+    let out = run(&["record", "-F", "999", "-o", ours.to_str().unwrap(), "--", bin.to_str().unwrap(), "0.5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = Command::new("perf")
+        .args(["record", "-e", "cpu-clock", "-F", "999", "-o"])
+        .arg(&theirs)
+        .arg("--")
+        .arg(&bin)
+        .arg("0.5")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "perf record: {}", text(&out.stderr));
+    let (our_periods, their_periods) = (script_periods(&ours), script_periods(&theirs));
+    assert!(our_periods.len() > 10 && their_periods.len() > 10, "{our_periods:?} {their_periods:?}");
+    // What each sample stands for: the period the kernel chose for 999 Hz
+    // (about 1 ms of CPU clock), not the frequency.
+    let (ours_median, theirs_median) = (median(our_periods.clone()), median(their_periods.clone()));
+    let ratio = ours_median as f64 / theirs_median as f64;
+    assert!((0.5..2.0).contains(&ratio), "median period {ours_median} against perf record's {theirs_median}");
+    // perf report's event count: the periods summed, for about the same
+    // CPU time of the same spinner (the sample counts vary with the load).
+    let (our_count, their_count) = (report_event_count(&ours), report_event_count(&theirs));
+    let per_sample = |count: u64, n: usize| count as f64 / n as f64;
+    let ratio = per_sample(our_count, our_periods.len()) / per_sample(their_count, their_periods.len());
+    assert!(
+        (0.5..2.0).contains(&ratio),
+        "event count {our_count} over {} samples against perf record's {their_count} over {}",
+        our_periods.len(),
+        their_periods.len()
+    );
+    let ratio = our_count as f64 / their_count as f64;
+    assert!((0.2..5.0).contains(&ratio), "event count {our_count} against perf record's {their_count}");
+    eprintln!(
+        "perfbuf record: {} samples, median period {ours_median}, event count {our_count}; \
+         perf record: {} samples, median period {theirs_median}, event count {their_count}",
+        our_periods.len(),
+        their_periods.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn record_sigint_and_sigterm_finish_a_file_perf_reads() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -3,6 +3,8 @@
 //! these fail under CI=true and are skipped (with a message) otherwise.
 
 mod common;
+#[path = "../../tests/drop_program/mod.rs"]
+mod drop_program;
 
 use common::*;
 use serde_json::Value;
@@ -179,6 +181,126 @@ fn trace_uprobe_and_uretprobe_of_a_command() {
 }
 
 #[test]
+fn trace_uprobes_inside_a_function_fire_there() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_uprobes_inside_a_function_fire_there") {
+        return;
+    }
+    let dir = tempdir("offset");
+    let bin = offset_program(&dir);
+    let name = bin.to_str().unwrap();
+    let place = dir.join("place");
+    let place_arg = place.to_str().unwrap();
+    // A first run tells the function's file offset (the same every run).
+    assert!(Command::new(&bin).args(["0", place_arg]).status().unwrap().success());
+    let (_, file_entry) = offset_program_place(&place);
+    let arg = if cfg!(target_arch = "aarch64") { "x=%x0:u64" } else { "x=%di:u64" };
+    let at_symbol = format!("u:{name}:perfbuf_offset_target+4");
+    let with_arg = format!("u:{name}:perfbuf_offset_target+4 {arg}");
+    let at_file_offset = format!("u:{name}:{:#x}", file_entry + 4);
+    let returns = format!("u:{name}:{file_entry:#x}%return");
+    let n = 6;
+    let out = run(&[
+        "trace",
+        "--json",
+        &at_symbol,
+        &with_arg,
+        &at_file_offset,
+        &returns,
+        "--",
+        name,
+        &n.to_string(),
+        place_arg,
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The probe as traced: at +0x4, not at the function's entry.
+    let probe_name = at_symbol.replace("+4", "+0x4");
+    assert!(err.contains(&format!("tracing {probe_name}, {probe_name}, ")), "{err}");
+    let (entry, _) = offset_program_place(&place);
+    let records: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |event: &str| -> Vec<&Value> { records.iter().filter(|r| r["event"] == event).collect() };
+    let inside: Vec<&Value> = of(&probe_name);
+    assert_eq!(inside.len(), 2 * n, "{records:?}");
+    for r in &inside {
+        assert_eq!(r["ip"].as_u64(), Some(entry + 4), "{r}");
+    }
+    let xs: Vec<u64> = inside.iter().filter_map(|r| r["fields"]["x"].as_u64()).collect();
+    assert_eq!(xs, (0..n as u64).collect::<Vec<_>>());
+    let by_offset = of(&at_file_offset);
+    assert_eq!(by_offset.len(), n);
+    assert!(by_offset.iter().all(|r| r["ip"].as_u64() == Some(entry + 4)), "{by_offset:?}");
+    let back = of(&returns);
+    assert_eq!(back.len(), n);
+    assert!(
+        back.iter().all(|r| r["ip"].as_u64().is_some_and(|ip| !(entry..entry + 9).contains(&ip))),
+        "{back:?}"
+    );
+    // A return probe inside a function, an offset past its end: usage errors naming the probe.
+    let out =
+        run(&["trace", &format!("u:{name}:perfbuf_offset_target+4%return"), "--", name, "1", place_arg]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("perfbuf_offset_target+4%return") && err.contains("function's entry"), "{err}");
+    let out = run(&["trace", &format!("u:{name}:perfbuf_offset_target+64"), "--", name, "1", place_arg]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("perfbuf_offset_target+0x40") && err.contains("past the end"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tracepoint that only these tests trace, hit by `getpgid` calls.
+const QUIET_TRACEPOINT: &str = "syscalls:sys_enter_getpgid";
+
+/// A program calling getpgid as often as its argument says.
+fn getpgid_program(dir: &Path) -> PathBuf {
+    let src = dir.join("getpgid.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n#include <unistd.h>\n\
+         int main(int argc, char **argv) { for (int i = atoi(argv[1]); i > 0; i--) getpgid(0); return 0; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("getpgid");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    assert!(Command::new(cc).arg("-o").arg(&bin).arg(&src).status().unwrap().success());
+    bin
+}
+
+#[test]
+fn trace_names_a_bpf_program_that_drops_the_tracepoints_events() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("trace_names_a_bpf_program_that_drops_the_tracepoints_events") {
+        return;
+    }
+    let dir = tempdir("dropped");
+    let bin = getpgid_program(&dir);
+    let trace = || run(&["trace", QUIET_TRACEPOINT, "--", bin.to_str().unwrap(), "6"]);
+    // Nothing attached: every call, no warning.
+    let out = trace();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout).lines().count(), 6, "{}", text(&out.stdout));
+    assert!(!err.contains("warning"), "{err}");
+    // Another tool's program returning 0: the kernel drops every event, and
+    // trace says which program does it, once.
+    let other = drop_program::DropProgram::attach(QUIET_TRACEPOINT, "pbcli_drop").unwrap();
+    let other_id = other.id;
+    let out = trace();
+    drop(other);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout), "", "the program dropped them");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    let want = format!(
+        "perfbuf trace: warning: BPF program {other_id} \"pbcli_drop\" is attached to {QUIET_TRACEPOINT}"
+    );
+    assert!(warnings[0].starts_with(&want) && warnings[0].contains("returns 0"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn trace_probe_arguments_print_the_values_passed_and_returned() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !root_or_skip("trace_probe_arguments_print_the_values_passed_and_returned") {
@@ -216,14 +338,52 @@ fn trace_probe_arguments_print_the_values_passed_and_returned() {
     assert_eq!(passed, (1..=n).collect::<Vec<i64>>());
     assert_eq!(returned, (1..=n).map(|i| 2 * i).collect::<Vec<i64>>());
     assert_eq!(records.len(), 2 * n as usize);
-    // Text: the argument by name.
-    let out = run(&["trace", &format!("{entry} n=%di:s32"), "--", name, "3"]);
+    // What the user declared, and nothing the kernel adds (__probe_ip...).
+    for r in &records {
+        let keys: Vec<&String> = r["fields"].as_object().unwrap().keys().collect();
+        assert!(keys == ["n"] || keys == ["r"], "{r}");
+    }
+    // Text: the arguments by name, in the order declared, x-typed in hex.
+    let out = run(&["trace", &format!("{entry} n=%di:s32 h=%di:x32"), "--", name, "3"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
     for (line, i) in lines.iter().zip(1..) {
-        assert!(line.contains(&format!("{entry}:")) && line.ends_with(&format!(" n={i}")), "{line}");
+        assert!(line.ends_with(&format!(" {entry}: n={i} h={i:#x}")), "{line}");
     }
+    // --all-fields: the kernel's fields too, its addresses in hex.
+    let out = run(&[
+        "trace",
+        "--all-fields",
+        &format!("{entry} n=%di:s32"),
+        &format!("{ret} r=$retval:s32"),
+        "--",
+        name,
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let hex_field = |line: &str, field: &str| {
+        let v = line
+            .split(' ')
+            .find_map(|w| w.strip_prefix(&format!("{field}=")))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(v.starts_with("0x") && u64::from_str_radix(&v[2..], 16).is_ok(), "{line}");
+    };
+    assert!(lines[0].contains(" common_pid=") && lines[0].ends_with(" n=1"), "{}", lines[0]);
+    hex_field(&lines[0], "__probe_ip");
+    hex_field(&lines[1], "__probe_func");
+    hex_field(&lines[1], "__probe_ret_ip");
+    assert!(lines[1].ends_with(" r=2"), "{}", lines[1]);
+    let out = run(&["trace", "--json", "--all-fields", &format!("{entry} n=%di:s32"), "--", name, "1"]);
+    let record: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    let fields = record["fields"].as_object().unwrap();
+    assert!(
+        fields.contains_key("__probe_ip") && fields.contains_key("common_pid") && fields["n"] == 1,
+        "{record}"
+    );
+    assert_eq!(fields["__probe_ip"], record["ip"], "the probe's address is the sample's ip");
     // A definition the kernel refuses: one line with the probe and the
     // kernel's complaint (tracefs error_log).
     let out = run(&["trace", &format!("{entry} x=%nosuchreg:s32"), "--", name, "1"]);

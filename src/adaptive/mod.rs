@@ -5,20 +5,23 @@
 //! for every record whether or not anyone sleeps on the ring: a
 //! self-IPI, which costs the producer about 6 µs per record in a VM and
 //! caps a stream near 130 k records/s. In the fast mode, while a CPU's
-//! rate stays high its map slot points at a second event that wakes the
-//! reader only every [`BATCH_EVENTS`] records, and a timer in the epoll
-//! set bounds the delay of what sits below that.
+//! rate stays high and its reader keeps up, its map slot points at a
+//! second event that wakes the reader only when a quarter of its ring is
+//! full, and a timer in the epoll set reads the ring meanwhile: the reader
+//! wakes on ticks ([`TICK`]), the producer pays no wake-up.
 //!
 //! **Where records go.** A producer freed from the per-record cost runs
-//! about 15 times faster, so the caller's ring would last only as long as
-//! the reader's ordinary scheduling hiccups (1 to 15 ms measured). Each
-//! CPU gets, at construction, a spill ring [`SPILL_FACTOR`] times the
-//! caller's (at most [`SPILL_MAX`] bytes), and its slot points from the
-//! start at events writing there: one waking per record, one per batch
-//! (`PERF_EVENT_IOC_SET_OUTPUT`). A caller ring of [`SPILL_MAX`] or more
-//! is big enough: its batching event writes into it, and its per-record
-//! event is the caller's own. Nothing is allocated later, so no poll waits
-//! on a mapping.
+//! 20 to 60 times faster, so the caller's ring would last only as long as
+//! the reader's ordinary scheduling hiccups. A CPU that needs it gets a
+//! spill ring [`SPILL_FACTOR`] times the caller's (at most [`SPILL_MAX`]
+//! bytes), with two events writing there (`PERF_EVENT_IOC_SET_OUTPUT`):
+//! one waking per record, one at a quarter of the ring. It needs one when
+//! it first batches, or when a drain finds the caller's ring half full; a
+//! CPU that does neither costs what libbpf's does (one event, one ring).
+//! From then on its slot stays on the spill ring's events, so its records
+//! stay in one ring. A caller ring of [`SPILL_MAX`] or more is big enough:
+//! the quarter-ring event writes into it, and its per-record event is the
+//! caller's own.
 //!
 //! **Standing down.** The caller's event (`perf_buffer__buffer_fd`) and
 //! ring (`perf_buffer__buffer`, the record API, ordered reading) are the
@@ -30,20 +33,17 @@
 //! or an RCU grace period), that call hands them to the callbacks, since a
 //! caller reading its ring itself may never poll again.
 //!
-//! **Streaming.** A CPU that batches (above [`policy::BATCH_ABOVE`]
-//! records/s) moves to an event that wakes only at a quarter of the fast
-//! ring: the timer's ticks read it meanwhile, so the reader wakes 1,250
-//! times a second however fast the stream, and the producer pays no
-//! irq_work per batch. The event waking every [`BATCH_EVENTS`] records is
-//! used only where the streaming one could not be opened.
-//!
-//! **Back-pressure.** libbpf's per-record wake-ups slow the producer down;
-//! without them a slow reader would lose records libbpf keeps. A batched
-//! ring is drained in chunks, and goes back to per-record wake-ups in the
-//! middle of a drain when the reader's backlog grows past a sixteenth of
-//! the ring; also, and stays there a while, when a drain finds it half
-//! full, when draining takes half the reader's time, or when the kernel
-//! reports lost records in it (see [`policy`]).
+//! **Back-pressure** (see [`policy`]). libbpf's per-record wake-ups slow
+//! the producer down; without them a slow reader would lose records
+//! libbpf keeps. So what the reader can take decides: a ring batches only
+//! while its records wait for the reader no longer than a share of the
+//! time the freed producer takes to fill the ring; a batched ring is
+//! drained in chunks sized so that the reader looks at its backlog before
+//! a producer outrunning it can add an eighth of the ring, and goes back
+//! to per-record wake-ups in the middle of a drain when that backlog
+//! grows past a sixteenth; also, and stays there a while, when a drain
+//! finds it half full, when draining takes half the reader's time, or when
+//! the kernel reports lost records in it.
 //!
 //! **Lost records stay exact.** The kernel reports a ring's lost records
 //! only with the next record it writes there, which a spill ring may never
@@ -63,27 +63,28 @@ pub mod policy;
 use crate::error::Result;
 use crate::kernel::clock::Moment;
 use crate::kernel::sys::{self, AttrSource};
-use crate::kernel::{PERF_EVENT_IOC_ENABLE, PERF_FORMAT_LOST, PerfEventAttr, cpu};
+use crate::kernel::{
+    PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_FORMAT_LOST, PerfEventAttr, cpu,
+};
 use crate::log;
 use crate::ring::PerfRing;
 use crate::ring::pair::CpuRings;
 use claim::Claim;
-use policy::{Busy, LanePolicy, Target};
+use policy::{Busy, LanePolicy, Target, Window};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Records per wake-up while batched.
-pub const BATCH_EVENTS: u32 = 64;
 /// The spill ring's size, in caller's rings.
 pub const SPILL_FACTOR: usize = 16;
 /// The spill ring's largest size in bytes; a caller ring this big needs none.
 pub const SPILL_MAX: usize = 4 << 20;
-/// While batched, what sits below the batch is read this often, which
-/// keeps its delay, tick plus the reader's wake-up, under 1 ms. Each tick
-/// is a reader wake-up (about 20 us of its CPU here): at 200 k records/s,
-/// 500 us ticks cost the reader 3 times the CPU per record of a raw
-/// reader draining every 1 ms; 800 us, 1.7 times, with a p99 delay of
-/// 0.8 ms at full rate instead of 0.5 ms.
+/// While batched, what sits below a quarter of the ring is read this
+/// often, which keeps its delay, tick plus the reader's wake-up, under
+/// 1 ms. Each tick is a reader wake-up (about 20 us of its CPU here): at
+/// 200 k records/s, 500 us ticks cost the reader 3 times the CPU per
+/// record of a raw reader draining every 1 ms; 800 us, 1.7 times, with a
+/// p99 delay of 0.8 ms at full rate instead of 0.5 ms.
 pub const TICK: Duration = Duration::from_micros(800);
 /// How long after its map slot moved away a ring is taken to get no more
 /// writes: a BPF program that loaded the old slot has long finished.
@@ -127,11 +128,9 @@ pub struct SlotMove {
 
 /// The events of one CPU's fast mode.
 struct FastEvents {
-    /// Wakes every [`BATCH_EVENTS`] records; owns the spill ring if any.
-    batched: OwnedFd,
-    /// Wakes when a quarter of the ring is full (fast streams, read on
-    /// the timer's ticks); `None` if it could not be opened.
-    streaming: Option<OwnedFd>,
+    /// Wakes when a quarter of the fast ring is full (read on the timer's
+    /// ticks meanwhile); owns the spill ring if any.
+    streaming: OwnedFd,
     /// Wakes per record into the spill ring; `None` with no spill ring
     /// (the caller's event is the per-record one then).
     per_record: Option<OwnedFd>,
@@ -141,7 +140,7 @@ impl FastEvents {
     /// What these events failed to write so far, as the kernel counts it
     /// (`PERF_FORMAT_LOST`); an error if one of them does not count.
     fn lost(&self) -> Result<u64> {
-        [Some(&self.batched), self.per_record.as_ref(), self.streaming.as_ref()]
+        [Some(&self.streaming), self.per_record.as_ref()]
             .into_iter()
             .flatten()
             .try_fold(0u64, |sum, fd| sys::read_lost(fd.as_fd()).map(|n| sum + n))
@@ -151,21 +150,29 @@ impl FastEvents {
 #[derive(Default)]
 struct Slot {
     policy: LanePolicy,
+    /// Opened when the CPU first needs them.
     events: Option<FastEvents>,
+    /// When the slot first moved to the spill ring.
+    spilled_at: Option<Moment>,
     /// When the slot left the spill ring, until its lost records are
     /// reconciled and it is released.
     left: Option<Moment>,
     /// What the fast events released so far failed to write, as the
     /// kernel counted it.
     retired_lost: u64,
+    /// The largest backlog a drain found when it began, this window.
+    backlog_max: u64,
+    /// While the slot is on the caller's ring: the backlog the last drain
+    /// of it began with, and the most two drains in a row began with
+    /// together, this window (see [`Adaptive::may_leave_callers_ring`]).
+    last_backlog: u64,
+    pair_max: u64,
 }
 
 /// Per-buffer fast-mode state.
 pub struct Adaptive {
     slots: Vec<Slot>,
     window_start: Moment,
-    /// When the slots left the caller's rings for the spill rings.
-    set_up_at: Moment,
     /// Rings batched now.
     batched: usize,
     /// A slot moved since `batched` was counted (counting reads every
@@ -180,53 +187,46 @@ pub struct Adaptive {
     claim: Option<Claim>,
     /// The process that opened the buffer (a forked child's copy writes no slot).
     owner_pid: i32,
+    /// The reader's epoll set, where spill rings join their CPU's token.
+    epoll_fd: RawFd,
+    /// The caller paused output: a spill ring opened meanwhile starts paused.
+    paused: AtomicBool,
 }
 
 impl Adaptive {
-    /// Sets up every CPU's fast events and points its slot at them; a CPU
-    /// where that fails keeps the caller's event. `None` when no CPU could
-    /// have them (then the buffer is libbpf's, as without the opt-in).
-    pub fn setup<L: Lane>(
-        lanes: &mut [L],
-        map_fd: RawFd,
-        epoll_fd: RawFd,
-        claim: Option<Claim>,
-    ) -> Option<Adaptive> {
+    /// The fast mode over `lanes`, whose slots point at the callers'
+    /// events: nothing is opened until a CPU needs it. `None` when no CPU
+    /// could ever batch (small rings before Linux 6.0: a spill ring's
+    /// losses could not be counted); the buffer is then libbpf's.
+    pub fn setup<L: Lane>(lanes: &[L], epoll_fd: RawFd, claim: Option<Claim>) -> Option<Adaptive> {
+        let counted = sys::format_lost_supported();
         let mut slots = Vec::new();
         slots.try_reserve_exact(lanes.len()).ok()?;
-        for (idx, lane) in lanes.iter_mut().enumerate() {
+        for lane in lanes {
             let mut slot = Slot::default();
-            match set_up_lane(lane, idx, map_fd, epoll_fd) {
-                Ok(events) => {
-                    if events.streaming.is_some() {
-                        slot.policy.allow_streaming();
-                    }
-                    slot.events = Some(events);
-                }
-                Err(e) => {
-                    log::info(format_args!("cpu #{}: no fast mode, libbpf's wake-ups: {e}", lane.cpu()));
-                    slot.policy.moved(Target::Caller);
-                }
+            if !counted && lane.rings().main().data_size() < SPILL_MAX {
+                slot.policy.moved(Target::Caller);
             }
             slots.push(slot);
         }
-        let fast = slots.iter().filter(|s| s.events.is_some()).count();
+        let fast = slots.iter().filter(|s| s.policy.target() != Target::Caller).count();
         log::info(format_args!("fast mode on {fast} of {} CPUs", slots.len()));
         if fast == 0 {
+            log::info(format_args!("no fast mode: a spill ring's losses cannot be counted before Linux 6.0"));
             return None;
         }
         Some(Adaptive {
             slots,
             window_start: Moment::coarse(),
-            set_up_at: Moment::coarse(),
             batched: 0,
-            // Set up, every slot wakes per record: none is batched.
             recount: false,
             leaving: false,
             grace_until: None,
             busy: Busy::default(),
             claim,
             owner_pid: sys::getpid(),
+            epoll_fd,
+            paused: AtomicBool::new(false),
         })
     }
 
@@ -245,9 +245,16 @@ impl Adaptive {
     /// for every event writing there.
     pub fn spill_owners(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         self.slots.iter().filter_map(|s| match &s.events {
-            Some(FastEvents { batched, per_record: Some(_), .. }) => Some(batched.as_fd()),
+            Some(FastEvents { streaming, per_record: Some(_) }) => Some(streaming.as_fd()),
             _ => None,
         })
+    }
+
+    /// The caller pauses (`true`) or resumes output: the spill rings that
+    /// exist are paused with the rings (see [`Self::spill_owners`]), and
+    /// one opened while paused starts paused.
+    pub fn note_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
     }
 
     /// Whether this buffer may still write its map's slots.
@@ -266,7 +273,6 @@ impl Adaptive {
         spent: Option<Duration>,
         lanes: &mut [L],
         map_fd: RawFd,
-        epoll_fd: RawFd,
     ) -> TimerAction {
         if let Some(spent) = spent
             && self.batched > 0
@@ -284,31 +290,14 @@ impl Adaptive {
             if !self.owns_slots() {
                 self.relinquish(now);
             }
-            // Writers that loaded a slot before set-up moved it to the
-            // spill ring have long finished: the caller's rings, once read,
-            // get nothing more while the slots stay on the spill rings.
-            let settled = now.since(self.set_up_at) >= QUIET_AFTER;
             for (idx, lane) in lanes.iter_mut().enumerate() {
-                if settled && self.slots[idx].policy.target() != Target::Caller {
-                    lane.rings_mut().settle_main();
-                }
-                let rings = lane.rings();
-                let lost = rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost);
-                let records = rings.records_read();
-                if let Some(target) = self.slots[idx].policy.on_window(records, lost, elapsed, now) {
-                    let why = if target.batched() {
-                        "the rate is high"
-                    } else {
-                        "the rate fell, or records were lost"
-                    };
-                    self.apply(idx, lane, target, map_fd, now, why);
-                }
+                self.end_window(idx, lane, elapsed, map_fd, now);
             }
         }
         if self.leaving {
             let mut still = false;
             for (idx, lane) in lanes.iter_mut().enumerate() {
-                self.release_if_done(idx, lane, now, epoll_fd);
+                self.release_if_done(idx, lane, now);
                 still |= self.slots[idx].left.is_some();
             }
             self.leaving = still;
@@ -316,31 +305,109 @@ impl Adaptive {
         self.timer_after_moves(now)
     }
 
-    /// Before draining ring `idx`: a batched ring found half full goes
-    /// back to per-record wake-ups now, before the drain lets the producer
-    /// fill the rest.
-    #[inline(always)]
-    pub fn before_drain<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
-        if !self.slots[idx].policy.target().batched() {
+    /// Ring `idx`'s decisions at the end of a window of `elapsed`.
+    fn end_window<L: Lane>(
+        &mut self,
+        idx: usize,
+        lane: &mut L,
+        elapsed: Duration,
+        map_fd: RawFd,
+        now: Moment,
+    ) {
+        let slot = &mut self.slots[idx];
+        if slot.policy.target() == Target::Caller {
             return;
         }
-        let ring = lane.rings().current();
-        if policy::over_filled(ring.pending_bytes(), ring.data_size() as u64) {
-            self.pressure(idx, lane, map_fd);
+        // Writers that loaded the slot before it moved to the spill ring
+        // have long finished: the caller's ring, once read, gets nothing
+        // more while the slot stays there.
+        if slot.spilled_at.is_some_and(|t| now.since(t) >= QUIET_AFTER) {
+            lane.rings_mut().settle_main();
+        }
+        let rings = lane.rings();
+        let read = rings.figures();
+        let window = Window {
+            records: read.records,
+            bytes: read.bytes,
+            lost: rings.spill().map_or(rings.main().stats().lost, |s| s.stats().lost),
+            backlog_max: core::mem::take(&mut slot.backlog_max),
+            ring: fast_ring_size(rings) as u64,
+            elapsed,
+        };
+        let pairs = core::mem::take(&mut slot.pair_max).max(slot.last_backlog + rings.main().pending_bytes());
+        let was_late = slot.policy.too_late();
+        let decided = slot.policy.on_window(window, now);
+        if slot.policy.too_late() && !was_late {
+            log::debug(format_args!(
+                "cpu #{}: per-record wake-ups still: records waited up to {:?} for the reader (more than {:?})",
+                lane.cpu(),
+                slot.policy.late(),
+                slot.policy.reach(window.ring)
+            ));
+        }
+        let Some(target) = decided else { return };
+        if target.batched() {
+            if !self.may_leave_callers_ring(idx, lane, pairs) || !self.ensure_events(idx, lane) {
+                return;
+            }
+            let p = &self.slots[idx].policy;
+            log::debug(format_args!(
+                "cpu #{}: the rate is high and records waited at most {:?} for the reader (within {:?})",
+                lane.cpu(),
+                p.late(),
+                p.reach(window.ring)
+            ));
+            self.apply(idx, lane, target, map_fd, now, "the reader keeps up");
+        } else {
+            self.apply(idx, lane, target, map_fd, now, "the rate fell, or records were lost");
         }
     }
 
-    /// Between chunks of a drain of ring `idx` (pending bytes when the
-    /// chunk began and now, in a ring of `size`): a batched ring whose
-    /// reader falls behind goes back to per-record wake-ups now, in the
-    /// middle of the drain, before the producer can fill the ring.
-    /// `caller_event` is the ring's per-record event when it has no spill
-    /// ring.
+    /// Before draining ring `idx`: notes how much waited for the reader;
+    /// a batched ring found half full goes back to per-record wake-ups
+    /// now, before the drain lets the producer fill the rest.
     #[inline(always)]
-    pub fn between_chunks(&mut self, idx: usize, before: u64, now: u64, size: u64, to: SlotMove) {
+    pub fn before_drain<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
+        let slot = &mut self.slots[idx];
+        if slot.policy.target() == Target::Caller {
+            return;
+        }
+        let ring = lane.rings().current();
+        let (pending, size) = (ring.pending_bytes(), ring.data_size() as u64);
+        slot.backlog_max = slot.backlog_max.max(pending);
+        if slot.spilled_at.is_none() {
+            slot.pair_max = slot.pair_max.max(slot.last_backlog + pending);
+            slot.last_backlog = pending;
+        }
+        if policy::over_filled(pending, size) {
+            if slot.policy.target().batched() {
+                self.filled(idx, lane, map_fd);
+            } else {
+                self.callers_ring_filled(idx, lane, map_fd);
+            }
+        }
+    }
+
+    /// Between chunks of a drain of ring `idx` (a chunk of `chunk` bytes;
+    /// pending bytes when it began and now, in a ring of `size`): a
+    /// batched ring whose reader falls behind goes back to per-record
+    /// wake-ups now, in the middle of the drain, before the producer can
+    /// fill the ring. Returns the next chunk's size. `to` says how to
+    /// move the slot.
+    #[inline(always)]
+    pub fn between_chunks(
+        &mut self,
+        idx: usize,
+        chunk: u64,
+        before: u64,
+        now: u64,
+        size: u64,
+        to: SlotMove,
+    ) -> u64 {
         if self.slots[idx].policy.target().batched() && policy::falling_behind(before, now, size) {
             self.back_off(idx, to);
         }
+        policy::next_chunk(chunk, before, now, size)
     }
 
     #[cold]
@@ -364,11 +431,82 @@ impl Adaptive {
         }
     }
 
+    /// A drain found batched ring `idx` half full.
     #[cold]
-    fn pressure<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
+    fn filled<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
         let now = Moment::coarse();
         if let Some(target) = self.slots[idx].policy.on_pressure(now) {
             self.apply(idx, lane, target, map_fd, now, "the ring is half full");
+        }
+    }
+
+    /// Whether ring `idx`'s slot may leave the caller's ring for a spill
+    /// ring (the first time: it batches, or the caller's ring was found
+    /// half full), given the most two drains in a row began with together
+    /// (`pairs`) since the window began. The kernel reports a ring's lost
+    /// records only with the next record it writes there, and the
+    /// caller's event does not count them (libbpf's attr): a ring that lost
+    /// records just before the slot left would never tell. Records are
+    /// lost only in a full ring. Between the start of one drain and that of
+    /// the next, the producer sees at most both backlogs together (the
+    /// first is freed only when its drain ends, the second was written
+    /// since it began); while that stays a record (records under a quarter
+    /// of the ring) short of the ring, nothing was lost, and a loss before
+    /// was told by the records written since, read first. So: every pair
+    /// of backlogs since the window began under 3/4 of the ring (`pairs`,
+    /// the last drain's with what waited since included).
+    fn may_leave_callers_ring<L: Lane>(&self, idx: usize, lane: &L, pairs: u64) -> bool {
+        let size = lane.rings().main().data_size() as u64;
+        self.slots[idx].spilled_at.is_some() || size >= SPILL_MAX as u64 || pairs.saturating_mul(4) < size * 3
+    }
+
+    /// A drain found per-record ring `idx` half full: a CPU without a
+    /// spill ring yet needs one, and its slot moves there now if no loss
+    /// can be left untold in the caller's ring.
+    #[cold]
+    fn callers_ring_filled<L: Lane>(&mut self, idx: usize, lane: &mut L, map_fd: RawFd) {
+        let slot = &self.slots[idx];
+        if slot.events.is_some() || !self.may_leave_callers_ring(idx, lane, slot.pair_max) {
+            return;
+        }
+        if self.ensure_events(idx, lane) {
+            let now = Moment::coarse();
+            self.apply(
+                idx,
+                lane,
+                Target::PerRecord,
+                map_fd,
+                now,
+                "the caller's ring was half full: a spill ring",
+            );
+        }
+    }
+
+    /// Opens ring `idx`'s fast events (and spill ring) if it has none yet;
+    /// false if they cannot be had: the CPU keeps the caller's event for
+    /// good then (and says why once).
+    fn ensure_events<L: Lane>(&mut self, idx: usize, lane: &mut L) -> bool {
+        let slot = &mut self.slots[idx];
+        if slot.events.is_some() {
+            return true;
+        }
+        let opened = open_events(lane, idx, self.epoll_fd).and_then(|events| {
+            if self.paused.load(Ordering::Relaxed) {
+                sys::perf_ioctl(events.streaming.as_fd(), PERF_EVENT_IOC_PAUSE_OUTPUT, 1)?;
+            }
+            Ok(events)
+        });
+        match opened {
+            Ok(events) => {
+                slot.events = Some(events);
+                true
+            }
+            Err(e) => {
+                log::info(format_args!("cpu #{}: no fast mode, libbpf's wake-ups: {e}", lane.cpu()));
+                slot.policy.moved(Target::Caller);
+                self.recount = true;
+                false
+            }
         }
     }
 
@@ -425,7 +563,8 @@ impl Adaptive {
     }
 
     /// Points ring `idx`'s slot at the event for `target` (if the slots
-    /// are still ours), then records the move.
+    /// are still ours), then records the move. A CPU without fast events
+    /// is on the caller's event already: only the record changes.
     fn apply<L: Lane>(
         &mut self,
         idx: usize,
@@ -440,10 +579,15 @@ impl Adaptive {
             return;
         }
         let slot = &mut self.slots[idx];
-        let Some(events) = &slot.events else { return };
+        let Some(events) = &slot.events else {
+            if !target.batched() {
+                slot.policy.moved(target);
+                self.recount = true;
+            }
+            return;
+        };
         let fd = match (target, &events.per_record) {
-            (Target::Batched, _) => events.batched.as_raw_fd(),
-            (Target::Streaming, _) => events.streaming.as_ref().unwrap_or(&events.batched).as_raw_fd(),
+            (Target::Streaming, _) => events.streaming.as_raw_fd(),
             (Target::PerRecord, Some(per_record)) => per_record.as_raw_fd(),
             (Target::PerRecord, None) | (Target::Caller, _) => lane.event().as_raw_fd(),
         };
@@ -453,7 +597,6 @@ impl Adaptive {
             return;
         }
         let to = match target {
-            Target::Batched => "batched wake-ups",
             Target::Streaming => "wake-ups at a quarter of the ring, read on ticks",
             Target::PerRecord => "per-record wake-ups",
             Target::Caller => "the caller's event, for good",
@@ -461,7 +604,21 @@ impl Adaptive {
         log::debug(format_args!("cpu #{}: {to} ({why}; {} records/s)", lane.cpu(), slot.policy.rate()));
         slot.policy.moved(target);
         let spilling = events.per_record.is_some();
-        lane.rings_mut().set_spill_current(spilling && target != Target::Caller);
+        let rings = lane.rings_mut();
+        rings.set_spill_current(spilling && target != Target::Caller);
+        if spilling && target != Target::Caller {
+            slot.spilled_at.get_or_insert(now);
+        }
+        // A batched ring's drains start from small chunks again (the
+        // reader's pace may have changed); a big caller's ring is drained
+        // in chunks only while batched.
+        let first = policy::first_chunk(fast_ring_size(rings) as u64);
+        match (target, rings.spill_mut()) {
+            (Target::Streaming, Some(spill)) => spill.set_drain_chunk(first),
+            (Target::Streaming, None) => rings.main_mut().set_drain_chunk(first),
+            (_, None) => rings.main_mut().unchunk(),
+            (_, Some(_)) => {}
+        }
         if spilling && target == Target::Caller {
             slot.left = Some(now);
             self.leaving = true;
@@ -476,20 +633,20 @@ impl Adaptive {
     }
 
     /// Once the spill ring a slot left is quiet and read, releases it.
-    fn release_if_done<L: Lane>(&mut self, idx: usize, lane: &mut L, now: Moment, epoll_fd: RawFd) {
+    fn release_if_done<L: Lane>(&mut self, idx: usize, lane: &mut L, now: Moment) {
         let Some(since) = self.slots[idx].left else { return };
         let rings = lane.rings();
         if now.since(since) < QUIET_AFTER || rings.spill().is_none_or(|s| s.pending_bytes() > 0) {
             return;
         }
-        self.release(idx, lane, epoll_fd);
+        self.release(idx, lane);
     }
 
     /// Releases the spill ring slot `idx` left, which no BPF program
     /// writes any more and which was read to its head: what it still owes
     /// goes to the reader as a lost record of our own, then the ring and
     /// its events are freed.
-    pub fn release<L: Lane>(&mut self, idx: usize, lane: &mut L, epoll_fd: RawFd) {
+    pub fn release<L: Lane>(&mut self, idx: usize, lane: &mut L) {
         let slot = &mut self.slots[idx];
         if slot.left.is_none() {
             return;
@@ -509,7 +666,7 @@ impl Adaptive {
                 log::warn(format_args!("cpu #{}: lost records of a spill ring unknown: {e}", lane.cpu()))
             }
         }
-        let _ = sys::epoll_del(epoll_fd, events.batched.as_raw_fd());
+        let _ = sys::epoll_del(self.epoll_fd, events.streaming.as_raw_fd());
         drop(lane.rings_mut().take_spill());
         drop(events);
     }
@@ -551,67 +708,53 @@ impl Adaptive {
     }
 }
 
-/// Opens CPU `idx`'s fast events and points its slot at the per-record one.
-fn set_up_lane<L: Lane>(lane: &mut L, idx: usize, map_fd: RawFd, epoll_fd: RawFd) -> Result<FastEvents> {
-    let cpu = lane.cpu();
-    let caller = lane.rings().main().data_size();
-    if caller >= SPILL_MAX {
-        // Big enough to absorb the faster producer: batch into it. Its
-        // events count their losses where the kernel can (for exact lost
-        // figures: the caller's ring has more writers than its own event).
-        let counted = sys::format_lost_supported();
-        let batched = open_event(BATCH_EVENTS, cpu, counted)?;
-        sys::perf_set_output(batched.as_fd(), lane.event())?;
-        sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-        let streaming = open_streaming(caller, cpu, counted, lane.event());
-        return Ok(FastEvents { batched, per_record: None, streaming });
+/// The ring a CPU batches into: its spill ring, or the one it would get,
+/// or the caller's ring if that is big enough.
+fn fast_ring_size(rings: &CpuRings) -> usize {
+    if let Some(spill) = rings.spill() {
+        return spill.data_size();
     }
-    if !sys::format_lost_supported() {
-        return Err(crate::error::Error::from_errno(libc::EOPNOTSUPP));
-    }
-    let batched = open_event(BATCH_EVENTS, cpu, true)?;
-    let size = caller.saturating_mul(SPILL_FACTOR).min(SPILL_MAX);
-    let page = cpu::page_size();
-    let mut ring = PerfRing::map(batched.as_fd(), page, size / page, true)?;
-    ring.set_drain_chunk(size as u64 / policy::CHUNK_SHARE);
-    sys::perf_ioctl(batched.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-    let per_record = open_event(1, cpu, true)?;
-    sys::perf_set_output(per_record.as_fd(), batched.as_fd())?;
-    sys::perf_ioctl(per_record.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-    let streaming = open_streaming(size, cpu, true, batched.as_fd());
-    // The caller's ring's token: a wake-up of either drains both.
-    sys::epoll_add(epoll_fd, batched.as_raw_fd(), idx as u64)?;
-    if let Err(e) = sys::map_update_u32(map_fd, lane.map_key(), per_record.as_raw_fd() as u32) {
-        let _ = sys::epoll_del(epoll_fd, batched.as_raw_fd());
-        return Err(e);
-    }
-    let rings = lane.rings_mut();
-    rings.set_spill(ring);
-    rings.set_spill_current(true);
-    Ok(FastEvents { batched, per_record: Some(per_record), streaming })
+    let caller = rings.main().data_size();
+    if caller >= SPILL_MAX { caller } else { caller.saturating_mul(SPILL_FACTOR).min(SPILL_MAX) }
 }
 
-/// The streaming event of a CPU whose fast ring (`ring_size` bytes) is
-/// `output`'s: wakes at a quarter of the ring. `None` when it cannot be
-/// had (few fds to spare, say): the CPU then batches without streaming.
-fn open_streaming(ring_size: usize, cpu: i32, counted: bool, output: BorrowedFd<'_>) -> Option<OwnedFd> {
-    let attr = PerfEventAttr {
-        read_format: if counted { PERF_FORMAT_LOST } else { 0 },
-        ..PerfEventAttr::bpf_output_ext(0, (ring_size / 4).min(u32::MAX as usize) as u32, false)
-    };
-    let open = || {
-        let fd = sys::perf_event_open(AttrSource::Built(&attr), cpu)?;
-        sys::perf_set_output(fd.as_fd(), output)?;
-        sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
-        Ok::<_, crate::error::Error>(fd)
-    };
-    open().inspect_err(|e| log::debug(format_args!("cpu #{cpu}: no streaming event: {e}"))).ok()
+/// Opens CPU `idx`'s fast events (and maps its spill ring, in the epoll
+/// set under the CPU's token); the slot does not move yet.
+fn open_events<L: Lane>(lane: &mut L, idx: usize, epoll_fd: RawFd) -> Result<FastEvents> {
+    let cpu = lane.cpu();
+    let size = fast_ring_size(lane.rings());
+    if lane.rings().main().data_size() >= SPILL_MAX {
+        // Big enough to absorb the faster producer: stream into it. Its
+        // event counts its losses where the kernel can (for exact lost
+        // figures: the caller's ring has more writers than its own event).
+        let counted = sys::format_lost_supported();
+        let streaming = open_event(0, size, cpu, counted)?;
+        sys::perf_set_output(streaming.as_fd(), lane.event())?;
+        sys::perf_ioctl(streaming.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+        return Ok(FastEvents { streaming, per_record: None });
+    }
+    let streaming = open_event(0, size, cpu, true)?;
+    let page = cpu::page_size();
+    let mut ring = PerfRing::map(streaming.as_fd(), page, size / page, true)?;
+    ring.set_drain_chunk(policy::first_chunk(size as u64));
+    sys::perf_ioctl(streaming.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+    let per_record = open_event(1, 0, cpu, true)?;
+    sys::perf_set_output(per_record.as_fd(), streaming.as_fd())?;
+    sys::perf_ioctl(per_record.as_fd(), PERF_EVENT_IOC_ENABLE, 0)?;
+    // The caller's ring's token: a wake-up of either drains both.
+    sys::epoll_add(epoll_fd, streaming.as_raw_fd(), idx as u64)?;
+    lane.rings_mut().set_spill(ring);
+    Ok(FastEvents { streaming, per_record: Some(per_record) })
 }
 
 /// A BPF output event on `cpu` waking the reader every `wakeup_events`
-/// records, counting what it fails to write if `counted`.
-fn open_event(wakeup_events: u32, cpu: i32, counted: bool) -> Result<OwnedFd> {
-    let read_format = if counted { PERF_FORMAT_LOST } else { 0 };
-    let attr = PerfEventAttr { read_format, ..PerfEventAttr::bpf_output(wakeup_events) };
+/// records, or if that is 0, when a quarter of its ring (`ring_size`
+/// bytes) is full; counting what it fails to write if `counted`.
+fn open_event(wakeup_events: u32, ring_size: usize, cpu: i32, counted: bool) -> Result<OwnedFd> {
+    let quarter = if wakeup_events == 0 { (ring_size / 4).min(u32::MAX as usize) as u32 } else { 0 };
+    let attr = PerfEventAttr {
+        read_format: if counted { PERF_FORMAT_LOST } else { 0 },
+        ..PerfEventAttr::bpf_output_ext(wakeup_events, quarter, false)
+    };
     sys::perf_event_open(AttrSource::Built(&attr), cpu)
 }

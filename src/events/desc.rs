@@ -31,7 +31,8 @@ pub enum Sampling {
     Count,
     /// A sample every `n` occurrences (nanoseconds for the clock events).
     Period(u64),
-    /// About `hz` samples a second: the kernel adjusts the period.
+    /// About `hz` samples a second: the kernel adjusts the period, which
+    /// each sample then carries (`PERF_SAMPLE_PERIOD`).
     Frequency(u64),
 }
 
@@ -64,6 +65,8 @@ pub(crate) enum Kind {
     Uprobe {
         path: PathBuf,
         at: UprobeAt,
+        /// Bytes into the function at `at` ([`Event::offset`]).
+        offset: u64,
         retprobe: bool,
         ref_ctr_offset: u64,
     },
@@ -168,14 +171,10 @@ impl Event {
     }
 
     /// A uprobe on function `symbol` of the ELF binary at `path` (found in
-    /// its symbol tables).
+    /// its symbol tables); at an instruction inside it with
+    /// [`Self::offset`].
     pub fn uprobe(path: impl Into<PathBuf>, symbol: &str) -> Event {
-        Event::tracing(Kind::Uprobe {
-            path: path.into(),
-            at: UprobeAt::Symbol(symbol.to_owned()),
-            retprobe: false,
-            ref_ctr_offset: 0,
-        })
+        Event::uprobe_where(path.into(), UprobeAt::Symbol(symbol.to_owned()))
     }
 
     /// A uretprobe: fires when `symbol` of `path` returns.
@@ -183,14 +182,23 @@ impl Event {
         Event::uprobe(path, symbol).with_retprobe()
     }
 
-    /// A uprobe at a file offset of the binary at `path`.
+    /// A uprobe at a file offset of the binary at `path` (an instruction's
+    /// first byte: the kernel places its breakpoint there unchecked).
     pub fn uprobe_at(path: impl Into<PathBuf>, file_offset: u64) -> Event {
-        Event::tracing(Kind::Uprobe {
-            path: path.into(),
-            at: UprobeAt::Offset(file_offset),
-            retprobe: false,
-            ref_ctr_offset: 0,
-        })
+        Event::uprobe_where(path.into(), UprobeAt::Offset(file_offset))
+    }
+
+    /// A uretprobe on the function whose code starts at `file_offset` of
+    /// the binary at `path`. The kernel takes the word on top of the stack
+    /// when the probe fires for the return address, which holds only at
+    /// a function's first instruction: anywhere else it overwrites another
+    /// word and the probed program crashes.
+    pub fn uretprobe_at(path: impl Into<PathBuf>, file_offset: u64) -> Event {
+        Event::uprobe_at(path, file_offset).with_retprobe()
+    }
+
+    fn uprobe_where(path: PathBuf, at: UprobeAt) -> Event {
+        Event::tracing(Kind::Uprobe { path, at, offset: 0, retprobe: false, ref_ctr_offset: 0 })
     }
 
     fn with_retprobe(mut self) -> Event {
@@ -205,7 +213,8 @@ impl Event {
     /// `sample_id_all`, `PERF_SAMPLE_IDENTIFIER | IP | TID | TIME | CPU`
     /// added to its `sample_type`, `CLOCK_MONOTONIC` and the set's wake-ups.
     ///
-    /// The caller's `freq` and `sample_freq` (or `sample_period`), its
+    /// The caller's `freq` and `sample_freq` (or `sample_period`; with
+    /// `freq`, `PERF_SAMPLE_PERIOD` is added, see [`Self::frequency`]), its
     /// other flags (`exclude_*`, `inherit`, `precise_ip`, `mmap`...) and
     /// its `read_format` bits `GROUP` and `LOST` are kept; only the flags
     /// above, `write_backward` and `watermark` are the set's.
@@ -218,10 +227,17 @@ impl Event {
         Event::new(Kind::Raw(attr), sampling, attr.sample_type)
     }
 
-    /// For a kprobe: the offset into the function.
+    /// For a kprobe or uprobe: the probe goes `off` bytes into the
+    /// function (an instruction's first byte; for a uprobe at a file
+    /// offset, `off` bytes after it). A uprobe's offset at or past its
+    /// symbol's size is EINVAL. A return probe fires when the function
+    /// returns, so it takes no offset: a uretprobe with one is EINVAL
+    /// (the kernel would take it, and the probed program would crash), a
+    /// kretprobe with one fails as the kernel decides.
     pub fn offset(mut self, off: u64) -> Event {
-        if let Kind::Kprobe { offset, .. } = &mut self.kind {
-            *offset = off;
+        match &mut self.kind {
+            Kind::Kprobe { offset, .. } | Kind::Uprobe { offset, .. } => *offset = off,
+            _ => {}
         }
         self
     }
@@ -242,7 +258,9 @@ impl Event {
     }
 
     /// About `hz` samples a second (at most
-    /// `/proc/sys/kernel/perf_event_max_sample_rate`).
+    /// `/proc/sys/kernel/perf_event_max_sample_rate`). The kernel adjusts
+    /// the period as it goes, so each sample carries the period it stands
+    /// for (`PERF_SAMPLE_PERIOD` is added), as `perf record -F` does.
     pub fn frequency(mut self, hz: u64) -> Event {
         self.sampling = Sampling::Frequency(hz);
         self

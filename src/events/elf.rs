@@ -46,7 +46,16 @@ const VERSYM_HIDDEN: u16 = 0x8000;
 
 /// The file offset of `symbol`'s code in the ELF file at `path`: what a
 /// uprobe on it takes.
+#[cfg(test)]
 pub(crate) fn symbol_file_offset(path: &Path, symbol: &str) -> Result<u64> {
+    function_file_offset(path, symbol, 0)
+}
+
+/// The file offset of byte `into` of function `symbol`'s code in the ELF
+/// file at `path`: a uprobe at `symbol+into`. An offset at or past the
+/// function's end (its symbol's size, where it has one) is EINVAL: the
+/// probe would land in whatever code follows.
+pub(crate) fn function_file_offset(path: &Path, symbol: &str, into: u64) -> Result<u64> {
     if symbol.is_empty() || symbol.contains('\0') {
         return Err(Error::invalid("a symbol name is needed, without NUL bytes"));
     }
@@ -58,8 +67,17 @@ pub(crate) fn symbol_file_offset(path: &Path, symbol: &str) -> Result<u64> {
         }
     };
     match find_symbol(&file, symbol.as_bytes()) {
-        Ok(offset) => {
-            debug(format_args!("{symbol} in {}: file offset {offset:#x}", path.display()));
+        Ok(Function { file_offset, size }) if size != 0 && into >= size => {
+            warn(format_args!(
+                "{symbol}+{into:#x} in {} is past the function's end ({size:#x} bytes at file offset {file_offset:#x})",
+                path.display()
+            ));
+            Err(Error::invalid("the offset is past the end of the function")
+                .about(format_args!("{symbol} is {size:#x} bytes long")))
+        }
+        Ok(Function { file_offset, .. }) => {
+            let offset = file_offset.checked_add(into).ok_or(Error::invalid("the offset is too large"))?;
+            debug(format_args!("{symbol}+{into:#x} in {}: file offset {offset:#x}", path.display()));
             Ok(offset)
         }
         Err(Failure::Read(e)) => {
@@ -308,10 +326,19 @@ fn read_layout(source: &(impl ElfSource + ?Sized)) -> Lookup<Layout> {
     Ok(Layout { sections, code })
 }
 
+/// A function found: where its code starts in the file, and its size
+/// (`st_size`; 0 when the symbol does not say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Function {
+    file_offset: u64,
+    size: u64,
+}
+
 /// A function symbol whose name matched.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
     file_offset: u64,
+    size: u64,
     ifunc: bool,
     /// The name's default version (or an unversioned name): what a program
     /// linked today calls.
@@ -354,7 +381,7 @@ fn match_name(name: &[u8], wanted: &[u8]) -> Option<NameMatch> {
 /// the same symbol in both tables) are one answer; at different offsets,
 /// the default versions decide (`pthread_cond_wait@@GLIBC_2.3.2` over
 /// `@GLIBC_2.2.5`) or it is ambiguous.
-fn find_symbol(source: &(impl ElfSource + ?Sized), wanted: &[u8]) -> Lookup<u64> {
+fn find_symbol(source: &(impl ElfSource + ?Sized), wanted: &[u8]) -> Lookup<Function> {
     let layout = read_layout(source)?;
     let mut candidates = Vec::new();
     let mut unusable = 0;
@@ -398,6 +425,7 @@ fn collect_candidates(
         let st_type = le::<1>(sym, 4)?[0] & 0xf;
         let st_shndx = u16_at(sym, 6)?;
         let st_value = u64_at(sym, 8)?;
+        let st_size = u64_at(sym, 16)?;
         if !matches!(st_type, STT_FUNC | STT_GNU_IFUNC)
             || st_shndx == SHN_UNDEF
             || st_shndx >= SHN_LORESERVE
@@ -422,6 +450,7 @@ fn collect_candidates(
         };
         candidates.push(Candidate {
             file_offset,
+            size: st_size,
             ifunc: st_type == STT_GNU_IFUNC,
             default_version: name_match != NameMatch::OtherVersion && !hidden_version,
         });
@@ -435,8 +464,9 @@ fn symbol_name(names: &[u8], offset: u32) -> Option<&[u8]> {
     from.iter().position(|&b| b == 0).map(|end| &from[..end])
 }
 
-/// The one offset the candidates agree on, if they do.
-fn choose(candidates: &[Candidate], unusable: usize) -> Lookup<u64> {
+/// The one offset the candidates agree on, if they do (with the largest
+/// size any of them gives: an alias may not say).
+fn choose(candidates: &[Candidate], unusable: usize) -> Lookup<Function> {
     let Some(first) = candidates.first() else {
         return Err(Failure::NotFound { unusable });
     };
@@ -451,8 +481,13 @@ fn choose(candidates: &[Candidate], unusable: usize) -> Lookup<u64> {
         let other = candidates.iter().find(|c| c.file_offset != first.file_offset).unwrap_or(first);
         return Err(Failure::Ambiguous(first.file_offset, other.file_offset));
     };
-    let offset = chosen[0].file_offset;
-    if chosen.iter().all(|c| c.ifunc) { Err(Failure::Ifunc(offset)) } else { Ok(offset) }
+    let file_offset = chosen[0].file_offset;
+    let size = chosen.iter().map(|c| c.size).max().unwrap_or(0);
+    if chosen.iter().all(|c| c.ifunc) {
+        Err(Failure::Ifunc(file_offset))
+    } else {
+        Ok(Function { file_offset, size })
+    }
 }
 
 #[cfg(test)]
@@ -626,7 +661,7 @@ mod tests {
     }
 
     fn lookup(elf: &[u8], name: &str) -> Lookup<u64> {
-        find_symbol(elf, name.as_bytes())
+        find_symbol(elf, name.as_bytes()).map(|f| f.file_offset)
     }
 
     #[test]
@@ -672,6 +707,25 @@ mod tests {
         dir.write("ambiguous", &elf);
         let e = symbol_file_offset(&dir.path().join("ambiguous"), "local").unwrap_err();
         assert_eq!(e, Error::invalid("the symbol is ambiguous in this binary: give a file offset instead"));
+    }
+
+    #[test]
+    fn an_offset_into_a_function_stays_inside_it() {
+        // Every synthetic symbol is 8 bytes long.
+        let elf = synthetic_elf(&[func("f", 0x10)], &[]);
+        assert_eq!(find_symbol(&elf[..], b"f"), Ok(Function { file_offset: TEXT_OFFSET + 0x10, size: 8 }));
+        let dir = ScratchDir::new("elf");
+        dir.write("f", &elf);
+        let path = dir.path().join("f");
+        assert_eq!(function_file_offset(&path, "f", 0), Ok(TEXT_OFFSET + 0x10));
+        assert_eq!(function_file_offset(&path, "f", 7), Ok(TEXT_OFFSET + 0x17));
+        let e = function_file_offset(&path, "f", 8).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert!(
+            e.to_string().contains("f is 0x8 bytes long") && e.to_string().contains("past the end"),
+            "{e}"
+        );
+        assert_eq!(function_file_offset(&path, "f", u64::MAX).unwrap_err().errno(), libc::EINVAL);
     }
 
     #[test]

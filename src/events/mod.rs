@@ -5,9 +5,10 @@
 //!
 //! Layout: `desc` describes events and targets; `set` opens them (with
 //! `pmu` for the kprobe and uprobe PMUs, `tracefs` for tracepoints, `elf`
-//! for uprobe symbols, `probe_events` for probes with arguments); `reader`
-//! reads its rings; `table` attributes records to events and decodes them
-//! ([`mod@format`] decodes tracepoint fields); `counts` reads counters.
+//! for uprobe symbols, `probe_events` for probes with arguments, `programs`
+//! for the BPF programs on a tracepoint); `reader` reads its rings; `table`
+//! attributes records to events and decodes them ([`mod@format`] decodes
+//! tracepoint fields); `counts` reads counters.
 
 mod counts;
 mod desc;
@@ -15,6 +16,7 @@ pub(crate) mod elf;
 pub mod format;
 pub(crate) mod pmu;
 mod probe_events;
+mod programs;
 mod reader;
 mod set;
 mod sideband;
@@ -23,6 +25,7 @@ pub(crate) mod tracefs;
 
 pub use counts::Counts;
 pub use desc::{Event, EventId, Sampling, Target};
+pub use programs::AttachedProgram;
 pub(crate) use set::AddObserver;
 pub use set::{EventInfo, EventKind, EventSet, EventSetBuilder};
 pub use sideband::Sideband;

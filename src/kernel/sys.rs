@@ -124,6 +124,84 @@ pub fn map_info(map_fd: RawFd) -> Result<MapInfo> {
     Ok(MapInfo { map_type: info.map_type, id: info.id, max_entries: info.max_entries })
 }
 
+const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+/// The most programs the kernel attaches to one tracepoint (`BPF_TRACE_MAX_PROGS`).
+const BPF_TRACE_MAX_PROGS: usize = 64;
+
+/// `PERF_EVENT_IOC_QUERY_BPF` on a tracepoint's perf event: the ids of the
+/// BPF programs the kernel runs on every hit of the tracepoint, whichever
+/// perf event attached them (EINVAL for an event of another type, EPERM
+/// without CAP_PERFMON).
+pub fn perf_query_bpf(fd: BorrowedFd<'_>) -> Result<Vec<u32>> {
+    // struct perf_event_query_bpf { __u32 ids_len; __u32 prog_cnt; __u32 ids[]; }
+    let mut query = [0u32; 2 + BPF_TRACE_MAX_PROGS];
+    query[0] = BPF_TRACE_MAX_PROGS as u32;
+    // SAFETY: the kernel reads ids_len, then writes prog_cnt and at most
+    // ids_len ids: all within `query`, which outlives the call.
+    let ret = unsafe {
+        libc::ioctl(fd.as_raw_fd(), super::PERF_EVENT_IOC_QUERY_BPF as libc::c_ulong, query.as_mut_ptr())
+    };
+    check(ret as libc::c_long)?;
+    let count = (query[1] as usize).min(BPF_TRACE_MAX_PROGS);
+    Ok(query[2..2 + count].to_vec())
+}
+
+#[repr(C)]
+struct GetFdByIdAttr {
+    id: u32,
+    next_id: u32,
+    open_flags: u32,
+}
+
+/// `BPF_PROG_GET_FD_BY_ID` (CAP_SYS_ADMIN): a program by its id.
+pub fn bpf_prog_fd_by_id(id: u32) -> Result<OwnedFd> {
+    let mut attr = GetFdByIdAttr { id, next_id: 0, open_flags: 0 };
+    bpf(BPF_PROG_GET_FD_BY_ID, &mut attr).map(owned)
+}
+
+/// The fields of `struct bpf_prog_info` we use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgInfo {
+    /// `BPF_PROG_TYPE_*`.
+    pub prog_type: u32,
+    /// The program's id (unique while it lives).
+    pub id: u32,
+    /// The name it was loaded with (up to 15 bytes; empty if none).
+    pub name: String,
+}
+
+/// The prefix of `struct bpf_prog_info` up to its name (Linux 4.15).
+#[repr(C)]
+#[derive(Default)]
+struct BpfProgInfo {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+    load_time: u64,
+    created_by_uid: u32,
+    nr_map_ids: u32,
+    map_ids: u64,
+    name: [u8; 16],
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on a program fd.
+pub fn bpf_prog_info(prog: BorrowedFd<'_>) -> Result<ProgInfo> {
+    let mut info = BpfProgInfo::default();
+    let mut attr = InfoAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: size_of::<BpfProgInfo>() as u32,
+        info: &mut info as *mut BpfProgInfo as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let len = info.name.iter().position(|&b| b == 0).unwrap_or(info.name.len());
+    let name = String::from_utf8_lossy(&info.name[..len]).into_owned();
+    Ok(ProgInfo { prog_type: info.prog_type, id: info.id, name })
+}
+
 /// Where the attr for `perf_event_open` comes from.
 #[derive(Clone, Copy)]
 pub enum AttrSource<'a> {

@@ -208,6 +208,9 @@ pub const PERF_EVENT_IOC_ID: u64 = 0x8008_2407;
 pub const PERF_EVENT_IOC_SET_BPF: u64 = 0x4004_2408;
 /// `PERF_EVENT_IOC_PAUSE_OUTPUT` (`_IOW('$', 9, __u32)`).
 pub const PERF_EVENT_IOC_PAUSE_OUTPUT: u64 = 0x4004_2409;
+/// `PERF_EVENT_IOC_QUERY_BPF` (`_IOWR('$', 10, struct perf_event_query_bpf *)`,
+/// Linux 4.16): the ids of the BPF programs a tracepoint runs.
+pub const PERF_EVENT_IOC_QUERY_BPF: u64 = 0xc008_240a;
 
 /// `PERF_FLAG_PID_CGROUP`: `pid` is a cgroup directory's fd.
 pub const PERF_FLAG_PID_CGROUP: u64 = 1 << 2;

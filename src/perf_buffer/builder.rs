@@ -154,12 +154,12 @@ impl<'a, T: Threading> Builder<'a, T> {
         self
     }
 
-    /// The fast mode (off by default): while a CPU's rate is high, the
-    /// kernel wakes the reader only when a quarter of a spill ring 16 times
-    /// the caller's is full, instead of for every record, and a timer
-    /// delivers the rest within about 1 ms. Several times libbpf's
-    /// records/s at a fraction of its CPU; README lists the callers it does
-    /// not suit.
+    /// The fast mode (off by default): while a CPU's rate is high and its
+    /// reader keeps up, the kernel wakes the reader only when a quarter of a
+    /// spill ring 16 times the caller's is full, instead of for every
+    /// record, and a timer delivers the rest within about 1 ms. Several
+    /// times libbpf's records/s at a fraction of its CPU; README lists the
+    /// callers it does not suit.
     pub fn adaptive(mut self, on: bool) -> Self {
         self.opts.adaptive = on;
         self

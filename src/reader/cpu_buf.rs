@@ -3,14 +3,14 @@
 
 use super::lost::KernelLost;
 use super::stats::RingStats;
-use crate::adaptive::Lane;
+use crate::adaptive::{Lane, SlotMove};
 use crate::error::{Error, Result};
 use crate::kernel::PERF_EVENT_IOC_DISABLE;
 use crate::kernel::sys;
 use crate::ring::pair::CpuRings;
 use crate::ring::record::DispatchStats;
 use crate::ring::{At, PerfRing};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 /// One CPU's event and rings.
 pub struct CpuBuf {
@@ -140,6 +140,12 @@ impl CpuBuf {
             batch_switches: 0,
             spill_size: self.rings.spill().map_or(0, |s| s.data_size() as u64),
         }
+    }
+
+    /// What moving this CPU's slot back to per-record wake-ups takes, for
+    /// the fast mode while the ring is drained.
+    pub fn slot_move(&self, map_fd: RawFd) -> SlotMove {
+        SlotMove { map_fd, map_key: self.map_key as u32, cpu: self.cpu, caller_event: self.fd.as_raw_fd() }
     }
 
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.

@@ -20,7 +20,7 @@ pub mod wait;
 pub mod waker;
 
 use crate::adaptive::claim::Claim;
-use crate::adaptive::{self, Adaptive, SlotMove, TimerAction};
+use crate::adaptive::{self, Adaptive, TimerAction};
 use crate::error::{Error, Result, What};
 use crate::kernel::clock::Moment;
 use crate::kernel::fallible;
@@ -270,7 +270,7 @@ impl<H: Handler> RingSet<H> {
             }
         }
         let claim = self.claim.clone();
-        self.adaptive = Adaptive::setup(&mut self.bufs, self.map_fd, self.epoll.as_raw_fd(), claim);
+        self.adaptive = Adaptive::setup(&self.bufs, self.epoll.as_raw_fd(), claim);
         if self.adaptive.is_none() {
             self.timer = None;
         }
@@ -349,7 +349,7 @@ impl<H: Handler> RingSet<H> {
     /// [`quiesce`]).
     fn hand_over_spill(&mut self, idx: usize) {
         quiesce::wait_for_writers_on([self.bufs[idx].cpu], adaptive::QUIET_AFTER);
-        let RingSet { bufs, handler, adaptive, epoll, .. } = self;
+        let RingSet { bufs, handler, adaptive, .. } = self;
         let buf = &mut bufs[idx];
         let (cpu, mut stats) = (buf.cpu, buf.stats);
         let ret =
@@ -358,7 +358,7 @@ impl<H: Handler> RingSet<H> {
             && buf.rings.spill().is_some_and(|s| s.pending_bytes() == 0)
             && let Some(a) = adaptive
         {
-            a.release(idx, buf, epoll.as_raw_fd());
+            a.release(idx, buf);
             if let Some(lost) = buf.rings.take_owed() {
                 let _ = handler.deliver(cpu, LostRecord::new(lost).bytes(), &mut stats);
             }
@@ -398,20 +398,14 @@ impl<H: Handler> RingSet<H> {
             None => ControlFlow::Continue(()),
         };
         if ret.is_continue() {
-            let to = SlotMove {
-                map_fd: *map_fd,
-                map_key: buf.map_key as u32,
-                cpu,
-                caller_event: buf.fd.as_raw_fd(),
-            };
+            let to = buf.slot_move(*map_fd);
             let size = buf.rings.current().data_size() as u64;
             ret = buf.rings.drain_watched(
                 &mut stats,
                 |ring, head, stats| handler.drain(ring, head, cpu, stats),
-                |before, now| {
-                    if let Some(a) = adaptive {
-                        a.between_chunks(idx, before, now, size, to);
-                    }
+                |chunk, before, now| match adaptive {
+                    Some(a) => a.between_chunks(idx, chunk, before, now, size, to),
+                    None => chunk,
                 },
             );
         }
@@ -544,13 +538,7 @@ impl<H: Handler> RingSet<H> {
     fn end_read(&mut self, in_poll: bool, ticked: bool, timed: Option<Moment>) {
         if let Some(adaptive) = &mut self.adaptive {
             let spent = timed.map(Moment::elapsed);
-            let action = adaptive.observe(
-                Moment::coarse(),
-                spent,
-                &mut self.bufs,
-                self.map_fd,
-                self.epoll.as_raw_fd(),
-            );
+            let action = adaptive.observe(Moment::coarse(), spent, &mut self.bufs, self.map_fd);
             if action == TimerAction::Keep
                 && in_poll
                 && !ticked
@@ -769,10 +757,17 @@ impl<H: Handler> RingSet<H> {
         F: FnMut(&Batch<'_>) -> ControlFlow<i32>,
     {
         let mut total: u64 = 0;
-        for buf in &mut self.bufs {
-            if buf.overwrite_prev_head.is_some() {
+        for idx in 0..self.bufs.len() {
+            if self.bufs[idx].overwrite_prev_head.is_some() {
                 continue;
             }
+            if let Some(a) = &mut self.adaptive
+                && self.bufs[idx].rings.has_pending()
+            {
+                a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
+            }
+            let RingSet { bufs, adaptive, map_fd, .. } = self;
+            let buf = &mut bufs[idx];
             buf.publish();
             let (cpu, mut stats) = (buf.cpu, buf.stats);
             let before = buf.rings.records_read();
@@ -789,21 +784,29 @@ impl<H: Handler> RingSet<H> {
             // Records other than samples seen since the last run was sent
             // (both closures need it: a Cell, not two &mut).
             let others = core::cell::Cell::new(0usize);
-            let ret = buf.rings.drain(&mut stats, |ring, head, stats| {
-                ring.drain_spans_until(
-                    head,
-                    |rec| {
-                        others.set(others.get() + 1);
-                        if let Record::Lost { lost } = record::parse(rec) {
-                            deliver::take_lost(lost, stats);
-                        }
-                    },
-                    |run, records| {
-                        let others = others.replace(0);
-                        sink(&Batch { cpu, bytes: run, samples: records - others, others })
-                    },
-                )
-            });
+            let (to, size) = (buf.slot_move(*map_fd), buf.rings.current().data_size() as u64);
+            let ret = buf.rings.drain_watched(
+                &mut stats,
+                |ring, head, stats| {
+                    ring.drain_spans_until(
+                        head,
+                        |rec| {
+                            others.set(others.get() + 1);
+                            if let Record::Lost { lost } = record::parse(rec) {
+                                deliver::take_lost(lost, stats);
+                            }
+                        },
+                        |run, records| {
+                            let others = others.replace(0);
+                            sink(&Batch { cpu, bytes: run, samples: records - others, others })
+                        },
+                    )
+                },
+                |chunk, before, now| match adaptive {
+                    Some(a) => a.between_chunks(idx, chunk, before, now, size, to),
+                    None => chunk,
+                },
+            );
             buf.stats = stats;
             total += buf.rings.records_read() - before;
             match ret {
@@ -858,6 +861,9 @@ impl<H: Handler> RingSet<H> {
     /// spill rings included. While paused, the kernel drops records and
     /// counts them as lost.
     pub fn set_paused(&self, paused: bool) -> Result<()> {
+        if let Some(a) = &self.adaptive {
+            a.note_paused(paused);
+        }
         let fast = self.adaptive.iter().flat_map(Adaptive::spill_owners);
         for fd in self.bufs.iter().map(|b| b.fd.as_fd()).chain(fast) {
             sys::perf_ioctl(fd, PERF_EVENT_IOC_PAUSE_OUTPUT, paused.into())?;

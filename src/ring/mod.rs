@@ -136,6 +136,16 @@ impl PerfRing {
         self.chunk = bytes.max(HEADER_SIZE as u64);
     }
 
+    /// The chunk a drain stops after (`u64::MAX`: none).
+    pub fn drain_chunk(&self) -> u64 {
+        self.chunk
+    }
+
+    /// Drains to the head again (no chunks).
+    pub fn unchunk(&mut self) {
+        self.chunk = u64::MAX;
+    }
+
     /// Start of the mapping (the `perf_event_mmap_page`).
     pub fn base(&self) -> *mut u8 {
         self.base.as_ptr()
@@ -405,10 +415,13 @@ impl PerfRing {
         let mut no_memory = false;
         // Where a bad header was met: bytes read stop there, not at the head.
         let mut resynced_at = None;
-        while pos != head && ret.is_continue() {
+        // Where this drain ends: the head, or a chunk's end (a record that
+        // crosses it is read whole, alone, and ends the drain).
+        let until = tail.wrapping_add(avail.min(self.chunk));
+        while until.wrapping_sub(pos) as i64 > 0 && ret.is_continue() {
             let start = (pos & (data_size as u64 - 1)) as usize;
-            // The run may not cross the ring's end nor the head.
-            let end = data_size.min(start + head.wrapping_sub(pos) as usize);
+            // The run may not cross the ring's end nor the chunk's.
+            let end = data_size.min(start + until.wrapping_sub(pos) as usize);
             let (mut off, mut run) = (start, 0usize);
             while off < end {
                 // SAFETY: off is 8-aligned and below end <= data_size, a
@@ -748,6 +761,31 @@ mod tests {
         // 40 bytes: a record, then the one crossing the 40th byte (the
         // second wraps the ring's end, and is copied whole).
         assert_eq!(chunks, [2, 2, 2, 2]);
+        assert_eq!(ring.stats().records, 8);
+    }
+
+    #[test]
+    fn a_chunked_span_drain_ends_after_the_record_crossing_the_chunk() {
+        let mut ring = PerfRing::heap(PAGE, 1).unwrap();
+        start_at(&ring, PAGE as u64 - 48);
+        for i in 0..8 {
+            push(&mut ring, PERF_RECORD_SAMPLE, &sample_body(20, i));
+        }
+        ring.set_drain_chunk(72);
+        let mut chunks = Vec::new();
+        while ring.pending_bytes() > 0 {
+            let mut n = 0;
+            let _ = ring.drain_spans(
+                |_| (),
+                |_, records| {
+                    n += records;
+                    ControlFlow::<()>::Continue(())
+                },
+            );
+            chunks.push(n);
+        }
+        // 72 bytes: two records, then the one crossing the 72nd byte.
+        assert_eq!(chunks, [3, 3, 2]);
         assert_eq!(ring.stats().records, 8);
     }
 

@@ -1,7 +1,7 @@
 //! One CPU's rings: the caller's, and the spill ring the fast mode (see
 //! `crate::adaptive`) may point the CPU's map slot at. Records of one CPU
 //! are in at most these two rings, split by the moments the slot moved;
-//! [`CpuRings::drain`] reads them in the order they were written.
+//! [`CpuRings::drain_watched`] reads them in the order they were written.
 
 use super::record::{DispatchStats, LOST_RECORD_SIZE};
 use super::{Counters, PerfRing, Stop};
@@ -138,18 +138,11 @@ impl CpuRings {
     /// it points at. The newer ring's head is loaded before the older ring
     /// is read, so a record the older ring got just before a switch is read
     /// before any the newer one got after it. Each ring counts the lost
-    /// records reported in it (what `drain` added to `stats.lost`).
-    #[inline(always)]
-    pub fn drain<B, F>(&mut self, stats: &mut DispatchStats, drain: F) -> ControlFlow<Stop<B>>
-    where
-        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
-    {
-        self.drain_watched(stats, drain, |_, _| ())
-    }
-
-    /// [`Self::drain`], calling `watch(before, now)` between the chunks of
-    /// a ring drained in chunks (see [`PerfRing::set_drain_chunk`]) with
-    /// the bytes pending when the chunk began and now.
+    /// records reported in it (what `drain` added to `stats.lost`). Calls
+    /// `watch(chunk, before, now)` between the chunks of a ring drained in
+    /// chunks (see [`PerfRing::set_drain_chunk`]) with the chunk's size and
+    /// the bytes pending when it began and now; it returns the size of the
+    /// next chunk.
     #[inline(always)]
     pub fn drain_watched<B, F, W>(
         &mut self,
@@ -159,7 +152,7 @@ impl CpuRings {
     ) -> ControlFlow<Stop<B>>
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
-        W: FnMut(u64, u64),
+        W: FnMut(u64, u64, u64) -> u64,
     {
         let (older, newer) = match &mut self.spill {
             None => {
@@ -187,7 +180,7 @@ impl CpuRings {
         match &mut self.spill {
             Some(spill) if !self.spill_current => {
                 let head = spill.load_head();
-                drain_ring(spill, head, stats, &mut drain, &mut |_, _| ())
+                drain_ring(spill, head, stats, &mut drain, &mut |chunk, _, _| chunk)
             }
             _ => ControlFlow::Continue(()),
         }
@@ -208,7 +201,7 @@ impl CpuRings {
 }
 
 /// Drains `ring` up to `head` with `drain`, chunk by chunk if the ring
-/// drains in chunks (`watch` between them), counting in the ring the lost
+/// drains in chunks (`watch` between them sizes the next), counting in the ring the lost
 /// records the kernel reported there: what `drain` added to `stats.lost`,
 /// and what it took off `stats.lost_credit` (losses reported early, which
 /// the ring's LOST record reports again: the fast mode's reconciliation
@@ -223,7 +216,7 @@ fn drain_ring<B, F, W>(
 ) -> ControlFlow<Stop<B>>
 where
     F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
-    W: FnMut(u64, u64),
+    W: FnMut(u64, u64, u64) -> u64,
 {
     // An empty ring costs two loads: no drain set up, no tail store.
     let tail = ring.load_tail();
@@ -239,7 +232,8 @@ where
             return ret;
         }
         let now = ring.pending_bytes();
-        watch(before, now);
+        let next = watch(ring.drain_chunk(), before, now);
+        ring.set_drain_chunk(next);
         before = now;
     }
 }
@@ -270,17 +264,21 @@ mod tests {
 
     fn stamps(rings: &mut CpuRings) -> Vec<u64> {
         let mut out = Vec::new();
-        let _ = rings.drain::<(), _>(&mut DispatchStats::default(), |ring, head, _| {
-            ring.drain_until(
-                head,
-                &mut out,
-                |out, _, rec| {
-                    out.push(u64::from_ne_bytes(rec[12..20].try_into().unwrap()));
-                    ControlFlow::Continue(())
-                },
-                |_| (),
-            )
-        });
+        let _ = rings.drain_watched::<(), _, _>(
+            &mut DispatchStats::default(),
+            |ring, head, _| {
+                ring.drain_until(
+                    head,
+                    &mut out,
+                    |out, _, rec| {
+                        out.push(u64::from_ne_bytes(rec[12..20].try_into().unwrap()));
+                        ControlFlow::Continue(())
+                    },
+                    |_| (),
+                )
+            },
+            |chunk, _, _| chunk,
+        );
         out
     }
 

@@ -10,11 +10,12 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+TOP = TESTS.parents[2]
 
 
 class _Producer(ctypes.Structure):
@@ -110,3 +111,55 @@ def run_python(code: str, pass_fds: tuple[int, ...] = (), env: Optional[dict[str
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code], pass_fds=pass_fds, env=full_env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+class OffsetTarget(NamedTuple):
+    """perfbuf_offset_target (c-tests/offset_target.h) in a library built
+    here: a function whose instruction `inside` bytes in is known."""
+    path: Path
+    lib: ctypes.CDLL
+    symbol: str
+    entry: int  # its address in this process
+    file_offset: int  # of its entry, in the library's file
+    inside: int
+    size: int
+    arg: str  # its argument, as a probe fetches it
+
+
+OFFSET_TARGET_C = """
+#include <stddef.h>
+#include "offset_target.h"
+size_t perfbuf_offset_target_size(void) { return OFFSET_TARGET_SIZE; }
+const char *perfbuf_offset_target_arg(void) { return OFFSET_TARGET_ARG; }
+int perfbuf_offset_target_inside(void) { return OFFSET_INSIDE; }
+"""
+
+
+def file_offset_of(address: int, path: Path) -> int:
+    """The offset in `path`'s file of `address`, from the mapping of it that holds it."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and Path(fields[5]) == path.resolve():
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                return address - start + int(fields[2], 16)
+    raise AssertionError(f"{address:#x} is in no mapping of {path}")
+
+
+@pytest.fixture(scope="session")
+def offset_target(tmp_path_factory: pytest.TempPathFactory) -> OffsetTarget:
+    compiler = os.environ.get("CC", "cc")
+    out = tmp_path_factory.mktemp("offset")
+    (out / "t.c").write_text(OFFSET_TARGET_C)
+    path = out / "libperfbuf_py_offset.so"
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-I", str(TOP / "c-tests"), "-o", str(path),
+                    str(out / "t.c")], check=True)
+    lib = ctypes.CDLL(str(path))
+    lib.perfbuf_offset_target.argtypes = [ctypes.c_uint64]
+    lib.perfbuf_offset_target.restype = ctypes.c_uint64
+    lib.perfbuf_offset_target_size.restype = ctypes.c_size_t
+    lib.perfbuf_offset_target_arg.restype = ctypes.c_char_p
+    entry = ctypes.cast(lib.perfbuf_offset_target, ctypes.c_void_p).value or 0
+    return OffsetTarget(path, lib, "perfbuf_offset_target", entry, file_offset_of(entry, path),
+                        lib.perfbuf_offset_target_inside(), lib.perfbuf_offset_target_size(),
+                        lib.perfbuf_offset_target_arg().decode())

@@ -9,8 +9,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 import perfbuf
-from conftest import TESTS, need_root, run_python
+from conftest import TESTS, OffsetTarget, bpf, need_root, run_python
 from perfbuf import EventSample, EventSet, _lib
 
 TOP = TESTS.parents[2]
@@ -253,6 +255,32 @@ def test_uprobe_and_uretprobe(probe_lib: tuple[Path, ctypes.CDLL]) -> None:
     assert open_fds() == fds
 
 
+def test_uprobes_inside_a_function(offset_target: OffsetTarget) -> None:
+    t = offset_target
+    inside = t.entry + t.inside
+    fds = open_fds()
+    got: list[EventSample] = []
+    with EventSet(pids=[os.getpid()]) as s:
+        at_symbol = s.add_uprobe(t.path, t.symbol, offset=t.inside)
+        at_file_offset = s.add_uprobe(t.path, offset=t.file_offset + t.inside)
+        returns = s.add_uprobe(t.path, offset=t.file_offset, retprobe=True)
+        with pytest.raises(OSError) as e:
+            s.add_uprobe(t.path, t.symbol, offset=t.inside, retprobe=True)
+        assert e.value.errno == errno.EINVAL and f"uretprobe {t.path}:{t.symbol}+0x4" in str(e.value)
+        with pytest.raises(OSError) as e:
+            s.add_uprobe(t.path, t.symbol, offset=t.size)
+        assert e.value.errno == errno.EINVAL and "past the end" in str(e.value)
+        with s.reader(got.append) as r:
+            s.enable()
+            assert [t.lib.perfbuf_offset_target(i) for i in range(30)] == list(range(1, 31))
+            r.consume()
+    assert [g.ip for g in got if g.event == at_symbol] == [inside] * 30
+    assert [g.ip for g in got if g.event == at_file_offset] == [inside] * 30
+    back = [g.ip for g in got if g.event == returns]
+    assert len(back) == 30 and not any(t.entry <= ip < t.entry + t.size for ip in back)
+    assert open_fds() == fds
+
+
 def test_pid_target_sees_only_that_process(probe_lib: tuple[Path, ctypes.CDLL]) -> None:
     path, lib = probe_lib
     code = (f"import ctypes, sys\nlib = ctypes.CDLL({str(path)!r})\nsys.stdin.read()\n"
@@ -481,6 +509,83 @@ def test_profiler_fallback_and_deferred_enable(profile_prog: tuple[Libbpf, int, 
                 assert per_cpu.get(cpu, 0) == runs  # the program returns 1: each sample reaches the ring too
             assert s.read(ev).time_enabled > 0
     assert open_fds() == fds
+
+
+def test_samples_at_a_frequency_carry_their_period() -> None:
+    # The kernel turns 999 Hz of cpu-clock into a period of 1e9 / 999 ns:
+    # what each sample stands for (perf report's event count).
+    got: list[EventSample] = []
+    with EventSet(pids=[threading.get_native_id()]) as s:
+        ev = s.add_software("cpu-clock", freq=999)
+        assert s.info(ev).sample_type & (1 << 8)  # PERF_SAMPLE_PERIOD
+        with s.reader(got.append) as r:
+            s.enable(ev)
+            start = time.thread_time()
+            while time.thread_time() - start < 0.05:  # CPU time: a loaded machine may deschedule us
+                sum(range(1000))
+            s.disable(ev)
+            r.consume()
+    assert got and {g.period for g in got} == {1_001_001}, [g.period for g in got]
+
+
+QUIET_TRACEPOINT = "syscalls:sys_enter_getpgid"  # only this test traces it
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}[os.uname().machine]
+_PERF_EVENT_IOC_SET_BPF = 0x40042408
+
+
+def load_drop_program(name: str) -> int:
+    """A classic tracepoint program returning 0, loaded as ``name``: its fd."""
+    insns = struct.pack("<QQ", 0xB7, 0x95)  # r0 = 0; exit
+    buf, lic = ctypes.create_string_buffer(insns, len(insns)), ctypes.create_string_buffer(b"GPL")
+    attr = struct.pack("<IIQQIIQII16s", 5, 2, ctypes.addressof(buf), ctypes.addressof(lic), 0, 0, 0, 0, 0,
+                       name.encode())
+    return bpf(5, attr)  # BPF_PROG_LOAD, BPF_PROG_TYPE_TRACEPOINT
+
+
+def attach_elsewhere(prog: int, tracepoint: str) -> int:
+    """Attaches ``prog`` to ``tracepoint`` through a perf event of its own,
+    as another tool would: the event's fd (closing it detaches)."""
+    system, name = tracepoint.split(":")
+    config = int(Path(f"/sys/kernel/tracing/events/{system}/{name}/id").read_text())
+    attr = ctypes.create_string_buffer(struct.pack("<IIQQ", 2, 128, config, 1), 128)  # TRACEPOINT, period 1
+    fd = _libc.syscall(_SYS_PERF_EVENT_OPEN, attr, -1, 0, -1, 8)  # PERF_FLAG_FD_CLOEXEC
+    if fd < 0 or fcntl.ioctl(fd, _PERF_EVENT_IOC_SET_BPF, prog) != 0:
+        raise OSError(ctypes.get_errno(), "cannot attach the program")
+    return int(fd)
+
+
+def test_a_bpf_program_that_drops_the_tracepoints_hits_is_named(caplog: pytest.LogCaptureFixture) -> None:
+    got: list[EventSample] = []
+    with EventSet(pids=[threading.get_native_id()]) as s:
+        ev = s.add_tracepoint(QUIET_TRACEPOINT)
+        with s.reader(got.append) as r:
+            s.enable(ev)
+
+            def hits(n: int) -> int:
+                before = len(got)
+                for _ in range(n):
+                    os.getpgid(0)
+                r.consume()
+                return len(got) - before
+
+            assert s.info(ev).bpf_programs == () and hits(5) == 5
+            prog = load_drop_program("perfbuf_py_drop")
+            other = attach_elsewhere(prog, QUIET_TRACEPOINT)
+            try:
+                info = s.info(ev)
+                assert len(info.bpf_programs) == 1 and info.other_bpf_programs == info.bpf_programs
+                attached = info.bpf_programs[0]
+                assert attached.name == "perfbuf_py_drop" and not attached.ours and attached.id > 0
+                assert hits(5) == 0  # the kernel dropped them: what the warning is about
+                s.info(ev)
+            finally:
+                os.close(other)
+                os.close(prog)
+            assert s.info(ev).bpf_programs == () and hits(5) == 5
+    warned = [r.getMessage() for r in caplog.records if "perfbuf_py_drop" in r.getMessage()]
+    assert len(warned) == 1 and f"BPF program {attached.id} " in warned[0], warned
 
 
 def test_counter_group() -> None:

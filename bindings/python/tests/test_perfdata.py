@@ -41,6 +41,9 @@ def test_perf_script_lists_the_recorded_execs(tmp_path: Path) -> None:
             pids = [c.pid for c in children]
             for c in children:
                 c.wait()
+            start = time.thread_time()
+            while time.thread_time() - start < 0.1:  # CPU time for the clock to sample
+                sum(range(1000))
             events.disable()
             written = out.drain(reader)
             assert written >= 3
@@ -52,6 +55,11 @@ def test_perf_script_lists_the_recorded_execs(tmp_path: Path) -> None:
     evlist = subprocess.run(["perf", "evlist", "-i", str(path)], capture_output=True, text=True, check=True).stdout
     names = [line for line in evlist.splitlines() if line and not line.startswith("#")]
     assert names == ["sched:sched_process_exec", "cpu-clock", "dummy"], evlist
+    # Each 99 Hz sample stands for 1e9 / 99 ns of CPU clock, as perf record's do.
+    periods = subprocess.run(["perf", "script", "-F", "event,period", "-i", str(path)], capture_output=True,
+                             text=True, check=True).stdout
+    clock = [int(line.split()[0]) for line in periods.splitlines() if line.split()[1:] == ["cpu-clock:"]]
+    assert clock and all(p == 10_101_010 for p in clock), periods
 
 
 def test_a_write_error_names_the_file(tmp_path: Path) -> None:

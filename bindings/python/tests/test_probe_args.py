@@ -1,6 +1,7 @@
 """Probes with fetch arguments through the Python face, on the real kernel:
 a uprobe on a function of a library built here reads an int, a string and
-a struct field at each call, a uretprobe reads $retval, a definition the
+a struct field at each call, a uretprobe reads $retval, a uprobe with
+arguments inside a function fires there, a definition the
 kernel rejects raises with the kernel's complaint, set_filter changes and
 clears a filter, an event can be added enabled, and the probes go with
 their set. Needs root and tracefs with uprobe_events; under CI=true nothing
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_root
+from conftest import OffsetTarget, need_root
 from perfbuf import EventSample, EventSet
 
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
@@ -98,6 +99,25 @@ def test_arguments_and_return_values(target: tuple[Path, ctypes.CDLL]) -> None:
         assert returns == want_returns
         s.remove(entry)
         assert len(our_probes()) == 1
+    assert our_probes() == []
+
+
+def test_arguments_inside_a_function(offset_target: OffsetTarget) -> None:
+    t = offset_target
+    got: list[EventSample] = []
+    with EventSet(pids=[os.getpid()]) as s:
+        ev = s.add_uprobe(t.path, t.symbol, offset=t.inside, args=t.arg)
+        with s.reader(got.append) as r:
+            s.enable()
+            for i in range(20):
+                assert t.lib.perfbuf_offset_target(i * 5) == i * 5 + 1
+            r.consume()
+        with pytest.raises(OSError) as e:
+            s.add_uprobe(t.path, t.symbol, offset=t.inside, retprobe=True, args="r=$retval")
+        assert "uretprobe" in str(e.value) and f"{t.symbol}+0x4" in str(e.value)
+        inside = t.entry + t.inside
+        assert [(g.event, g.ip, g.field("__probe_ip"), g.field("x")) for g in got] == \
+            [(ev, inside, inside, i * 5) for i in range(20)]
     assert our_probes() == []
 
 

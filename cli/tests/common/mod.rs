@@ -65,6 +65,38 @@ pub fn marked_program(dir: &Path) -> PathBuf {
     bin
 }
 
+/// A program calling `perfbuf_offset_target(i)` (c-tests/offset_target.h:
+/// a function whose instruction 4 bytes in is known) for i in 0..n, n its
+/// first argument; it writes the function's address and file offset, in
+/// hex, to the file its second argument names, before the calls.
+pub fn offset_program(dir: &Path) -> PathBuf {
+    let src = dir.join("offset.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n#include \"offset_target.h\"\n\
+         int main(int argc, char **argv) { int n = atoi(argv[1]); FILE *f = fopen(argv[2], \"w\");\n\
+         void *at = (void *)&perfbuf_offset_target;\n\
+         fprintf(f, \"%llx %llx\\n\", (unsigned long long)(uintptr_t)at, (unsigned long long)exe_file_offset(at));\n\
+         fclose(f); uint64_t s = 0; for (int i = 0; i < n; i++) s += perfbuf_offset_target(i);\n\
+         return s == (uint64_t)n * (n + 1) / 2 ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("offset");
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../c-tests");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st =
+        Command::new(cc).args(["-O1", "-I"]).arg(include).arg("-o").arg(&bin).arg(&src).status().unwrap();
+    assert!(st.success(), "cannot compile the offset test program");
+    bin
+}
+
+/// What `offset_program` wrote: the function's address and file offset.
+pub fn offset_program_place(written: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(written).unwrap();
+    let mut words = text.split_whitespace().map(|w| u64::from_str_radix(w, 16).unwrap());
+    (words.next().unwrap(), words.next().unwrap())
+}
+
 /// `sh -c` running the marked binary `n` times, each pid appended to `pids`.
 pub fn exec_script(mark: &Path, pids: &Path, n: usize) -> String {
     format!("for i in $(seq {n}); do {} & echo $! >> {}; wait; done", mark.display(), pids.display())

@@ -8,6 +8,7 @@ use super::rings::RingOwner;
 use super::{AddObserver, EventKind, EventSet, Instance, Opened, close, decode_attr, no_event};
 use crate::error::{Error, Result, SetStep, What};
 use crate::events::desc::{Event, EventId, Group};
+use crate::events::programs::ProgramWatch;
 use crate::events::table::Layout;
 use crate::kernel;
 use crate::kernel::sys::{self, AttrSource};
@@ -111,6 +112,7 @@ impl EventSet {
                 bpf_attached: false,
                 probe: resolved.probe,
                 target_name: resolved.target_name,
+                programs: ProgramWatch::default(),
             },
         );
         self.next_id += 1;

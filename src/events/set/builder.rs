@@ -54,7 +54,9 @@ impl EventSetBuilder {
     /// `exclude_callchain_*`), `inherit`, `sample_regs_user`,
     /// `sample_stack_user` and `sample_max_stack`; and, for a software or
     /// hardware event left counting, its `sample_period` or (with `freq`)
-    /// `sample_freq`. Other fields are the set's or the event's.
+    /// `sample_freq`, which then adds `PERF_SAMPLE_PERIOD` as
+    /// [`crate::events::Event::frequency`] does. Other fields are the set's
+    /// or the event's.
     pub fn default_attr(mut self, attr: PerfEventAttr) -> Self {
         self.default_attr = Some(attr);
         self

@@ -23,6 +23,8 @@ impl EventSet {
             }
         }
         opened.enabled = true;
+        // A program already on the tracepoint may drop every sample: say so now.
+        opened.bpf_programs();
         Ok(())
     }
 
@@ -103,6 +105,7 @@ impl EventSet {
             }
         }
         opened.bpf_attached = true;
+        opened.programs.attached(prog);
         Ok(())
     }
 

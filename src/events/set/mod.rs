@@ -18,6 +18,7 @@ pub use builder::EventSetBuilder;
 use super::desc::{EventId, Group, Target};
 use super::format::Format;
 use super::probe_events::ProbeEvent;
+use super::programs::{AttachedProgram, ProgramWatch};
 use super::sideband::Sideband;
 use super::table::Decoder;
 use super::tracefs::Tracefs;
@@ -84,6 +85,14 @@ pub struct EventInfo {
     pub enabled: bool,
     /// Whether a BPF program is attached.
     pub bpf_attached: bool,
+    /// For an event on a tracepoint (a tracepoint, a probe with arguments,
+    /// a raw tracepoint attr): the BPF programs the kernel runs on every
+    /// hit, whoever attached them (`PERF_EVENT_IOC_QUERY_BPF`; empty where
+    /// the kernel will not say). A program that returns 0 makes the kernel
+    /// drop the hit for every perf event on the tracepoint, this set's
+    /// included: samples vanish. Each one the set did not attach is also
+    /// warned about once (the `log` facade, `perfbuf_set_print`).
+    pub bpf_programs: Vec<AttachedProgram>,
 }
 
 /// A set's target, opened.
@@ -137,6 +146,20 @@ struct Opened {
     probe: Option<ProbeEvent>,
     /// What a probe PMU attr's `config1` points to (symbol or path).
     target_name: Option<CString>,
+    /// The BPF programs on its tracepoint, its own and others'.
+    programs: ProgramWatch,
+}
+
+impl Opened {
+    /// The programs on the event's tracepoint (none for other events).
+    fn bpf_programs(&self) -> Vec<AttachedProgram> {
+        match self.instances.first() {
+            Some(inst) if self.type_ == kernel::PERF_TYPE_TRACEPOINT => {
+                self.programs.check(inst.fd.as_fd(), &self.name)
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Perf events opened on every CPU (and target), sharing one ring per CPU:
@@ -239,6 +262,7 @@ impl EventSet {
             instances: e.instances.len(),
             enabled: e.enabled,
             bpf_attached: e.bpf_attached,
+            bpf_programs: e.bpf_programs(),
         })
     }
 

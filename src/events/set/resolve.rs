@@ -84,8 +84,8 @@ impl EventSet {
             },
             Kind::Tracepoint(name) => self.tracepoint(name)?,
             Kind::Kprobe { symbol, offset, retprobe } => self.kprobe(event, symbol, *offset, *retprobe)?,
-            Kind::Uprobe { path, at, retprobe, ref_ctr_offset } => {
-                self.uprobe(event, path, at, *retprobe, *ref_ctr_offset)?
+            Kind::Uprobe { path, at, offset, retprobe, ref_ctr_offset } => {
+                self.uprobe(event, path, at, *offset, *retprobe, *ref_ctr_offset)?
             }
             Kind::Raw(attr) => Resolved::of(
                 *attr,
@@ -120,7 +120,12 @@ impl EventSet {
         offset: u64,
         retprobe: bool,
     ) -> Result<Resolved<'e>> {
-        let what = format!("{} {}", if retprobe { "kretprobe" } else { "kprobe" }, symbol.to_string_lossy());
+        let what = format!(
+            "{} {}{}",
+            if retprobe { "kretprobe" } else { "kprobe" },
+            symbol.to_string_lossy(),
+            if offset == 0 { String::new() } else { format!("+{offset:#x}") }
+        );
         let fail = |e: Error| log::failed(e.about(&what));
         match &event.args {
             Some(args) => {
@@ -154,18 +159,23 @@ impl EventSet {
         event: &Event,
         path: &Path,
         at: &UprobeAt,
+        into: u64,
         retprobe: bool,
         ref_ctr_offset: u64,
     ) -> Result<Resolved<'e>> {
-        let kind_name = if retprobe { "uretprobe" } else { "uprobe" };
-        let what = match at {
-            UprobeAt::Symbol(s) => format!("{kind_name} {}:{s}", path.display()),
-            UprobeAt::Offset(o) => format!("{kind_name} {}:{o:#x}", path.display()),
-        };
+        let what = uprobe_name(path, at, into, retprobe);
         let fail = |e: Error| log::failed(e.about(&what));
+        if retprobe && into != 0 {
+            return Err(fail(Error::invalid(
+                "a uretprobe goes at the function's entry, without an offset (elsewhere the kernel \
+                 takes another stack word for the return address and the probed program crashes)",
+            )));
+        }
         let offset = match at {
-            UprobeAt::Symbol(s) => elf::symbol_file_offset(path, s).map_err(fail)?,
-            UprobeAt::Offset(o) => *o,
+            UprobeAt::Symbol(s) => elf::function_file_offset(path, s, into).map_err(fail)?,
+            UprobeAt::Offset(o) => {
+                o.checked_add(into).ok_or_else(|| fail(Error::invalid("the offset is too large")))?
+            }
         };
         match &event.args {
             Some(args) => {
@@ -226,6 +236,10 @@ impl EventSet {
             Sampling::Period(n) => n,
             Sampling::Frequency(hz) => {
                 attr.flags |= kernel::ATTR_FLAG_FREQ;
+                // The kernel changes the period as it goes: each sample
+                // says what it stands for (perf report's event counts, a
+                // perf.data file), as `perf record -F` asks.
+                attr.sample_type |= kernel::PERF_SAMPLE_PERIOD;
                 hz
             }
         };
@@ -252,6 +266,20 @@ impl EventSet {
         let (probe, tp) = ProbeEvent::create(tracefs, def, &group, &event)?;
         log::debug(format_args!("probe {group}/{event}: tracepoint id {}", tp.id));
         Ok((typed(kernel::PERF_TYPE_TRACEPOINT, tp.id), (tp.format, probe)))
+    }
+}
+
+/// A uprobe as errors and logs name it: `uprobe PATH:SYMBOL+0x4`,
+/// `uretprobe PATH:0x1139`.
+fn uprobe_name(path: &std::path::Path, at: &UprobeAt, into: u64, retprobe: bool) -> String {
+    let kind = if retprobe { "uretprobe" } else { "uprobe" };
+    let place = match at {
+        UprobeAt::Symbol(s) => s.clone(),
+        UprobeAt::Offset(o) => format!("{o:#x}"),
+    };
+    match into {
+        0 => format!("{kind} {}:{place}", path.display()),
+        n => format!("{kind} {}:{place}+{n:#x}", path.display()),
     }
 }
 

@@ -33,7 +33,7 @@ from . import _lib
 
 __all__ = ["PerfBuffer", "Record", "library_version", "last_error", "use_logging", "EventSet", "EventReader",
            "PerfDataWriter",
-           "EventSample", "EventInfo", "Counts", "SidebandRecord", "RawRecord", "ReadValues", "ReadValue", "Branch"]
+           "EventSample", "EventInfo", "BpfProgram", "Counts", "SidebandRecord", "RawRecord", "ReadValues", "ReadValue", "Branch"]
 
 _LIB = _lib.load()
 _log = logging.getLogger("perfbuf")
@@ -706,6 +706,6 @@ def _ring_type(length: int) -> type:
 
 
 # Event sets build on the reader above (imported last: they use this module's names).
-from ._events import (Branch, Counts, EventInfo, EventReader, EventSample, EventSet, RawRecord,  # noqa: E402
+from ._events import (BpfProgram, Branch, Counts, EventInfo, EventReader, EventSample, EventSet, RawRecord,  # noqa: E402
                       ReadValue, ReadValues, SidebandRecord)
 from ._perfdata import PerfDataWriter  # noqa: E402

@@ -11,7 +11,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
 from . import _LIB, LostFn, _as_int, _as_u32, _callable_or_none, _lib, _os_error, _RingReader
 from . import _sideband
@@ -93,12 +93,29 @@ def _ints(name: str, values: Optional[Iterable[int]]) -> Optional[list[int]]:
 
 # ---- what the set reports ------------------------------------------------------------
 
+class BpfProgram(NamedTuple):
+    """A BPF program on an event's tracepoint: its ``id`` (``bpftool prog
+    show id ID``), the ``name`` it was loaded with (``""`` when the kernel
+    would not say) and whether this set attached it (``ours``)."""
+
+    id: int
+    name: str
+    ours: bool
+
+
 @dataclass(frozen=True)
 class EventInfo:
     """What :meth:`EventSet.info` reports about an event: the kind opened
     (``"software"`` for a hardware event that fell back), the attr's type
     and config as opened, why a hardware event fell back (``fallback_errno``,
-    0 if it did not), the kernel events open for it (CPUs × targets)."""
+    0 if it did not), the kernel events open for it (CPUs × targets).
+
+    ``bpf_programs``: for an event on a tracepoint (a tracepoint, a probe
+    with arguments), the BPF programs the kernel runs on every hit, whoever
+    attached them. Where one returns 0 the kernel drops the hit for every
+    perf event on the tracepoint, this set's included: its samples vanish.
+    Each one the set did not attach is also warned about once (the
+    ``perfbuf`` logger). :attr:`other_bpf_programs` lists those."""
 
     kind: str
     attr_type: int
@@ -109,6 +126,12 @@ class EventInfo:
     cpu_count: int
     enabled: bool
     bpf_attached: bool
+    bpf_programs: tuple[BpfProgram, ...] = ()
+
+    @property
+    def other_bpf_programs(self) -> tuple[BpfProgram, ...]:
+        """The programs on the event's tracepoint that this set did not attach."""
+        return tuple(p for p in self.bpf_programs if not p.ours)
 
     @property
     def fell_back(self) -> bool:
@@ -157,7 +180,7 @@ class EventSample:
     ``ip`` the instruction pointer, ``raw`` a copy of the tracing data
     (tracepoints, kprobes, uprobes; ``b""`` otherwise). ``addr``,
     ``period`` and ``callchain`` are set when the event asked for them
-    (``sample_type``). A record of lost samples has ``lost`` > 0 and no
+    (``sample_type``; ``period`` also with ``freq``). A record of lost samples has ``lost`` > 0 and no
     other data.
 
     Every other field C's decoder gives is an attribute too, set when the
@@ -496,7 +519,12 @@ class EventSet:
                    retprobe: bool = False, ref_ctr_offset: int = 0, *, filter: Optional[str] = None,
                    sample_type: int = 0, args: Optional[str] = None, enabled: bool = False) -> int:
         """A uprobe (or uretprobe) on function ``symbol`` of the binary or
-        shared library at ``path``, or at file ``offset`` without a symbol.
+        shared library at ``path``, ``offset`` bytes into it (an
+        instruction's first byte; ``OSError(EINVAL)`` past the function's
+        end), or at file ``offset`` without a symbol. A uretprobe goes at a
+        function's entry: with a symbol and an offset it is
+        ``OSError(EINVAL)`` (the probed program would crash); without a
+        symbol, ``offset`` must be a function's first byte.
         ``ref_ctr_offset``: a USDT semaphore's file offset.
         ``args``: what each hit fetches, in the kernel's dynamic-event syntax
         (``"n=%di:s32 name=+0(%si):ustring"``, ``"ret=$retval:s64"``): the
@@ -504,20 +532,20 @@ class EventSet:
         as fields (``sample.field("n")``, ``sample.fields()``).
         ``OSError(EINVAL)`` with the kernel's complaint for arguments it
         rejects. ``FileNotFoundError`` for a missing binary or symbol."""
-        if symbol is None and retprobe:
-            raise ValueError("a uretprobe needs a symbol")
+        place = hex(offset) if symbol is None else symbol if offset == 0 else f"{symbol}+{offset:#x}"
         return self._add(_lib.PERFBUF_EVENT_UPROBE, flags=_lib.PERFBUF_EVENT_F_RETPROBE if retprobe else 0,
                          name=_path("path", path), symbol=_optional_str("symbol", symbol), offset=offset,
                          ref_ctr_offset=ref_ctr_offset, filter=_optional_str("filter", filter),
-                         sample_type=sample_type, label=f"{os.fsdecode(path)}:{symbol or hex(offset)}",
+                         sample_type=sample_type, label=f"{os.fsdecode(path)}:{place}",
                          args=_optional_str("args", args), enabled=enabled)
 
     def add_software(self, config: Union[int, str], period: int = 0, freq: int = 0, *, sample_type: int = 0,
                      group_leader: bool = False, member_of: Optional[int] = None) -> int:
         """A software event (``"cpu-clock"``, ``"task-clock"``,
         ``"page-faults"``, ... or a ``PERF_COUNT_SW_*`` number): a sample
-        every ``period`` occurrences or ``freq`` times a second; with
-        neither it only counts (:meth:`read`). ``group_leader`` /
+        every ``period`` occurrences or ``freq`` times a second (each
+        sample then carries the period the kernel chose, ``sample.period``);
+        with neither it only counts (:meth:`read`). ``group_leader`` /
         ``member_of=leader_id`` make counter groups read together."""
         return self._add(_lib.PERFBUF_EVENT_SOFTWARE, config=_config(SOFTWARE, "software", config), period=period,
                          freq=freq, sample_type=sample_type, group_leader=group_leader, member_of=member_of,
@@ -585,9 +613,13 @@ class EventSet:
         """What was opened for event ``ev``."""
         i = _lib.EventInfo(sz=ctypes.sizeof(_lib.EventInfo))
         self._call(_LIB.perfbuf_events_info, self._event(ev), ctypes.byref(i))
+        progs = (_lib.BpfProg * 64)()  # the kernel attaches at most 64 to a tracepoint
+        n = min(self._call(_LIB.perfbuf_events_bpf_progs, self._event(ev), progs, len(progs)), len(progs))
+        attached = tuple(BpfProgram(p.id, p.name.decode(errors="replace"), bool(p.ours)) for p in progs[:n])
         return EventInfo(kind=_KINDS.get(i.kind, f"kind {i.kind}"), attr_type=i.attr_type, config=i.config,
                          fallback_errno=i.fallback_errno, instances=i.instances, sample_type=i.sample_type,
-                         cpu_count=i.cpu_cnt, enabled=bool(i.enabled), bpf_attached=bool(i.bpf_attached))
+                         cpu_count=i.cpu_cnt, enabled=bool(i.enabled), bpf_attached=bool(i.bpf_attached),
+                         bpf_programs=attached)
 
     def fd(self, ev: int, index: int = 0) -> int:
         """The fd of kernel event ``index`` of ``ev`` (CPU by CPU, each CPU's

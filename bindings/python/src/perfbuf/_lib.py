@@ -101,7 +101,14 @@ class EventInfo(ctypes.Structure):
         ("sz", c_size_t), ("kind", c_uint32), ("attr_type", c_uint32), ("config", c_uint64),
         ("fallback_errno", c_int), ("instances", c_uint32), ("sample_type", c_uint64), ("cpu_cnt", c_uint32),
         ("enabled", c_uint32), ("bpf_attached", c_uint32), ("reserved", c_uint32),
+        ("other_bpf_progs", c_uint32), ("other_bpf_prog_id", c_uint32),
     ]
+
+
+class BpfProg(ctypes.Structure):
+    """struct perfbuf_bpf_prog."""
+
+    _fields_ = [("id", c_uint32), ("ours", c_uint32), ("name", ctypes.c_char * 16)]
 
 
 class Counts(ctypes.Structure):
@@ -171,7 +178,8 @@ class Sample(ctypes.Structure):
 # The structs of include/perfbuf.h mirrored here, by their C names (tests compare the layouts).
 C_STRUCTS = {
     "perfbuf_opts": Opts, "perfbuf_ring_stats": RingStats, "perfbuf_events_opts": EventsOpts,
-    "perfbuf_event_desc": EventDesc, "perfbuf_event_info": EventInfo, "perfbuf_counts": Counts,
+    "perfbuf_event_desc": EventDesc, "perfbuf_event_info": EventInfo, "perfbuf_bpf_prog": BpfProg,
+    "perfbuf_counts": Counts,
     "perfbuf_count": Count, "perfbuf_field": Field, "perfbuf_order_opts": OrderOpts,
     "perfbuf_decode_attr": DecodeAttr, "perfbuf_sample": Sample, "perfbuf_sideband": _Sideband,
 }
@@ -258,6 +266,7 @@ OPTIONAL_SIGNATURES = {
     "perfbuf_events_disable": (c_int, [c_void_p, c_int]),
     "perfbuf_events_attach_bpf": (c_int, [c_void_p, c_int, c_int]),
     "perfbuf_events_info": (c_int, [c_void_p, c_int, ctypes.POINTER(EventInfo)]),
+    "perfbuf_events_bpf_progs": (c_int, [c_void_p, c_int, ctypes.POINTER(BpfProg), c_size_t]),
     "perfbuf_events_fd": (c_int, [c_void_p, c_int, c_size_t]),
     "perfbuf_events_cpus": (c_int, [c_void_p, c_int, ctypes.POINTER(c_int), c_size_t]),
     "perfbuf_events_read": (c_int, [c_void_p, c_int, c_int, ctypes.POINTER(Counts), ctypes.POINTER(Count),
