@@ -134,12 +134,7 @@ impl EventSet {
                     off => format!("{}+{off}", symbol.to_string_lossy()),
                 };
                 let def = Definition { type_: ProbeType::Kprobe, retprobe, location, args };
-                let (attr, (format, probe)) = self.define_probe(&def).map_err(fail)?;
-                Ok(Resolved {
-                    format: Some(format),
-                    probe: Some(probe),
-                    ..Resolved::of(attr, EventKind::Kprobe, what)
-                })
+                self.probe_event(&def, EventKind::Kprobe, what)
             }
             None => {
                 let pmu = DynamicPmu::load(EVENT_SOURCES.as_ref(), ProbePmu::Kprobe).map_err(fail)?;
@@ -181,12 +176,7 @@ impl EventSet {
             Some(args) => {
                 let location = uprobe_location(path, offset, ref_ctr_offset).map_err(fail)?;
                 let def = Definition { type_: ProbeType::Uprobe, retprobe, location, args };
-                let (attr, (format, probe)) = self.define_probe(&def).map_err(fail)?;
-                Ok(Resolved {
-                    format: Some(format),
-                    probe: Some(probe),
-                    ..Resolved::of(attr, EventKind::Uprobe, what)
-                })
+                self.probe_event(&def, EventKind::Uprobe, what)
             }
             None => {
                 let c_path = CString::new(path.as_os_str().as_bytes())
@@ -255,6 +245,18 @@ impl EventSet {
             self.tracefs = Some(Tracefs::find().map_err(log::failed)?);
         }
         Ok(self.tracefs.as_ref().unwrap_or_else(|| unreachable!()))
+    }
+
+    /// A probe with arguments (`what`, of `kind`): defined in tracefs and
+    /// opened as its tracepoint, whose format decodes its samples.
+    fn probe_event<'e>(
+        &mut self,
+        def: &Definition<'_>,
+        kind: EventKind,
+        what: String,
+    ) -> Result<Resolved<'e>> {
+        let (attr, (format, probe)) = self.define_probe(def).map_err(|e| log::failed(e.about(&what)))?;
+        Ok(Resolved { format: Some(format), probe: Some(probe), ..Resolved::of(attr, kind, what) })
     }
 
     /// Defines a probe with arguments in the set's group, named after the
