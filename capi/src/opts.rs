@@ -7,10 +7,9 @@
 //! header (larger `sz`) is accepted only if the bytes we do not know are 0.
 
 use super::abi::{PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_OVERWRITE, PERFBUF_ORDER_SAMPLE_TIME};
-use super::{check_tail, field};
-use crate::error::Result;
-use crate::log;
-use crate::reader::config::Wakeup;
+use super::ffi::{check_tail, field};
+use crate::print;
+use perfbuf::{Result, Wakeup};
 use std::time::Duration;
 
 /// `offsetofend(struct perf_buffer_opts, sample_period)`.
@@ -23,7 +22,7 @@ const PERFBUF_OPTS_LAST_END: usize = 36;
 const PERFBUF_ORDER_OPTS_LAST_END: usize = 32;
 
 /// Largest accepted delay bound, in ms.
-const MAX_MAX_DELAY_MS: u32 = 60_000;
+pub(crate) const MAX_MAX_DELAY_MS: u32 = 60_000;
 /// Default bound on how long an idle ring holds ordered delivery back.
 pub(crate) const DEFAULT_IDLE_WAIT_MS: u32 = 10;
 
@@ -87,7 +86,7 @@ fn wakeup(events: u32, bytes: u32) -> Wakeup {
 /// A delay bound in ms (0: the default).
 fn max_delay(ms: u32) -> Result<Option<Duration>> {
     if ms > MAX_MAX_DELAY_MS {
-        return Err(log::invalid("max_delay_ms is above 60000"));
+        return Err(print::invalid("max_delay_ms is above 60000"));
     }
     Ok((ms > 0).then(|| Duration::from_millis(ms.into())))
 }
@@ -108,7 +107,7 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     let u32_at = |off| field::<4>(bytes, off).map_or(0, u32::from_ne_bytes);
     let flags = u32_at(20);
     if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE | PERFBUF_F_COUNT_LOST) != 0 {
-        return Err(log::invalid("perfbuf_opts: unknown flags"));
+        return Err(print::invalid("perfbuf_opts: unknown flags"));
     }
     o.wakeup = wakeup(u32_at(8), u32_at(12));
     o.max_delay = max_delay(u32_at(16))?;
@@ -147,7 +146,7 @@ pub(crate) fn order_opts(bytes: Option<&[u8]>) -> Result<OrderFields> {
     if f.flags & !PERFBUF_ORDER_SAMPLE_TIME != 0
         || (f.key_fn != 0 && f.flags & PERFBUF_ORDER_SAMPLE_TIME != 0)
     {
-        return Err(log::invalid("perfbuf_order_opts: bad flags"));
+        return Err(print::invalid("perfbuf_order_opts: bad flags"));
     }
     Ok(f)
 }
@@ -174,8 +173,8 @@ pub(crate) fn env_batching(
         match value.trim().parse::<u32>() {
             Ok(v) if v >= 1 && v <= max => Ok(v),
             _ => {
-                log::warn(format_args!("{name}={value:?} is not a number in 1..={max}; refusing to start"));
-                Err(crate::error::Error::invalid("bad PERFBUF_WAKEUP_EVENTS or PERFBUF_MAX_DELAY_MS"))
+                print::warn(format_args!("{name}={value:?} is not a number in 1..={max}; refusing to start"));
+                Err(perfbuf::Error::invalid("bad PERFBUF_WAKEUP_EVENTS or PERFBUF_MAX_DELAY_MS"))
             }
         }
     };
@@ -192,8 +191,8 @@ pub(crate) fn env_adaptive(value: Option<&str>) -> Result<bool> {
         Some("1") => Ok(true),
         None | Some("0") => Ok(false),
         Some(other) => {
-            log::warn(format_args!("PERFBUF_ADAPTIVE={other:?} is not 0 or 1; refusing to start"));
-            Err(crate::error::Error::invalid("bad PERFBUF_ADAPTIVE"))
+            print::warn(format_args!("PERFBUF_ADAPTIVE={other:?} is not 0 or 1; refusing to start"));
+            Err(perfbuf::Error::invalid("bad PERFBUF_ADAPTIVE"))
         }
     }
 }
@@ -201,7 +200,7 @@ pub(crate) fn env_adaptive(value: Option<&str>) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
+    use perfbuf::Error;
 
     fn opts_bytes(sz: usize, fill: &[(usize, u8)]) -> Vec<u8> {
         let mut v = vec![0u8; sz.max(8)];

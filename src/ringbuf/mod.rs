@@ -44,9 +44,10 @@ pub use walk::Stats;
 pub use layout::{BUSY_BIT, DISCARD_BIT, RingMemory};
 
 use crate::error::{Error, Result, What};
+use crate::kernel::fallible;
 use crate::kernel::{BPF_MAP_TYPE_RINGBUF, cpu, sys};
+use crate::log;
 use crate::perf_buffer::{Local, MapFd, Sendable, timeout_ms};
-use crate::{fallible, log};
 use core::ops::ControlFlow;
 use layout::RingMemory as Memory;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -84,8 +85,9 @@ pub struct Builder<'a, T: RingThreading = Sendable> {
 pub struct Ring<'a, T: RingThreading = Sendable> {
     memory: Memory,
     map_fd: RawFd,
-    /// The map's fd: borrowed for `'a`, owned, or the caller's raw fd.
-    _map: MapFd<'a>,
+    /// The map's fd: borrowed for `'a`, or owned; `None`: the caller's
+    /// raw fd.
+    _map: Option<MapFd<'a>>,
     callback: T::Callback<'a>,
     stats: Stats,
 }
@@ -121,7 +123,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         T: BoxesSample<'a, F, R>,
     {
         let map = map.into();
-        self.add_ring(map.as_raw_fd(), map, T::boxed(f))
+        self.add_ring(map.as_raw_fd(), Some(map), T::boxed(f))
     }
 
     /// [`Self::add`] for a raw fd, as C callers hold them (libbpf does not
@@ -136,10 +138,10 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         R: SampleResult,
         T: BoxesSample<'a, F, R>,
     {
-        self.add_ring(map_fd, MapFd::None, T::boxed(f))
+        self.add_ring(map_fd, None, T::boxed(f))
     }
 
-    fn add_ring(&mut self, map_fd: RawFd, map: MapFd<'a>, callback: T::Callback<'a>) -> Result<()> {
+    fn add_ring(&mut self, map_fd: RawFd, map: Option<MapFd<'a>>, callback: T::Callback<'a>) -> Result<()> {
         let info = sys::map_info(map_fd).map_err(|e| log::failed(e.with(What::MapInfo(map_fd))))?;
         if info.map_type != BPF_MAP_TYPE_RINGBUF {
             return Err(log::failed(Error::new(libc::EINVAL, What::NotRingBuf(map_fd, info.map_type))));
@@ -310,7 +312,7 @@ impl<'a, T: RingThreading> Builder<'a, T> {
     pub fn build(self) -> Result<RingBuffer<'a, T>> {
         let mut rb = RingBuffer::with_epoll()?;
         for (map, f) in self.maps {
-            rb.add_ring(map.as_raw_fd(), map, f)?;
+            rb.add_ring(map.as_raw_fd(), Some(map), f)?;
         }
         Ok(rb)
     }
