@@ -22,10 +22,14 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: accounted-lib accounting-test hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: docs-test suites-test accounted-lib accounting-test hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
+
+# A check of a recipe that passed, for make test's counts
+# (scripts/run-suites.sh reads "pass:" lines with scripts/suite-counts.awk).
+pass = @echo "pass: $(1)"
 
 # The C library is the capi/ crate over the Rust core; cargo names its
 # outputs libperfbuf_capi.* (so that its rlib and the core's do not
@@ -176,7 +180,7 @@ $(BUILD)/controls_test_asan: c-tests/controls_test.c $(TESTUTIL) include/perfbuf
 
 asan: $(BUILD)/linked_test_asan $(BUILD)/controls_test_asan
 	nm $(BUILD)/linked_test_asan | grep -q __asan_init && nm $(BUILD)/linked_test_asan | grep -q __ubsan_handle
-	@echo "asan: AddressSanitizer and UBSan runtimes are linked in"
+	$(call pass,AddressSanitizer and UBSan runtimes are linked in)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(BUILD)/linked_test_asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(BUILD)/controls_test_asan
 
@@ -239,6 +243,7 @@ bench: $(BUILD)/perfbench lib bench-peers producer-lib tracefs
 
 bench-report-check:
 	python3 bench/report.py docs/bench.json --check README.md docs/performance.md
+	$(call pass,README's and docs/performance.md's tables are docs/bench.json's)
 
 # The recording rows alone, printed as a table (make bench has them too):
 # a syscall tracepoint read only, into perf.data, and by perf record.
@@ -288,33 +293,35 @@ examples: $(EXAMPLES)
 examples-test: examples tracefs
 	awk '/^```c$$/ { n++; next } /^```$$/ && n == 1 { exit } n == 1' README.md > $(BUILD)/readme_example.c
 	tail -n +4 examples/exec_events.c | diff $(BUILD)/readme_example.c - # README shows the file it names
+	$(call pass,README's C example is examples/exec_events.c)
 	$(BUILD)/exec_events $(BUILD)/exec_events.bpf.o
+	$(call pass,exec_events linked -lbpf first)
 	$(BUILD)/exec_events_perfbuf_first $(BUILD)/exec_events.bpf.o
+	$(call pass,exec_events linked -lperfbuf first)
 	$(BUILD)/execmon -f 'filename ~ "*/true"' sh -c '/bin/true; /bin/echo not shown; /bin/true' > $(BUILD)/execmon.out
 	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/execmon.out)" = 2 && ! grep -q echo $(BUILD)/execmon.out
+	$(call pass,execmon with a filter)
 	$(BUILD)/profile $(BUILD)/profile.bpf.o 0.5
+	$(call pass,profile)
 	$(BUILD)/ordered_reader 20000 20000
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/ordered_reader 20000 20000
 	$(BUILD)/ordered_reader 20000 0
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/ordered_reader 0 20000
+	$(call pass,ordered_reader on libbpf and libperfbuf)
 	$(BUILD)/ordered_builtin 20000 20000 1
 	$(BUILD)/ordered_builtin 0 20000 1
 	$(BUILD)/ordered_builtin 50000 50000 64
+	$(call pass,ordered_builtin with a 1-page and a 64-page ring)
 
 # The C perf.data example on a program spinning in a known function:
-# perf report puts the function first for the program, under its name.
+# perf report puts the function first for the program, under its name;
+# perf script has its one exec and exit; every record written is read.
 $(BUILD)/spinner: tests/perfdata/spinner.c | $(BUILD)
 	$(CC) -O1 -g -fno-omit-frame-pointer -o $@ $<
 
 perfdata-test: $(BUILD)/record $(BUILD)/spinner tracefs
-	$(BUILD)/record -o $(BUILD)/record.data $(BUILD)/spinner 1.0
-	perf report --stdio -i $(BUILD)/record.data --comms spinner --sort comm,dso,sym -g none --no-children 2>/dev/null \
-		| grep -m1 '%' | grep -q 'spinner .* \[\.\] perfbuf_spin_here'
-	test "$$(perf script -i $(BUILD)/record.data -F event 2>/dev/null | grep -c 'sched:sched_process_exec')" -ge 1
-	@# Each 999 Hz sample stands for about 1 ms of CPU clock (perf record's 1001001 ns), not for 999.
-	perf script -i $(BUILD)/record.data -F event,period 2>/dev/null | awk '$$2 == "cpu-clock:" { n++; low += $$1 < 100000 } \
-		END { printf "perfdata-test: %d cpu-clock samples, %d with a period under 100000 ns\n", n, low; exit !(n > 0 && low == 0) }'
-	@echo "perfdata-test: perf report and perf script read the C example's file"
+	$(BUILD)/record -o $(BUILD)/record.data $(BUILD)/spinner 1.0 2> $(BUILD)/record.log || { cat $(BUILD)/record.log; exit 1; }
+	tests/perfdata/check-record.sh $(BUILD)/record.data $(BUILD)/record.log
 
 $(BUILD)/decode_test: c-tests/decode_test.c $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -fno-omit-frame-pointer -o $@ c-tests/decode_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
@@ -343,7 +350,7 @@ preload-test: $(BUILD)/preload_test lib
 	$(BUILD)/preload_test libbpf $(BUILD)/preload.libbpf.txt
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/preload_test libperfbuf $(BUILD)/preload.libperfbuf.txt
 	diff -u $(BUILD)/preload.libbpf.txt $(BUILD)/preload.libperfbuf.txt
-	@echo "preload: transcripts identical ($$(wc -l < $(BUILD)/preload.libbpf.txt) lines)"
+	@echo "pass: preload: transcripts identical ($$(wc -l < $(BUILD)/preload.libbpf.txt) lines)"
 
 # The ring buffer's differential suite: every ring_buffer__* scenario through
 # the system libbpf and libperfbuf (dlopened side by side), transcripts
@@ -365,7 +372,7 @@ ringbuf-preload-test: $(BUILD)/rb_preload_test lib
 	$(BUILD)/rb_preload_test libbpf $(BUILD)/rb_preload.libbpf.txt
 	LD_PRELOAD=$(CURDIR)/$(LIB) $(BUILD)/rb_preload_test libperfbuf $(BUILD)/rb_preload.libperfbuf.txt
 	diff -u $(BUILD)/rb_preload.libbpf.txt $(BUILD)/rb_preload.libperfbuf.txt
-	@echo "ringbuf-preload: transcripts identical ($$(wc -l < $(BUILD)/rb_preload.libbpf.txt) lines)"
+	@echo "pass: ringbuf-preload: transcripts identical ($$(wc -l < $(BUILD)/rb_preload.libbpf.txt) lines)"
 
 # A program using both libraries, linked with -lbpf before and after
 # -lperfbuf, with and without --as-needed: through perfbuf_* names it reads
@@ -401,15 +408,13 @@ ringbuf-linkorder-test: lib | $(BUILD)
 
 check-exports: lib
 	c-tests/check-exports.sh $(LIB)
+	$(call pass,exports are exactly c-tests/exports.txt)
 
+# perfbuf.h with libbpf's headers in either order and without them, as C
+# (gcc, clang; GCC 14's incompatible-pointer rule) and C++: prototypes and
+# libbpf-style callbacks (__u64 lost counts) fit.
 check-header-compat: | $(BUILD)
-	$(CC) $(CFLAGS) $(WARN) -std=c11 -Iinclude -o $(BUILD)/hc1 c-tests/header_compat.c -DLIBBPF_FIRST -c
-	$(CC) $(CFLAGS) $(WARN) -std=c11 -Iinclude -o $(BUILD)/hc2 c-tests/header_compat.c -c
-	$(CXX) $(CFLAGS) $(WARN) -x c++ -Iinclude -o $(BUILD)/hc3 c-tests/header_compat.c -DLIBBPF_FIRST -c
-	$(CXX) $(CFLAGS) $(WARN) -x c++ -Iinclude -o $(BUILD)/hc4 c-tests/header_compat.c -c
-	$(CC) $(CFLAGS) $(WARN) -std=c99 -DPERFBUF_NO_LIBBPF_H -Iinclude -x c -o $(BUILD)/hc5 -c - \
-		< c-tests/header_compat_standalone.c
-	@echo "header: compiles with libbpf.h in both orders, as C and C++, and alone"
+	c-tests/check-header-compat.sh $(BUILD)
 
 c-tests: check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test reliability python-test go-test
 
@@ -439,14 +444,24 @@ hotplug-test: accounted-lib
 	$(CARGO) test --release -p perfbuf --test hotplug_live -- --ignored --nocapture
 
 # The Rust examples against the real producer: a stream with the builder
-# (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd.
+# (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd; execmon (a
+# tracepoint) and uprobe_args (a uprobe with fetch arguments on its own
+# function): exactly the execs and the values passed, from one pid.
 rust-examples-test: producer-lib tracefs
 	$(CARGO) build --release --examples --features $(RUST_FEATURES)
 	$(REL)/examples/stream_reader --demo 200000
+	$(call pass,stream_reader)
 	$(REL)/examples/stream_reader --demo 1000000 --fast
+	$(call pass,stream_reader --fast)
 	$(REL)/examples/async_reader --demo 200000
+	$(call pass,async_reader)
 	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' > $(BUILD)/rust_execmon.out
 	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/rust_execmon.out)" = 2
+	$(call pass,execmon)
+	$(REL)/examples/uprobe_args > $(BUILD)/rust_uprobe_args.out
+	test "$$(sed 's/^pid [0-9]* //' $(BUILD)/rust_uprobe_args.out | tr '\n' ';')" = 'n=1 name="ada";n=2 name="grace";n=3 name="";'
+	test "$$(cut -d' ' -f2 $(BUILD)/rust_uprobe_args.out | sort -u)" = "$$(cut -d' ' -f2 $(BUILD)/rust_uprobe_args.out | head -1)"
+	$(call pass,uprobe_args)
 
 # perfbuf beside the Rust BPF libraries (tests/interop/): libbpf-rs at its
 # default features (libbpf built from source, linked statically: its
@@ -460,13 +475,17 @@ INTEROP_REL := target/interop/release
 interop-test: $(BUILD)/exec_events.bpf.o
 	for p in $(INTEROP); do \
 		(cd tests/interop/$$p && $(CARGO) fmt --check && \
-		 $(CARGO) build --release --quiet --target-dir $(CURDIR)/target/interop) || exit 1; \
+		 $(CARGO) build --release --quiet --target-dir $(CURDIR)/target/interop && echo "pass: $$p builds") || exit 1; \
 	done
 	test "$$(nm $(INTEROP_REL)/perfbuf-interop-libbpf-rs | grep -c ' T perf_buffer__new$$')" = 1
 	! nm $(INTEROP_REL)/perfbuf-interop-libbpf-rs | grep -q ' T perfbuf_'
+	$(call pass,libbpf-rs's static libbpf defines the only perf_buffer__new and perfbuf no C symbol)
 	$(INTEROP_REL)/perfbuf-interop-libbpf-rs $(BUILD)/exec_events.bpf.o
+	$(call pass,perfbuf beside libbpf-rs)
 	$(INTEROP_REL)/perfbuf-interop-aya-0-13 $(BUILD)/exec_events.bpf.o
+	$(call pass,perfbuf beside aya 0.13)
 	$(INTEROP_REL)/perfbuf-interop-aya-0-14 $(BUILD)/exec_events.bpf.o
+	$(call pass,perfbuf beside aya 0.14)
 
 # clippy over the interop programs (each its own workspace).
 interop-lint:
@@ -474,23 +493,36 @@ interop-lint:
 		(cd tests/interop/$$p && $(CARGO) clippy --release --quiet --target-dir $(CURDIR)/target/interop -- -D warnings) || exit 1; \
 	done
 
-	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' | grep -c ' exec /bin/true$$' | grep -qx 2
-	$(REL)/examples/uprobe_args | grep -c '^pid [0-9]* n=[123] name="\(ada\|grace\|\)"$$' | grep -qx 3
-
 # The crate is publishable: packaged, then built from the package alone.
 package-check:
 	$(CARGO) package -p perfbuf --allow-dirty --quiet
-	@echo "package: perfbuf-$(VERSION).crate builds from its own files"
+	$(call pass,perfbuf-$(VERSION).crate builds from its own files)
 
 lint:
 	$(CARGO) fmt --check
+	$(call pass,cargo fmt --check)
 	$(CARGO) clippy --release --workspace --all-targets --features $(RUST_FEATURES) -- -D warnings
+	$(call pass,clippy over the workspace with the optional features)
 	$(CARGO) clippy --release -p perfbuf --all-targets -- -D warnings
+	$(call pass,clippy over perfbuf without them)
 	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --no-deps --quiet --workspace --features $(RUST_FEATURES)
+	$(call pass,cargo doc)
 	cd fuzz && $(CARGO) fmt --check && $(CARGO) clippy --release --all-targets -- -D warnings
+	$(call pass,fmt and clippy over fuzz/)
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test
+SUITES := lint suites-test bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test docs-test
+
+# Every code block of README.md and the binding READMEs runs, or compiles,
+# as written (scripts/docs-test.py: the <!-- docs-test: ... --> line before
+# each block says how; a few cannot run, each saying why). As root, in a
+# private mount namespace (overlays take what the blocks write).
+docs-test: lib cli producer-lib $(BUILD)/exec_events.bpf.o $(BUILD)/profile.bpf.o tracefs
+	python3 scripts/docs-test.py
+
+# make test's own summary (scripts/run-suites.sh) on canned suite outputs.
+suites-test:
+	scripts/test-run-suites.sh
 
 # Each suite runs even after another failed; the closing line counts the
 # tests that ran (scripts/run-suites.sh), and names the failed suites.
@@ -502,8 +534,13 @@ test:
 # The library alone: the shared library (stripped, with its SONAME links),
 # the static library (without debug info), the header, perfbuf.pc, and the
 # command perfbuf (stripped) in $(BINDIR).
-# Needs only Rust and a C toolchain (no libbpf).
-install: lib cli
+# Needs only Rust and a C toolchain (no libbpf). Builds first where cargo
+# is on the PATH; under sudo (whose PATH has no ~/.cargo/bin) it installs
+# what `make` built.
+INSTALL_BUILDS := $(if $(shell command -v $(CARGO) 2>/dev/null),lib cli)
+install: $(INSTALL_BUILDS)
+	@test -f $(LIB) && test -f $(REL)/perfbuf || \
+		{ echo "make install: nothing built, and no $(CARGO) on this PATH: run make first"; exit 1; }
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	install -m 755 $(REL)/perfbuf $(DESTDIR)$(BINDIR)/perfbuf
 	strip --strip-unneeded $(DESTDIR)$(BINDIR)/perfbuf
@@ -528,6 +565,9 @@ install: lib cli
 	else \
 		echo "installed in $(LIBDIR): run ldconfig as root to update the loader's cache"; \
 	fi
+	@# pkg-config finds perfbuf.pc only in its own search path.
+	@pkg-config --variable pc_path pkg-config 2>/dev/null | tr : '\n' | grep -qxF "$(LIBDIR)/pkgconfig" || \
+		echo "pkg-config does not look in $(LIBDIR)/pkgconfig: set PKG_CONFIG_PATH=$(LIBDIR)/pkgconfig"
 
 # make install into a scratch prefix, then build and run a program with
 # pkg-config against it (versioned .so, SONAME links, header, perfbuf.pc).
@@ -535,14 +575,17 @@ install-test: lib cli | $(BUILD)
 	rm -rf $(BUILD)/inst
 	$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/inst >/dev/null
 	test -L $(BUILD)/inst/lib/libperfbuf.so && test -L $(BUILD)/inst/lib/libperfbuf.so.$(SOMAJOR)
+	$(call pass,SONAME links)
 	$(BUILD)/inst/bin/perfbuf --version
+	$(call pass,the command runs)
 	! readelf -S $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | grep -q debug_info
 	! readelf -S $(BUILD)/inst/lib/libperfbuf.a 2>/dev/null | grep -q debug_info
-	@echo "install: stripped, $$(du -k $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | cut -f1) kB .so, $$(du -k $(BUILD)/inst/lib/libperfbuf.a | cut -f1) kB .a"
+	@echo "pass: stripped: $$(du -k $(BUILD)/inst/lib/libperfbuf.so.$(VERSION) | cut -f1) kB .so and $$(du -k $(BUILD)/inst/lib/libperfbuf.a | cut -f1) kB .a"
 	PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig $(CC) $(CFLAGS) $(WARN) -o $(BUILD)/install_check \
 		c-tests/install_check.c $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --cflags --libs perfbuf) \
 		-Wl,-rpath,$(CURDIR)/$(BUILD)/inst/lib
 	$(BUILD)/install_check
+	$(call pass,a program built with pkg-config against the install runs)
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libperfbuf.so* $(DESTDIR)$(LIBDIR)/libperfbuf.a \

@@ -2,8 +2,10 @@
  * for COMM, TASK and MMAP (+data) records sees a child fork, exec a
  * marked binary (this one, through a symlink), map a file and exit, as
  * FORK, COMM with the exec bit, MMAP2 of the file and EXIT, in time order
- * with the exec tracepoint's sample. Needs root and tracefs; under
- * CI=true nothing is skipped.
+ * with the exec tracepoint's sample; the same through the decoded reader
+ * (perfbuf_events_decoded_reader: records finished by the library, no
+ * header read here). Needs root and tracefs; under CI=true nothing is
+ * skipped.
  * usage: sideband_test (or, as the child: pb_sb_marker FILE) */
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
@@ -56,6 +58,34 @@ static int is_sideband(uint32_t type)
 	}
 }
 
+/* A decoded side-band record of type `type` as seen. */
+static void seen_sideband(struct collected *c, uint32_t type, const struct perfbuf_sideband *sb)
+{
+	struct seen *r = &c->recs[c->n];
+	r->pid = sb->pid, r->tid = sb->tid, r->ppid = sb->ppid, r->ptid = sb->ptid, r->time = sb->time;
+	if (sb->name)
+		snprintf(r->name, sizeof(r->name), "%s", sb->name);
+	switch (type) {
+	case PERF_RECORD_FORK:
+		r->kind = 'F';
+		break;
+	case PERF_RECORD_EXIT:
+		r->kind = 'E';
+		break;
+	case PERF_RECORD_COMM:
+		r->kind = 'C';
+		r->exec = !!(sb->flags & PERFBUF_SIDEBAND_F_EXEC);
+		break;
+	default:
+		r->kind = 'M';
+		r->addr = sb->addr, r->len = sb->len, r->pgoff = sb->pgoff, r->ino = sb->ino;
+		r->maj = sb->maj, r->min = sb->min, r->prot = sb->prot;
+		break;
+	}
+	c->n++;
+}
+
+/* Each record whole (perfbuf_events_reader): decoded here. */
 static enum bpf_perf_event_ret collect(void *ctx, int cpu, struct perf_event_header *hdr)
 {
 	(void)cpu;
@@ -82,27 +112,44 @@ static enum bpf_perf_event_ret collect(void *ctx, int cpu, struct perf_event_hea
 		c->undecoded++;
 		return LIBBPF_PERF_EVENT_CONT;
 	}
-	r->pid = sb.pid, r->tid = sb.tid, r->ppid = sb.ppid, r->ptid = sb.ptid, r->time = sb.time;
-	if (sb.name)
-		snprintf(r->name, sizeof(r->name), "%s", sb.name);
-	switch (hdr->type) {
-	case PERF_RECORD_FORK:
-		r->kind = 'F';
+	seen_sideband(c, hdr->type, &sb);
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+/* Each record finished by the library (perfbuf_events_decoded_reader). */
+static int collect_decoded(void *ctx, const struct perfbuf_event_record *rec)
+{
+	struct collected *c = ctx;
+	if (c->n >= MAX_SEEN)
+		return LIBBPF_PERF_EVENT_CONT;
+	struct seen *r = &c->recs[c->n];
+	memset(r, 0, sizeof(*r));
+	if (rec->sz < sizeof(*rec) || rec->record == NULL || rec->record->size != rec->size ||
+	    rec->record->type != rec->record_type) {
+		c->undecoded++;
+		return LIBBPF_PERF_EVENT_CONT;
+	}
+	switch (rec->kind) {
+	case PERFBUF_EVENT_RECORD_SAMPLE:
+		if (rec->sample == NULL || rec->event < 0 || rec->sample->record_type != PERF_RECORD_SAMPLE) {
+			c->undecoded++;
+			break;
+		}
+		*r = (struct seen){.kind = 'X', .pid = rec->sample->pid, .tid = rec->sample->tid, .time = rec->sample->time};
+		c->n++;
 		break;
-	case PERF_RECORD_EXIT:
-		r->kind = 'E';
+	case PERFBUF_EVENT_RECORD_SIDEBAND:
+		if (rec->sideband == NULL || rec->sideband->record_type != rec->record_type) {
+			c->undecoded++;
+			break;
+		}
+		if (is_sideband(rec->record_type))
+			seen_sideband(c, rec->record_type, rec->sideband);
 		break;
-	case PERF_RECORD_COMM:
-		r->kind = 'C';
-		r->exec = !!(sb.flags & PERFBUF_SIDEBAND_F_EXEC);
-		break;
-	default:
-		r->kind = 'M';
-		r->addr = sb.addr, r->len = sb.len, r->pgoff = sb.pgoff, r->ino = sb.ino;
-		r->maj = sb.maj, r->min = sb.min, r->prot = sb.prot;
+	case PERFBUF_EVENT_RECORD_OTHER:
+		c->undecoded += rec->error != 0;
 		break;
 	}
-	c->n++;
 	return LIBBPF_PERF_EVENT_CONT;
 }
 
@@ -127,7 +174,9 @@ static int child_main(const char *file)
 	return 0;
 }
 
-static void test_fork_exec_mmap_exit(void)
+/* The child's life through a set's reader: records whole, decoded by
+ * this test (decoded = 0), or finished by the library (decoded = 1). */
+static void fork_exec_mmap_exit(int decoded)
 {
 	int fds = count_open_fds();
 	struct perfbuf_events_opts o = {
@@ -144,7 +193,8 @@ static void test_fork_exec_mmap_exit(void)
 	EXPECT(ev >= 0, "add: %s", perfbuf_last_error());
 	struct collected *c = calloc(1, sizeof(*c));
 	c->set = set;
-	struct perf_buffer *pb = perfbuf_events_reader(set, collect, c);
+	struct perf_buffer *pb =
+		decoded ? perfbuf_events_decoded_reader(set, collect_decoded, c) : perfbuf_events_reader(set, collect, c);
 	struct perfbuf_order_opts order = {.sz = sizeof(order), .flags = PERFBUF_ORDER_SAMPLE_TIME};
 	EXPECT(pb && perfbuf_set_order(pb, &order) == 0, "reader/order: %s", perfbuf_last_error());
 	EXPECT(perfbuf_events_enable(set, -1) == 0, "enable: %s", perfbuf_last_error());
@@ -190,7 +240,8 @@ static void test_fork_exec_mmap_exit(void)
 		mine[k] = r;
 		kinds[k++] = r->kind;
 	}
-	printf("  child %d: %s (%d records in all, %d undecoded)\n", child, kinds, c->n, c->undecoded);
+	printf("  %s: child %d: %s (%d records in all, %d undecoded)\n", decoded ? "decoded reader" : "reader", child,
+	       kinds, c->n, c->undecoded);
 	EXPECT(strcmp(kinds, "FCXME") == 0, "fork, comm, exec sample, mmap, exit: got '%s'", kinds);
 	EXPECT(out_of_order == 0, "%d records out of time order", out_of_order);
 	EXPECT(c->undecoded == 0, "%d records did not decode", c->undecoded);
@@ -213,6 +264,25 @@ static void test_fork_exec_mmap_exit(void)
 	perfbuf_events_free(set);
 	free(c);
 	EXPECT(count_open_fds() == fds, "fds %d -> %d", fds, count_open_fds());
+}
+
+static void test_fork_exec_mmap_exit(void)
+{
+	fork_exec_mmap_exit(0);
+}
+
+static void test_decoded_reader(void)
+{
+	fork_exec_mmap_exit(1);
+	EXPECT(perfbuf_events_decoded_reader(NULL, collect_decoded, NULL) == NULL && errno == EINVAL, "NULL set");
+	struct perfbuf_events_opts o = {.sz = sizeof(o)};
+	struct perfbuf_events *set = perfbuf_events_new(&o);
+	EXPECT(set && perfbuf_events_decoded_reader(set, NULL, NULL) == NULL && errno == EINVAL, "NULL record_fn");
+	struct perf_buffer *pb = perfbuf_events_decoded_reader(set, collect_decoded, NULL);
+	EXPECT(pb && perfbuf_events_decoded_reader(set, collect_decoded, NULL) == NULL && errno == EBUSY,
+	       "second reader: %d", errno);
+	perfbuf_free(pb);
+	perfbuf_events_free(set);
 }
 
 /* Argument checks of the decoders, and a record that is not side-band. */
@@ -261,6 +331,7 @@ int main(int argc, char **argv)
 	close(fd);
 	static const struct test_case tests[] = {
 		{"fork_exec_mmap_exit", test_fork_exec_mmap_exit},
+		{"decoded_reader", test_decoded_reader},
 		{"decode_errors", test_decode_errors},
 	};
 	int failed = run_tests("sideband_test", tests, (int)(sizeof(tests) / sizeof(tests[0])));

@@ -26,6 +26,11 @@ void skip_or_fail(const char *why)
 	skips++;
 }
 
+void kernel_lacks(const char *why)
+{
+	printf("not-on-this-kernel: %s\n", why);
+}
+
 bool ci_mode(void)
 {
 	const char *ci = getenv("CI");

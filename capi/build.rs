@@ -22,6 +22,7 @@ const FFI_SOURCES: &[&str] = &[
     "events.rs",
     "sideband.rs",
     "perfdata.rs",
+    "event_records.rs",
 ];
 
 fn main() {

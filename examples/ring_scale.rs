@@ -1,7 +1,7 @@
 //! How the reader scales with the number of rings, through the Rust API
 //! (`make bench`'s rings rows; bench/rings.c measures libbpf and the C face
 //! in raw mode, which has no fast mode): 1,024 rings on CPUs 0 and 1 (ring
-//! i reads CPU i % 2 through map key i, `cpu_keys`), one page each, in the
+//! i reads CPU i % 2 through map key i, `slots`), one page each, in the
 //! default mode and in the fast mode. Prints one JSON line per mode:
 //! - `first_record_ns`: the `consume_ring` that delivers the first record a
 //!   fresh ring ever gets (a new buffer each time; ring 0, one record
@@ -56,7 +56,7 @@ fn measure(producer: &producer::Producer, fast: bool) -> Result<(), Box<dyn std:
         let mut pb = PerfBuffer::builder(producer.map())
             .local()
             .pages(1)
-            .cpu_keys((0..RINGS).map(|i| (i % 2, i)).collect())
+            .slots(&(0..RINGS).map(|i| (i as u32 % 2, i as u32)).collect::<Vec<_>>())
             .adaptive(fast)
             .on_sample(|_cpu, _data| count.set(count.get() + 1))
             .build()?;

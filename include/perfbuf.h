@@ -45,8 +45,10 @@
 /* The libbpf 1.x types, for code built without libbpf's headers. */
 struct perf_buffer;
 
-typedef void (*perf_buffer_sample_fn)(void *ctx, int cpu, void *data, uint32_t size);
-typedef void (*perf_buffer_lost_fn)(void *ctx, int cpu, uint64_t cnt);
+/* libbpf's exact types: __u64 is unsigned long long where uint64_t may be
+ * unsigned long, and a callback written for libbpf must fit either way. */
+typedef void (*perf_buffer_sample_fn)(void *ctx, int cpu, void *data, __u32 size);
+typedef void (*perf_buffer_lost_fn)(void *ctx, int cpu, __u64 cnt);
 
 /* Options of perf_buffer__new; set sz = sizeof(struct perf_buffer_opts). */
 struct perf_buffer_opts {
@@ -372,6 +374,35 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
  (`PERF_RECORD_SWITCH_CPU_WIDE`).
  */
 #define PERFBUF_SIDEBAND_F_NEXT_PREV 32
+
+/*
+ `perfbuf_event_record.kind`: a sample of event `event`, decoded in
+ `sample`.
+ */
+#define PERFBUF_EVENT_RECORD_SAMPLE 1
+
+/*
+ `perfbuf_event_record.kind`: the kernel dropped `lost` records
+ (`PERF_RECORD_LOST`, or samples: `PERF_RECORD_LOST_SAMPLES`); `event`
+ is the event whose write found the ring full, or -1 (none left in the
+ set, or a report `perfbuf_drain_final` made).
+ */
+#define PERFBUF_EVENT_RECORD_LOST 2
+
+/*
+ `perfbuf_event_record.kind`: a side-band record, decoded in `sideband`;
+ `event` is the event that asked for it, or -1 for the set's own
+ (`PERFBUF_EVENTS_SB_*`).
+ */
+#define PERFBUF_EVENT_RECORD_SIDEBAND 3
+
+/*
+ `perfbuf_event_record.kind`: any other record, whole at `record`:
+ `error` says why (0: a kind not decoded, such as throttling; ENOENT: of
+ no event in the set, e.g. one removed while its records were in flight;
+ EBADMSG: malformed; EOPNOTSUPP: fields the decoder does not know).
+ */
+#define PERFBUF_EVENT_RECORD_OTHER 4
 
 /*
  An event set (opaque): perf events on every CPU sharing one ring per
@@ -1559,6 +1590,72 @@ struct perfbuf_sideband {
   uint64_t identifier;
 };
 
+/*
+ One record of an event set's rings, finished: see
+ `perfbuf_events_decoded_reader`. The library fills it (`sz` is its
+ size as the library knows it: fields past a caller's own header's are
+ newer). Pointers point into the record or into structs valid only
+ during the callback.
+ */
+struct perfbuf_event_record {
+  /*
+   Size of this struct as the library fills it.
+   */
+  size_t sz;
+  /*
+   `PERFBUF_EVENT_RECORD_*`.
+   */
+  uint32_t kind;
+  /*
+   The event's id, or -1 for none.
+   */
+  int32_t event;
+  /*
+   The CPU of the ring it came from.
+   */
+  uint32_t cpu;
+  /*
+   `PERFBUF_EVENT_RECORD_OTHER`: why it is whole (an errno, or 0).
+   */
+  int32_t error;
+  /*
+   `header.type` (`PERF_RECORD_*`).
+   */
+  uint32_t record_type;
+  /*
+   `header.misc`.
+   */
+  uint16_t misc;
+  /*
+   `header.size`: bytes at `record`.
+   */
+  uint16_t size;
+  /*
+   `PERFBUF_EVENT_RECORD_LOST`: how many were lost.
+   */
+  uint64_t lost;
+  /*
+   The record whole, header included.
+   */
+  const struct perf_event_header *record;
+  /*
+   `PERFBUF_EVENT_RECORD_SAMPLE`: its fields (NULL otherwise).
+   */
+  const struct perfbuf_sample *sample;
+  /*
+   `PERFBUF_EVENT_RECORD_SIDEBAND`: its fields (NULL otherwise).
+   */
+  const struct perfbuf_sideband *sideband;
+};
+
+/*
+ Called with each finished record; returns an `enum
+ bpf_perf_event_ret`, as `perf_buffer__new_raw`'s `event_cb` does
+ (`LIBBPF_PERF_EVENT_CONT` goes on, `LIBBPF_PERF_EVENT_DONE` stops this
+ ring for now, another value stops the read and is returned).
+ */
+typedef int (*perfbuf_event_record_fn)(void *ctx, const struct perfbuf_event_record *rec);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -2371,8 +2468,10 @@ int perfbuf_events_read(const struct perfbuf_events *set, int ev, int cpu, struc
  `perfbuf_*` / `perf_buffer__*` reading function (poll, consume, batch,
  `perfbuf_set_order` with `PERFBUF_ORDER_SAMPLE_TIME`, stats...), freed
  with `perfbuf_free`. `event_cb` gets each record whole; decode it with
- `perfbuf_events_decode`. Once per set (EBUSY after); EINVAL for a set
- without rings. Returns NULL with errno on failure.
+ `perfbuf_events_decode` (or read the set with
+ `perfbuf_events_decoded_reader`, whose callback gets every record
+ decoded). Once per set (EBUSY after); EINVAL for a set without rings.
+ Returns NULL with errno on failure.
 
  # Safety
  `set` is NULL or a live set; `event_cb` and `ctx` as for
@@ -2526,6 +2625,22 @@ int perfbuf_perfdata_poll(struct perfbuf_perfdata *w, struct perf_buffer *pb, in
  `w` is NULL or a live writer; it is dangling afterwards.
  */
 int perfbuf_perfdata_close(struct perfbuf_perfdata *w);
+
+/*
+ A reader of the set's rings, like `perfbuf_events_reader`, whose
+ `record_fn` gets every record finished: attributed to its event and
+ decoded (see `struct perfbuf_event_record`), so a caller never reads a
+ record's header. Its pointers are valid until `record_fn` returns.
+ `record_fn` runs on the polling thread with no lock of the set held
+ (it may call `perfbuf_events_field` and the like). Once per set (EBUSY
+ after, also after `perfbuf_events_reader`); EINVAL for a set without
+ rings. Returns NULL with errno on failure.
+
+ # Safety
+ `set` is NULL or a live set; `record_fn` is NULL or callable with
+ `ctx` and a record valid for the call, for as long as the reader lives.
+ */
+struct perf_buffer *perfbuf_events_decoded_reader(struct perfbuf_events *set, perfbuf_event_record_fn record_fn, void *ctx);
 
 #ifdef __cplusplus
 }  // extern "C"

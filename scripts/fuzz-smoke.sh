@@ -77,7 +77,7 @@ for t in $targets; do
 		continue
 	fi
 	seeds=$(find corpus/"$t" -type f | wc -l)
-	echo "fuzz $t: ${secs} s, $execs execs ($rate/s), cov $cov, ft $ft, corpus $corp (from $seeds seeds)," \
+	echo "pass: fuzz $t: ${secs} s, $execs execs ($rate/s), cov $cov, ft $ft, corpus $corp (from $seeds seeds)," \
 		"$counters 8-bit counters, ASan on, no crash"
 done
 exit $status

@@ -16,9 +16,11 @@ $SUDO apt-get update -qq
 # golang-go, golang-github-cilium-ebpf-dev: the Python and Go packages and
 # their examples (cilium/ebpf also for make bench's peer reader); linux-perf:
 # perf script/report, which the perf.data and side-band tests compare with;
-# prometheus (and its promtool): the metrics tests scrape the command with it.
+# bpftool and sudo: the docs' commands use them, and make docs-test runs
+# those as written; prometheus (and its promtool): the metrics tests scrape
+# the command with it.
 $SUDO apt-get install -y -qq --no-install-recommends libbpf-dev libelf-dev zlib1g-dev gcc g++ make binutils pkg-config clang valgrind \
-	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf prometheus >/dev/null
+	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf bpftool sudo prometheus >/dev/null
 # The tests start their own Prometheus on a free port; the package's
 # service (port 9090, scraping itself) is not needed.
 if command -v systemctl >/dev/null && systemctl is-enabled prometheus >/dev/null 2>&1; then

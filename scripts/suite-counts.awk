@@ -4,6 +4,10 @@
 #   pytest       3 passed, 1 failed, 2 skipped in 1.20s   (-q summary)
 #   go test -v   --- PASS: TestX (0.01s)   (top-level tests only)
 #   C programs   prog: 11 passed, 0 failed[, 2 skipped]
+#   scripts and make recipes: one "pass: WHAT" line per check that passed,
+#                "skip: WHAT: WHY" per check that could not run
+#   Rust kernel tests that could not run: "cargo-skip: CRATE::TEST: WHY"
+#                (tests/skip/mod.rs), which cargo counted as passed
 # (an ignored Rust test is a skipped one).
 function num(s) { return s + 0 }
 
@@ -32,6 +36,10 @@ function num(s) { return s + 0 }
 	}
 	next
 }
+
+/cargo-skip: / { s++; p--; next }
+/^pass: / { p++; next }
+/^skip: / { s++; next }
 
 /^--- PASS: / { p++; next }
 /^--- FAIL: / { f++; next }

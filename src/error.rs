@@ -178,10 +178,8 @@ impl Error {
         Error { errno, what: What::Os, subject: None }
     }
 
-    /// An error with `errno` about `what` (for the C face: `What` is not
-    /// nameable from outside the crate).
-    #[doc(hidden)]
-    pub const fn new(errno: i32, what: What) -> Error {
+    /// An error with `errno` about `what`.
+    pub(crate) const fn new(errno: i32, what: What) -> Error {
         Error { errno, what, subject: None }
     }
 
@@ -230,9 +228,9 @@ impl Error {
         Error { subject: Some(subject.into()), ..self }
     }
 
-    /// What failed (for the C face, which words some failures its own way).
-    #[doc(hidden)]
-    pub fn what(&self) -> What {
+    /// What failed.
+    #[cfg(test)]
+    pub(crate) fn what(&self) -> What {
         self.what
     }
 
@@ -401,9 +399,10 @@ impl fmt::Display for Error {
             What::NoOnlineCpu => write!(f, "none of the CPUs asked for is online: ")?,
             What::NoEvent(id) => write!(f, "no event #{id} in the set: ")?,
             What::NoRings => write!(f, "the event set has no rings (built with pages(0)): ")?,
-            What::NotRingBuf(fd, t) => {
-                write!(f, "ringbuf: map fd={fd} should be BPF_MAP_TYPE_RINGBUF (type 27), but is of type {t}: ")?
-            }
+            What::NotRingBuf(fd, t) => write!(
+                f,
+                "ringbuf: map fd={fd} should be BPF_MAP_TYPE_RINGBUF (type 27), but is of type {t}: "
+            )?,
             What::MapRingBuf(fd, part) => write!(f, "ringbuf: failed to mmap {part} for map fd={fd}: ")?,
             What::NotOutputCounts(fd, t, size) => write!(
                 f,

@@ -28,15 +28,23 @@
 //! extensions of `include/perfbuf.h`), is built from it by the repository's
 //! `capi/` crate.
 //!
-//! Layout, dependencies pointing one way: the face ([`PerfBuffer`]; the C
-//! face in `capi/` uses the same building blocks) over the reader
-//! (`reader/`), which uses the fast mode (`adaptive/`) and the ordered
-//! reader (`order`), both over the ring (`ring/`), over the kernel
-//! (`kernel/`: uapi, system calls, clocks, and a fake kernel for tests).
-//! The decoder ([`decode`]) stands alone; event sets ([`events`]) open
-//! their own events and share the reader; [`perfdata`] writes what a
-//! reader's rings hold to a perf.data file for `perf report` and `perf script`. Only `capi/` knows errno, C
-//! structs and C function pointers.
+//! One reader, one face over it: [`Reader`] reads per-CPU perf rings
+//! into a [`Sink`], where its records go. [`PerfBuffer`] is the reader
+//! whose sink is the closures given to its [`Builder`]; an event set's
+//! reader ([`events::EventSet::reader`]) decodes into a closure; the C
+//! library (`capi/`) is a `Reader` too, whose sink is the caller's
+//! function pointers, built through this public API (and, for what only
+//! libbpf's C API needs, the hidden `libbpf_compat`). Only `capi/` knows
+//! errno, C structs and C function pointers.
+//!
+//! Layout, dependencies pointing one way: the face (`perf_buffer/`) over
+//! the reader (`reader/`, the ordered reader inside it), which uses the
+//! fast mode (`adaptive/`), both over the ring (`ring/`), over the kernel
+//! (`kernel/`: uapi, system calls, clocks, fault injection at its bottom,
+//! and a fake kernel for tests). The decoder ([`decode`]) stands alone;
+//! event sets ([`events`]) open their own events and share the reader;
+//! [`perfdata`] writes what a reader's rings hold to a perf.data file for
+//! `perf report` and `perf script`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -45,39 +53,36 @@
 // function aborts rather than unwinding, whatever the profile (cargo test
 // builds the library with unwinding, so a compile-time guard cannot be used).
 
-/// The core's building blocks: private to the crate, or public (hidden, not
-/// a stable API) with the `c-face` feature, which only the C library crate
-/// (`capi/`) turns on to build its shims over the same reader.
-macro_rules! c_face_modules {
-    ($($name:ident),* $(,)?) => {$(
-        #[cfg(feature = "c-face")]
-        #[doc(hidden)]
-        #[allow(missing_docs)]
-        pub mod $name;
-        #[cfg(not(feature = "c-face"))]
-        mod $name;
-    )*};
-}
-
 mod adaptive;
 pub mod decode;
+mod error;
 pub mod events;
+mod kernel;
+#[doc(hidden)]
+pub mod libbpf_compat;
+mod log;
+mod perf_buffer;
 pub mod perfdata;
+mod reader;
+mod ring;
 pub mod ringbuf;
-c_face_modules!(error, fallible, kernel, log, order, perf_buffer, reader, ring);
 
 pub use crate::log::{LogFn, LogLevel, set_log};
 pub use error::{Error, ErrorKind, Result};
 pub use events::format as tracepoint;
 pub use kernel::PerfEventAttr;
-pub use order::{OrderKey, OrderStats};
 #[cfg(feature = "tokio")]
 pub use perf_buffer::AsyncPerfBuffer;
-pub use perf_buffer::{Boxes, Builder, Local, MapFd, PerfBuffer, RingReader, Sendable, Threading, Waker};
+pub use perf_buffer::{
+    Boxes, Builder, Closures, Local, MapFd, PerfBuffer, Reader, RingReader, Sendable, Threading, Waker,
+};
 pub use reader::batch::Batch;
 pub use reader::config::Wakeup;
 pub use reader::health::RingHealth;
+pub use reader::order::{OrderKey, OrderStats};
 pub use reader::output_counts::OutputCounts;
+pub use reader::sink;
+pub use reader::sink::Sink;
 pub use reader::stats::RingStats;
 pub use ringbuf::RingBuffer;
 

@@ -1,20 +1,17 @@
 //! Messages, in libbpf's style: warnings when something fails, info on
 //! what a buffer was set up with, debug on the fast mode's decisions.
 //!
-//! Where they go by default depends on the face. From Rust: nowhere, or to
-//! the `log` facade (target `perfbuf`) with the crate's `log` feature;
-//! errors are returned, not printed. From the C library (which turns it on
-//! when loaded): stderr prefixed `libperfbuf: `, filtered by
-//! `PERFBUF_LOG=off|warn|info|debug` (default `warn`), as libbpf prints. A
-//! program can take them all instead: [`set_log`] in Rust,
-//! `perfbuf_set_print` in C (as libbpf's `libbpf_set_print`). Logging never
-//! allocates (messages are formatted into a buffer on the stack, cut at
-//! 511 bytes) and never changes the caller's `errno`.
+//! By default they go nowhere, or to the `log` facade (target `perfbuf`)
+//! with the crate's `log` feature: errors are returned, not printed. A
+//! program can take them all instead with [`set_log`]; the C library does
+//! so when it is loaded, printing them to stderr as libbpf prints, or to
+//! the printer of `perfbuf_set_print` (libbpf's `libbpf_set_print`).
+//! Logging never allocates (messages are formatted into a buffer on the
+//! stack, cut at 511 bytes) and never changes the caller's `errno`.
 
 use crate::error::{Error, get_errno, set_errno};
 use std::fmt::Arguments;
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How much a message matters.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -33,25 +30,8 @@ pub type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 static SINK: RwLock<Option<LogFn>> = RwLock::new(None);
 
-/// The C library's default printer's level (`None`: off).
-static LEVEL: once_cell::sync::Lazy<Option<LogLevel>> =
-    once_cell::sync::Lazy::new(|| match std::env::var("PERFBUF_LOG").as_deref() {
-        Err(_) | Ok("") | Ok("warn") => Some(LogLevel::Warn),
-        Ok("off") => None,
-        Ok("info") => Some(LogLevel::Info),
-        Ok("debug") => Some(LogLevel::Debug),
-        Ok(other) => {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "libperfbuf: PERFBUF_LOG={other:?} is not off|warn|info|debug; using warn"
-            );
-            Some(LogLevel::Warn)
-        }
-    });
-
-/// Sends every message to `f` from now on (`None`: back to stderr, as
-/// `PERFBUF_LOG` says). Returns the previous destination. `f` may be
+/// Sends every message to `f` from now on (`None`: back to the default:
+/// nowhere, or the `log` facade). Returns the previous destination. `f` may be
 /// called from any thread that uses perfbuf.
 ///
 /// ```
@@ -78,30 +58,13 @@ fn emit(level: LogLevel, args: Arguments<'_>) {
     set_errno(saved);
 }
 
-/// Whether messages no destination was set for go to stderr, as
-/// libbpf's do: the C library turns this on when it is loaded.
-static STDERR_BY_DEFAULT: AtomicBool = AtomicBool::new(false);
-
-/// From now on, messages go to stderr unless a destination was set, as
-/// `PERFBUF_LOG` says (the C library's default, as libbpf prints).
-#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
-pub fn print_to_stderr_by_default() {
-    STDERR_BY_DEFAULT.store(true, Ordering::Relaxed);
-}
-
-/// Where a message goes when no destination was set: stderr for the C
-/// library; the `log` facade (target `perfbuf`) for Rust with the `log`
-/// feature; nowhere otherwise (errors are returned, not printed).
+/// Where a message goes when no destination was set: the `log` facade
+/// (target `perfbuf`) with the `log` feature; nowhere otherwise (errors
+/// are returned, not printed).
 fn by_default(level: LogLevel, text: &str) {
-    if STDERR_BY_DEFAULT.load(Ordering::Relaxed) {
-        use std::io::Write;
-        if LEVEL.is_some_and(|max| level <= max) {
-            let _ = writeln!(std::io::stderr().lock(), "libperfbuf: {text}");
-        }
-    } else {
-        #[cfg(feature = "log")]
-        to_log_facade(level, text);
-    }
+    #[cfg(feature = "log")]
+    to_log_facade(level, text);
+    let _ = (level, text);
 }
 
 #[cfg(feature = "log")]
@@ -165,23 +128,6 @@ pub fn failed(e: Error) -> Error {
 /// EINVAL for the argument or option `why`, logged as a warning.
 pub fn invalid(why: &'static str) -> Error {
     failed(Error::invalid(why))
-}
-
-std::thread_local! {
-    static LAST: core::cell::RefCell<Option<Error>> = const { core::cell::RefCell::new(None) };
-}
-
-/// Keeps `e` as this thread's last error (see `perfbuf_last_error`).
-#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
-pub fn remember(e: &Error) {
-    // A clone shares the subject: no allocation.
-    LAST.with(|l| *l.borrow_mut() = Some(e.clone()));
-}
-
-/// This thread's last error returned through the C face.
-#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
-pub fn last_error() -> Option<Error> {
-    LAST.with(|l| l.borrow().clone())
 }
 
 #[cfg(test)]

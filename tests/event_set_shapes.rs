@@ -4,8 +4,10 @@
 //! dense ids. Needs root and tracefs with `uprobe_events`; skipped
 //! otherwise, a failure under `CI=true`.
 
+mod skip;
 use perfbuf::PerfEventAttr;
 use perfbuf::events::{Event, EventId, EventRecord, EventSet};
+use skip::skip;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,8 +20,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn capable() -> bool {
     let ok = EventSet::builder().build().is_ok() && Path::new("/sys/kernel/tracing/uprobe_events").exists();
-    if !ok && std::env::var("CI").as_deref() == Ok("true") {
-        panic!("these tests need root and tracefs with uprobe_events");
+    if !ok {
+        skip("these tests need root and tracefs with uprobe_events");
     }
     ok
 }

@@ -5,9 +5,11 @@
 //! timerfd readable until something read them, and spun.) Needs root and
 //! tracefs; skipped otherwise, a failure under `CI=true`.
 
+mod skip;
 use perfbuf::events::{Event, EventSet};
 use perfbuf::perfdata::PerfDataWriter;
 use perfbuf::{ErrorKind, PerfBuffer, Wakeup};
+use skip::skip;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,8 +28,7 @@ fn ready() -> bool {
         return true;
     }
     let why = format!("the writer's poll tests need root ({root}) and tracefs ({tracefs}: make tracefs)");
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
-    eprintln!("skipped: {why}");
+    skip(why);
     false
 }
 

@@ -9,6 +9,7 @@ package perfbuf
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -101,11 +102,38 @@ func TestProbeArguments(t *testing.T) {
 		if err := s.SetFilter(entry, "no_such_field == 1"); !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("a bad filter: %v", err)
 		}
+		// A filter set, then cleared, on the enabled event: the calls it
+		// lets through, exactly.
+		entryArgs := func() []int64 {
+			var ns []int64
+			for _, g := range drainNow(t, r) {
+				if g.Event == entry {
+					v, err := g.Field("n")
+					if err != nil {
+						t.Error(err)
+					}
+					ns = append(ns, v.Int)
+				}
+			}
+			return ns
+		}
 		if err := s.SetFilter(entry, "n > 0"); err != nil {
 			t.Error(err)
 		}
+		for n := -2; n <= 3; n++ {
+			probeargs.Call(n, "f", 1)
+		}
+		if got := entryArgs(); fmt.Sprint(got) != "[1 2 3]" {
+			t.Errorf("with the filter n > 0, calls with n = -2..3 gave n = %v, want [1 2 3]", got)
+		}
 		if err := s.SetFilter(entry, ""); err != nil {
 			t.Error(err)
+		}
+		for n := -1; n <= 1; n++ {
+			probeargs.Call(n, "f", 1)
+		}
+		if got := entryArgs(); fmt.Sprint(got) != "[-1 0 1]" {
+			t.Errorf("with the filter cleared, calls with n = -1..1 gave n = %v, want [-1 0 1]", got)
 		}
 	})
 	if n := ourProbes(t); n != 0 {

@@ -25,11 +25,21 @@ cd "$here"
 # The package finds libperfbuf through pkg-config (no -I/-L given here).
 [ "$(go list -f '{{join .CgoPkgConfig " "}}' .)" = perfbuf ] || { echo "go-test: #cgo pkg-config: perfbuf missing" >&2; exit 1; }
 go vet ./...
+# Without cgo neither package builds, and the go command says why (README's
+# promise): every file of both, doc.go and poller.go included, needs cgo.
+for pkg in . ./perf; do
+	if out=$(CGO_ENABLED=0 go build "$pkg" 2>&1) || ! grep -q "build constraints exclude all Go files" <<< "$out"; then
+		echo "go-test: CGO_ENABLED=0 go build $pkg: want 'build constraints exclude all Go files', got: $out" >&2
+		exit 1
+	fi
+done
+echo "pass: with CGO_ENABLED=0 both packages say: build constraints exclude all Go files"
 # The C shims compile warning-free (cgo's own export wrappers leave a
 # parameter unused, hence the one exception).
 CGO_CFLAGS="-O2 -Wall -Wextra -Werror -Wno-unused-parameter" go build ./ ./perf/
 unformatted=$(gofmt -l . )
 [ -z "$unformatted" ] || { echo "go-test: not gofmt'ed: $unformatted" >&2; exit 1; }
+echo "pass: go vet, gofmt and the C shims without warnings"
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
 # The lifetime of the C buffer under concurrent Close, with the race detector.
 go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume|TestEventLifetimes|TestEventTracepointExecOrdered|TestStats|TestRawRingAccess' ./ 2>&1 | grep -v "^=== RUN"
@@ -56,6 +66,7 @@ esac
 echo "go-test: linked as: $needed"
 "$build/perfbuf_go_libbpf_first.test" -test.count=1 \
 	-test.run 'TestRecordsBytesSizesAndCPUs|TestLostSamplesAddUp|TestPauseResume|TestFastOption|TestDefaults|TestEventTracepointExecOrdered|TestEventUprobes'
+echo "pass: perfbuf.dev/perfbuf linked with -lbpf first"
 # The same for the cilium-compatible package.
 CGO_LDFLAGS="-Wl,--no-as-needed -lbpf $CGO_LDFLAGS" go test -c -o "$build/perfbuf_go_perf_libbpf_first.test" ./perf/
 case "$(readelf -d "$build/perfbuf_go_perf_libbpf_first.test" | sed -n 's/.*NEEDED.*\[\(lib[a-z]*\).*/\1/p' | tr '\n' ' ')" in
@@ -63,6 +74,7 @@ case "$(readelf -d "$build/perfbuf_go_perf_libbpf_first.test" | sed -n 's/.*NEED
 *) echo "go-test: perf: libbpf is not linked before libperfbuf" >&2; exit 1 ;;
 esac
 "$build/perfbuf_go_perf_libbpf_first.test" -test.count=1 -test.run 'TestRecordsInOrder|TestPastDeadlineDrains|TestPauseDeletes|TestFastMode'
+echo "pass: perfbuf.dev/perfbuf/perf linked with -lbpf first"
 
 # README's steps for depending on the unpublished module: make install into
 # a prefix, a scratch module with a replace directive and go mod tidy,
@@ -103,7 +115,7 @@ GO
 	./consumer 2> /dev/null | grep -q "map FD -1"
 	readelf -d consumer | grep -q "RUNPATH.*$scratch/inst/lib"
 )
-echo "go-test: a module outside the repository builds by README's steps (make install, replace, go mod tidy)"
+echo "pass: a module outside the repository builds by README's steps (make install, replace, go mod tidy)"
 
 # The example, its own module (cilium/ebpf from Debian's
 # golang-github-cilium-ebpf-dev, offline): the BPF program loaded with
@@ -140,30 +152,42 @@ CGO_LDFLAGS= go build -ldflags '-linkmode external -extldflags "-static"' -o "$b
 # execmon has no dependency: it is part of the package's module (vetted above).
 cd "$here"
 go build -o "$build/perfbuf-go-execmon" ./examples/execmon
+echo "pass: the examples build (dump, profile, switch both ways and static, execmon)"
 if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
-	echo "go-test: skipping the examples (they open perf events and load BPF programs: run as root)"
+	echo "skip: go-test's examples: they open perf events and load BPF programs: run as root"
 	exit 0
 fi
 echo "go-test: examples/dump -obj $bpf_obj -check 3"
 "$build/perfbuf-go-dump" -obj "$bpf_obj" -check 3
+echo "pass: examples/dump"
 
 for variant in switch switch-cilium switch-static; do
 	echo "go-test: examples/switch ($variant) -obj $bpf_obj -runs 3"
 	"$build/perfbuf-go-$variant" -obj "$bpf_obj" -runs 3
+	echo "pass: examples/switch ($variant)"
 done
 
 # execmon runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.
-echo "go-test: examples/execmon /bin/sh -c '/bin/true; /bin/true'"
-out=$("$build/perfbuf-go-execmon" /bin/sh -c '/bin/true; /bin/true')
+# A copy of /bin/true under a name no other process uses: exactly the
+# command's two execs of it are shown, whatever else runs on the machine.
+mark="$top/build/perfbuf-mark-go-test-$$"
+cp /bin/true "$mark"
+echo "go-test: examples/execmon /bin/sh -c '$mark; $mark'"
+out=$("$build/perfbuf-go-execmon" /bin/sh -c "$mark; $mark")
 echo "$out"
-[ "$(grep -c ' exec /bin/true$' <<< "$out")" -ge 2 ] || { echo "go-test: execmon missed the execs" >&2; exit 1; }
+rm -f "$mark"
+marked=$(grep " exec $mark$" <<< "$out" || true)
+[ "$(grep -c . <<< "$marked")" = 2 ] && [ "$(sed 's/.* pid \([0-9]*\) .*/\1/' <<< "$marked" | sort -u | wc -l)" = 2 ] ||
+	{ echo "go-test: execmon shows $(grep -c . <<< "$marked") execs of $mark by distinct pids, want 2" >&2; exit 1; }
 if "$build/perfbuf-go-execmon" /bin/false > /dev/null; then
 	echo "go-test: execmon did not pass on the command's failure" >&2
 	exit 1
 fi
+echo "pass: examples/execmon"
 
 # profile: cycles or the CPU clock at 99 Hz on every CPU, counted by
 # build/profile.bpf.o loaded with cilium/ebpf; it fails if a CPU took no sample.
 echo "go-test: examples/profile -obj $profile_obj"
 "$build/perfbuf-go-profile" -obj "$profile_obj"
+echo "pass: examples/profile"

@@ -58,10 +58,7 @@ func TestSidebandForkExecExit(t *testing.T) {
 
 	var kinds []string
 	var mine []EventSample
-	for i, g := range got {
-		if i > 0 && g.Time < got[i-1].Time {
-			t.Fatalf("record %d out of time order: %d after %d", i, g.Time, got[i-1].Time)
-		}
+	for _, g := range got {
 		if g.Record != nil {
 			t.Fatalf("a record not decoded: %+v", g)
 		}
@@ -86,8 +83,16 @@ func TestSidebandForkExecExit(t *testing.T) {
 			t.Fatalf("a side-band record not asked for: %+v", *sb)
 		}
 	}
+	// The child's own records in time order (those of other tasks are not
+	// checked: one written by a CPU the host held back between timestamp
+	// and commit comes late, rightly, and says nothing of the ordering).
 	if strings.Join(kinds, " ") != "fork comm mmap2 exec exit" {
 		t.Fatalf("the child's records: %s", strings.Join(kinds, " "))
+	}
+	for i := 1; i < len(mine); i++ {
+		if mine[i].Time < mine[i-1].Time {
+			t.Fatalf("the child's %s at %d after its %s at %d", kinds[i], mine[i].Time, kinds[i-1], mine[i-1].Time)
+		}
 	}
 	fork, comm, mm, exit := mine[0].Sideband, mine[1].Sideband, mine[2].Sideband, mine[4].Sideband
 	me := uint32(os.Getpid())

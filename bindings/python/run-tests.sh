@@ -30,24 +30,34 @@ if [ ! -f "$bpf_obj" ]; then
 	exit 1
 fi
 if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
-	echo "python-test: skipping examples/exec_events.py (it loads a BPF program: run as root)"
+	echo "skip: python-test's examples: they load BPF programs and open perf events: run as root"
 	exit 0
 fi
 echo "python-test: examples/exec_events.py on $bpf_obj"
 "$venv/bin/python" examples/exec_events.py "$bpf_obj"
+echo "pass: examples/exec_events.py"
 
 # execmon.py runs a command and shows its execs, in time order, with the
 # fields decoded by name; it exits with the command's status.
-echo "python-test: examples/execmon.py /bin/sh -c '/bin/true; /bin/true'"
-out=$("$venv/bin/python" examples/execmon.py /bin/sh -c '/bin/true; /bin/true')
+# A copy of /bin/true under a name no other process uses: exactly the
+# command's two execs of it are shown, whatever else runs on the machine.
+mark="$top/build/perfbuf-mark-python-test-$$"
+cp /bin/true "$mark"
+echo "python-test: examples/execmon.py /bin/sh -c '$mark; $mark'"
+out=$("$venv/bin/python" examples/execmon.py /bin/sh -c "$mark; $mark")
 echo "$out"
-[ "$(grep -c ' exec /bin/true$' <<< "$out")" -ge 2 ] || { echo "python-test: execmon.py missed the execs" >&2; exit 1; }
+rm -f "$mark"
+marked=$(grep " exec $mark$" <<< "$out" || true)
+[ "$(grep -c . <<< "$marked")" = 2 ] && [ "$(sed 's/.* pid \([0-9]*\) .*/\1/' <<< "$marked" | sort -u | wc -l)" = 2 ] ||
+	{ echo "python-test: execmon shows $(grep -c . <<< "$marked") execs of $mark by distinct pids, want 2" >&2; exit 1; }
 if "$venv/bin/python" examples/execmon.py /bin/false > /dev/null; then
 	echo "python-test: execmon.py did not pass on the command's failure" >&2
 	exit 1
 fi
+echo "pass: examples/execmon.py"
 
 # profile.py: cycles or the CPU clock at 99 Hz on every CPU, counted by a
 # BPF program; it fails if a CPU took no sample.
 echo "python-test: examples/profile.py on $PERFBUF_PROFILE_BPF_OBJ"
 "$venv/bin/python" examples/profile.py "$PERFBUF_PROFILE_BPF_OBJ"
+echo "pass: examples/profile.py"

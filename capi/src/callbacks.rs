@@ -1,20 +1,21 @@
 //! The one place that calls the caller's C function pointers: the sample,
-//! lost and raw-event callbacks of a buffer, the ordered reader's key
-//! function, and the batch callback.
+//! lost and raw-event callbacks of a buffer (its [`Sink`]), the ordered
+//! reader's key function, and the batch callback.
 
 use super::abi::{
     LIBBPF_PERF_EVENT_CONT, LIBBPF_PERF_EVENT_DONE, perf_buffer_event_fn, perf_buffer_lost_fn,
     perf_buffer_sample_fn, perf_event_header, perfbuf_batch, perfbuf_batch_fn,
 };
-use crate::reader::batch::Batch;
-use crate::reader::deliver::{self, Flow, Halt, Handler};
-use crate::ring::PerfRing;
-use crate::ring::record::DispatchStats;
 use core::ffi::{c_int, c_void};
 use core::ops::ControlFlow;
+use perfbuf::Batch;
+use perfbuf::sink::{Records, Sink, Stop, Taken};
 
 type RawEventFn = unsafe extern "C" fn(*mut c_void, c_int, *mut perf_event_header) -> c_int;
-type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
+/// A decoded reader's work for one whole record of a CPU's ring: decode
+/// it and call the caller's callback, returning its answer.
+pub(crate) type DecodedFn = Box<dyn FnMut(u32, &[u8]) -> c_int>;
+pub(crate) type KeyFn = unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64;
 
 /// Which callbacks a buffer delivers to.
 #[derive(Clone, Copy)]
@@ -23,14 +24,19 @@ enum Kind {
     Parsed { sample: perf_buffer_sample_fn, lost: perf_buffer_lost_fn },
     /// `perf_buffer__new_raw` with an `event_cb`: every record as is.
     Raw { event: RawEventFn },
+    /// `perfbuf_events_decoded_reader`: every record finished by the
+    /// set's decoder (`CCallbacks::decoded`).
+    Decoded,
 }
 
-/// The C face's handler: the caller's callbacks plus the `ctx` they get.
+/// The C library's sink: the caller's callbacks plus the `ctx` they get.
 pub(crate) struct CCallbacks {
     kind: Kind,
     ctx: *mut c_void,
     /// The ordered reader's key function and its ctx.
     key: Option<(KeyFn, *mut c_void)>,
+    /// With [`Kind::Decoded`]: what each record goes through.
+    decoded: Option<DecodedFn>,
 }
 
 // SAFETY: the callbacks and ctx belong to the caller, who moves the buffer
@@ -50,7 +56,7 @@ impl CCallbacks {
         lost: perf_buffer_lost_fn,
         ctx: *mut c_void,
     ) -> Self {
-        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None }
+        CCallbacks { kind: Kind::Parsed { sample, lost }, ctx, key: None, decoded: None }
     }
 
     /// Callbacks for `perf_buffer__new_raw`; without an `event_cb` samples and
@@ -63,7 +69,13 @@ impl CCallbacks {
             Some(event) => Kind::Raw { event },
             None => Kind::Parsed { sample: None, lost: None },
         };
-        CCallbacks { kind, ctx, key: None }
+        CCallbacks { kind, ctx, key: None, decoded: None }
+    }
+
+    /// The callbacks of `perfbuf_events_decoded_reader`: `f` decodes each
+    /// record and calls the caller's callback with it.
+    pub(crate) fn decoded(f: DecodedFn) -> Self {
+        CCallbacks { kind: Kind::Decoded, ctx: core::ptr::null_mut(), key: None, decoded: Some(f) }
     }
 
     /// The ordered reader's key function, from now on.
@@ -78,20 +90,23 @@ impl CCallbacks {
 
 /// A raw callback's `enum bpf_perf_event_ret`, as a drain's flow.
 #[inline(always)]
-fn flow_of(ret: c_int) -> ControlFlow<Halt> {
+fn flow_of(ret: c_int) -> ControlFlow<Stop> {
     match ret {
         LIBBPF_PERF_EVENT_CONT => ControlFlow::Continue(()),
-        LIBBPF_PERF_EVENT_DONE => ControlFlow::Break(Halt::Done),
-        v => ControlFlow::Break(Halt::Code(v)),
+        LIBBPF_PERF_EVENT_DONE => ControlFlow::Break(Stop::Ring),
+        v => ControlFlow::Break(Stop::Read(v)),
     }
 }
 
-impl Handler for CCallbacks {
-    /// The handler is matched once, outside the loop, so the common case
-    /// (a sample callback) runs with the callback and ctx in registers.
+impl Sink for CCallbacks {
+    /// The callbacks are matched once, outside the reader's loop, so the
+    /// common case (a sample callback) runs with the callback and ctx in
+    /// registers.
     #[inline(always)]
-    fn drain(&mut self, ring: &mut PerfRing, head: u64, cpu: i32, stats: &mut DispatchStats) -> Flow {
+    fn take(&mut self, records: Records<'_>) -> Taken {
         let ctx = self.ctx;
+        // A perf ring's records always have their CPU.
+        let cpu = records.cpu().map_or(-1, |c| c as c_int);
         let lost_of = |lost: perf_buffer_lost_fn| {
             move |n| {
                 if let Some(cb) = lost {
@@ -101,56 +116,35 @@ impl Handler for CCallbacks {
             }
         };
         match self.kind {
-            Kind::Parsed { sample: Some(cb), lost } => deliver::drain_parsed(
-                ring,
-                head,
-                stats,
+            Kind::Parsed { sample: Some(cb), lost } => records.samples(
                 // SAFETY: per the constructor's contract; `data` lies in the
-                // record, valid until the drain returns. The pointer is mut
-                // only because libbpf's typedef says so.
+                // record, valid until the callback returns. The pointer is
+                // mut only because libbpf's typedef says so.
                 move |data| unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) },
                 lost_of(lost),
             ),
-            Kind::Parsed { sample: None, lost } => deliver::drain_lost_only(ring, head, stats, lost_of(lost)),
-            Kind::Raw { event } => deliver::drain_raw(ring, head, stats, move |rec| {
+            Kind::Parsed { sample: None, lost } => records.samples(|_| {}, lost_of(lost)),
+            Kind::Raw { event } => records.each(move |rec| {
                 // SAFETY: per the constructor's contract; `rec` stays valid and
-                // unchanged until the drain returns. The header pointer is mut
-                // only because libbpf's typedef says so: records are read-only.
+                // unchanged until the callback returns. The header pointer is
+                // mut only because libbpf's typedef says so: records are
+                // read-only.
                 flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
             }),
+            Kind::Decoded => {
+                let cpu = cpu as u32;
+                match &mut self.decoded {
+                    Some(f) => records.each(|rec| flow_of(f(cpu, rec))),
+                    None => records.each(|_| ControlFlow::Continue(())),
+                }
+            }
         }
     }
 
-    fn deliver(&mut self, cpu: i32, rec: &[u8], stats: &mut DispatchStats) -> ControlFlow<Halt> {
-        let ctx = self.ctx;
-        match self.kind {
-            Kind::Raw { event } => deliver::deliver_raw(rec, stats, |rec| {
-                // SAFETY: as in `drain`; `rec` is valid for the call.
-                flow_of(unsafe { event(ctx, cpu, rec.as_ptr().cast_mut().cast()) })
-            }),
-            Kind::Parsed { sample, lost } => deliver::deliver_parsed(
-                rec,
-                stats,
-                &mut |data| {
-                    if let Some(cb) = sample {
-                        // SAFETY: as in `drain`.
-                        unsafe { cb(ctx, cpu, data.as_ptr().cast_mut().cast(), data.len() as u32) }
-                    }
-                },
-                &mut |n| {
-                    if let Some(cb) = lost {
-                        // SAFETY: per the constructor's contract.
-                        unsafe { cb(ctx, cpu, n) }
-                    }
-                },
-            ),
-        }
-    }
-
-    fn order_key(&mut self, cpu: i32, rec: &[u8]) -> u64 {
+    fn order_key(&mut self, cpu: u32, rec: &[u8]) -> u64 {
         match self.key {
             // SAFETY: per `set_key`'s contract; `rec` is valid for the call.
-            Some((f, ctx)) => unsafe { f(ctx, cpu, rec.as_ptr().cast()) },
+            Some((f, ctx)) => unsafe { f(ctx, cpu as c_int, rec.as_ptr().cast()) },
             None => 0,
         }
     }

@@ -8,11 +8,11 @@
 #![allow(non_camel_case_types, reason = "these are the C names")]
 
 use super::abi::{perf_event_attr, perf_event_header};
-use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
-use crate::error::{Error, Result};
+use super::ffi::{check_tail, out_sz, ret_errno, sized_in, write_sized};
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 use perfbuf::decode::{self, Body, DecodeAttr, DecodeError, ReadValues, Record, U64s};
+use perfbuf::{Error, Result};
 
 /// `perfbuf_sample.flags`: `branch_hw_idx` is valid.
 pub const PERFBUF_DECODE_F_BRANCH_HW_IDX: u32 = 1;
@@ -329,6 +329,14 @@ pub fn to_c(rec: &Record<'_>, sz: usize) -> perfbuf_sample {
     o
 }
 
+/// A decoded sample (whose record's header is `header`) as the C struct.
+pub(crate) fn sample_to_c(header: decode::Header, s: &decode::Sample<'_>, sz: usize) -> perfbuf_sample {
+    let mut o = perfbuf_sample::empty(sz);
+    (o.record_type, o.misc, o.size, o.present) = (header.type_, header.misc, header.size, s.sample_type);
+    fill_sample(&mut o, s);
+    o
+}
+
 fn fill_sample(o: &mut perfbuf_sample, s: &decode::Sample<'_>) {
     let tid = s.tid.unwrap_or_default();
     let cpu = s.cpu.unwrap_or_default();
@@ -525,8 +533,8 @@ pub fn decode_to_c(
 /// drain, or of an event removed since) for a `sz`-byte struct: its header
 /// fields, id and count only; `None` for another record.
 pub(crate) fn lost_only(rec: &[u8], sz: usize) -> Option<perfbuf_sample> {
-    let h = decode::header(rec)?;
-    let crate::ring::record::Record::Lost { lost } = crate::ring::record::parse(rec) else { return None };
+    let h = decode::header(rec).filter(|h| h.type_ == decode::PERF_RECORD_LOST)?;
+    let lost = rec.get(16..24).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))?;
     let mut s = perfbuf_sample::empty(sz);
     (s.record_type, s.misc, s.size) = (h.type_, h.misc, h.size);
     s.lost_id = rec.get(8..16).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes);
@@ -630,7 +638,7 @@ pub fn c_decode_attr(a: &DecodeAttr, sz: usize) -> perfbuf_decode_attr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::get_errno;
+    use crate::errno::get_errno;
     use perfbuf::decode::*;
 
     /// An 8-aligned record built from words (header word first).

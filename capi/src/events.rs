@@ -6,25 +6,21 @@
 #![allow(non_camel_case_types, reason = "C names")]
 
 use super::abi::{perf_buffer, perf_buffer_event_fn, perf_event_attr, perf_event_header};
+use super::buffer::{Buffer, into_handle};
 use super::callbacks::CCallbacks;
 use super::decode::{
     c_decode_attr, decode_to_c, perf_event_attr_bytes, perfbuf_decode_attr, perfbuf_sample, record_bytes,
 };
-use super::handle::{into_handle, null_with};
-use super::{check_tail, out_sz, ret_errno, sized_in, write_sized};
-use crate::error::{Error, Result, What};
-use crate::fallible;
-use crate::kernel::PerfEventAttr;
-use crate::log;
-use crate::reader::Reader;
-use crate::reader::config::Wakeup;
+use super::ffi::{check_tail, null_with, out_sz, ret_errno, sized_in, write_sized};
+use super::handle::{Handle, Kind};
+use super::print;
 use core::ffi::{CStr, c_char, c_int, c_void};
 use perfbuf::events::format::Value;
-use perfbuf::events::{Event, EventId, EventKind, EventSet, c_face};
+use perfbuf::events::{Event, EventId, EventKind, EventSet, Sideband};
+use perfbuf::{Error, PerfEventAttr, Result, Wakeup};
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// An event set (opaque): perf events on every CPU sharing one ring per
@@ -82,6 +78,15 @@ pub struct perfbuf_events_opts {
     /// `PERF_SAMPLE_PERIOD`). Its `size` says how much is read. (Added
     /// after `reserved`: older callers' smaller `sz` gives none.)
     pub default_attr: *const perf_event_attr,
+}
+
+/// The `perfbuf_events_opts.flags` bits that name side-band records
+/// (`PERFBUF_EVENTS_SB_*`: [`Sideband`]'s bits, two up).
+const SB_FLAGS: u32 = Sideband::ALL.bits() << 2;
+
+/// The side-band records the flags ask for.
+fn sideband_of_flags(flags: u32) -> Sideband {
+    Sideband::from_bits((flags & SB_FLAGS) >> 2).unwrap_or(Sideband::NONE)
 }
 
 /// `perfbuf_event_desc.kind`: a software event (`config` = `PERF_COUNT_SW_*`).
@@ -282,14 +287,10 @@ pub struct perfbuf_field {
     pub len: usize,
 }
 
-/// "PERFEVS1": marks a live set (see `handle.rs` for why).
-const MAGIC: u64 = 0x5045_5246_4556_5331;
-
-/// What a `struct perfbuf_events *` points to: the magic word first.
-#[repr(C)]
-struct SetHandle {
-    magic: AtomicU64,
-    set: EventSet,
+impl Kind for EventSet {
+    /// "PERFEVS1".
+    const MAGIC: u64 = 0x5045_5246_4556_5331;
+    const NOT_OURS: &'static str = "not a perfbuf_events set (freed?)";
 }
 
 /// # Safety
@@ -297,28 +298,14 @@ struct SetHandle {
 /// and no other call uses it concurrently.
 pub(crate) unsafe fn set_mut<'a>(set: *mut perfbuf_events) -> Result<&'a mut EventSet> {
     // SAFETY: per this function's contract.
-    unsafe { set_handle(set) }.map(|h| &mut h.set)
+    unsafe { Handle::<EventSet>::value_mut(set) }
 }
 
 /// # Safety
 /// As for [`set_mut`].
 pub(crate) unsafe fn set_ref<'a>(set: *const perfbuf_events) -> Result<&'a EventSet> {
     // SAFETY: per this function's contract.
-    unsafe { set_handle(set.cast_mut()) }.map(|h| &h.set)
-}
-
-/// # Safety
-/// As for [`set_mut`].
-unsafe fn set_handle<'a>(set: *mut perfbuf_events) -> Result<&'a mut SetHandle> {
-    if set.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: a live set starts with the magic word (contract).
-    if unsafe { &*set.cast::<AtomicU64>() }.load(Ordering::Relaxed) != MAGIC {
-        return Err(log::invalid("not a perfbuf_events set (freed?)"));
-    }
-    // SAFETY: the magic says it is a Box<SetHandle> from perfbuf_events_new.
-    Ok(unsafe { &mut *set.cast::<SetHandle>() })
+    unsafe { Handle::<EventSet>::value_ref(set) }
 }
 
 /// The caller's struct, zero-extended to ours (older headers) or checked
@@ -345,8 +332,8 @@ unsafe fn read_struct<T: Copy>(ptr: *const c_void, what: &'static str) -> Result
 /// `s` is NULL or NUL-terminated.
 unsafe fn c_str<'a>(s: *const c_char, what: &'static str) -> Result<&'a str> {
     // SAFETY: per this function's contract.
-    let s = unsafe { s.as_ref().map(|p| CStr::from_ptr(p)) }.ok_or_else(|| log::invalid(what))?;
-    s.to_str().map_err(|_| log::invalid(what))
+    let s = unsafe { s.as_ref().map(|p| CStr::from_ptr(p)) }.ok_or_else(|| print::invalid(what))?;
+    s.to_str().map_err(|_| print::invalid(what))
 }
 
 /// `n` elements at `ptr` (none for `n <= 0`).
@@ -358,7 +345,7 @@ unsafe fn list<'a, T>(ptr: *const T, n: c_int, what: &'static str) -> Result<&'a
         return Ok(&[]);
     }
     if ptr.is_null() {
-        return Err(log::invalid(what));
+        return Err(print::invalid(what));
     }
     // SAFETY: non-NULL with n elements (contract).
     Ok(unsafe { core::slice::from_raw_parts(ptr, n as usize) })
@@ -375,13 +362,8 @@ unsafe fn list<'a, T>(ptr: *const T, n: c_int, what: &'static str) -> Result<&'a
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_events_new(opts: *const perfbuf_events_opts) -> *mut perfbuf_events {
     // SAFETY: per this function's contract.
-    let built = unsafe { builder_of(opts) }
-        .and_then(|b| b.build())
-        .and_then(|set| fallible::boxed(SetHandle { magic: AtomicU64::new(MAGIC), set }));
-    match built {
-        Ok(h) => Box::into_raw(h).cast(),
-        Err(e) => null_with(&e),
-    }
+    let built = unsafe { builder_of(opts) }.and_then(|b| b.build()).and_then(|set| Handle::into_raw(set, ()));
+    built.unwrap_or_else(|e| null_with(&e))
 }
 
 /// # Safety
@@ -394,9 +376,9 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
     else {
         return Ok(b);
     };
-    let known = PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT | super::sideband::SB_FLAGS;
+    let known = PERFBUF_EVENTS_NO_RINGS | PERFBUF_EVENTS_INHERIT | SB_FLAGS;
     if o.flags & !known != 0 || o.reserved != 0 {
-        return Err(log::invalid("perfbuf_events_opts: unknown flags"));
+        return Err(print::invalid("perfbuf_events_opts: unknown flags"));
     }
     // SAFETY: per the caller's contract, each array holds its count.
     let (cpus, pids, cgroups) = unsafe {
@@ -408,7 +390,7 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
     };
     if !cpus.is_empty() {
         if cpus.iter().any(|&c| c < 0) {
-            return Err(log::invalid("perfbuf_events_opts: a negative CPU"));
+            return Err(print::invalid("perfbuf_events_opts: a negative CPU"));
         }
         b = b.cpus(&cpus.iter().map(|&c| c as u32).collect::<Vec<_>>());
     }
@@ -426,7 +408,7 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
         (false, n) => n,
     };
     b = b.pages(pages).inherit(o.flags & PERFBUF_EVENTS_INHERIT != 0);
-    b = b.sideband(super::sideband::sideband_of_flags(o.flags));
+    b = b.sideband(sideband_of_flags(o.flags));
     b = b.wakeup(match (o.wakeup_events, o.wakeup_bytes) {
         (_, n) if n > 0 => Wakeup::Bytes(n),
         (0 | 1, _) => Wakeup::EveryRecord,
@@ -436,8 +418,8 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
         // SAFETY: per the caller's contract, a readable attr.
         b = b.default_attr(unsafe { attr_of(o.default_attr) }?);
     }
-    if u64::from(o.max_delay_ms) > crate::reader::config::MAX_MAX_DELAY.as_millis() as u64 {
-        return Err(log::invalid("perfbuf_events_opts: max_delay_ms is above 60000"));
+    if o.max_delay_ms > super::opts::MAX_MAX_DELAY_MS {
+        return Err(print::invalid("perfbuf_events_opts: max_delay_ms is above 60000"));
     }
     if o.max_delay_ms > 0 {
         b = b.max_delay(Duration::from_millis(o.max_delay_ms.into()));
@@ -453,11 +435,7 @@ unsafe fn builder_of(opts: *const perfbuf_events_opts) -> Result<perfbuf::events
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_events_free(set: *mut perfbuf_events) {
     // SAFETY: per this function's contract.
-    if let Ok(h) = unsafe { set_handle(set) } {
-        h.magic.store(0, Ordering::Relaxed);
-        // SAFETY: checked to be a Box<SetHandle> from perfbuf_events_new.
-        drop(unsafe { Box::from_raw(set.cast::<SetHandle>()) });
-    }
+    drop(unsafe { Handle::<EventSet>::take(set) });
 }
 
 /// The event `desc` describes, in Rust terms.
@@ -467,7 +445,7 @@ pub unsafe extern "C" fn perfbuf_events_free(set: *mut perfbuf_events) {
 /// readable `struct perf_event_attr`.
 unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
     if desc.flags & !EVENT_FLAGS != 0 || desc.reserved != 0 {
-        return Err(log::invalid("perfbuf_event_desc: unknown flags"));
+        return Err(print::invalid("perfbuf_event_desc: unknown flags"));
     }
     let retprobe = desc.flags & PERFBUF_EVENT_F_RETPROBE != 0;
     // SAFETY: per this function's contract.
@@ -500,10 +478,10 @@ unsafe fn event_of(desc: &perfbuf_event_desc) -> Result<Event> {
         }
         // SAFETY: per this function's contract.
         PERFBUF_EVENT_RAW => Event::raw(unsafe { attr_of(desc.attr) }?),
-        _ => return Err(log::invalid("perfbuf_event_desc: unknown kind")),
+        _ => return Err(print::invalid("perfbuf_event_desc: unknown kind")),
     };
     match (desc.period, desc.flags & PERFBUF_EVENT_F_FREQ != 0) {
-        (0, true) => return Err(log::invalid("perfbuf_event_desc: a frequency of 0")),
+        (0, true) => return Err(print::invalid("perfbuf_event_desc: a frequency of 0")),
         (0, false) => {}
         (hz, true) => event = event.frequency(hz),
         (n, false) => event = event.period(n),
@@ -572,7 +550,7 @@ pub unsafe extern "C" fn perfbuf_events_set_filter(
 }
 
 fn event_id(ev: c_int) -> Result<EventId> {
-    u32::try_from(ev).map(c_face::event_id).map_err(|_| log::invalid("a negative event id"))
+    u32::try_from(ev).map(EventId::from_raw).map_err(|_| print::invalid("a negative event id"))
 }
 
 /// Adds an event to the set: opened on every CPU and target, disabled,
@@ -655,7 +633,7 @@ pub unsafe extern "C" fn perfbuf_events_attach_bpf(
         // SAFETY: per this function's contract.
         let set = unsafe { set_mut(set) }?;
         if prog_fd < 0 {
-            return Err(Error::new(libc::EBADF, crate::error::What::Arg("a negative program fd")));
+            return Err(Error::invalid("a negative program fd").with_errno(libc::EBADF));
         }
         // SAFETY: the fd is the caller's, open for this call (the kernel
         // checks it is a BPF program).
@@ -801,7 +779,7 @@ pub unsafe extern "C" fn perfbuf_events_read(
         let counts = match cpu {
             -1 => set.read(id)?,
             c if c >= 0 => set.read_cpu(id, c as u32)?,
-            _ => return Err(log::invalid("cpu is -1 or a CPU id")),
+            _ => return Err(print::invalid("cpu is -1 or a CPU id")),
         };
         if !times.is_null() {
             // SAFETY: per this function's contract.
@@ -826,8 +804,10 @@ pub unsafe extern "C" fn perfbuf_events_read(
 /// `perfbuf_*` / `perf_buffer__*` reading function (poll, consume, batch,
 /// `perfbuf_set_order` with `PERFBUF_ORDER_SAMPLE_TIME`, stats...), freed
 /// with `perfbuf_free`. `event_cb` gets each record whole; decode it with
-/// `perfbuf_events_decode`. Once per set (EBUSY after); EINVAL for a set
-/// without rings. Returns NULL with errno on failure.
+/// `perfbuf_events_decode` (or read the set with
+/// `perfbuf_events_decoded_reader`, whose callback gets every record
+/// decoded). Once per set (EBUSY after); EINVAL for a set without rings.
+/// Returns NULL with errno on failure.
 ///
 /// # Safety
 /// `set` is NULL or a live set; `event_cb` and `ctx` as for
@@ -844,18 +824,19 @@ pub unsafe extern "C" fn perfbuf_events_reader(
         // SAFETY: per this function's contract.
         let set = unsafe { set_mut(set) }?;
         if event_cb.is_none() {
-            return Err(log::invalid("perfbuf_events_reader needs an event_cb"));
+            return Err(print::invalid("perfbuf_events_reader needs an event_cb"));
         }
-        let rings = c_face::take_rings(set).map_err(|e| match e.what() {
-            // Said in the C header's words.
-            What::NoRings => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
-            _ => e,
-        })?;
-        let mut reader =
-            Reader::over_rings(rings, callbacks, c_face::BASE_SAMPLE_TYPE, c_face::max_delay(set))?;
-        c_face::serve_cpus(set, &mut reader)?;
-        Ok(reader)
+        reader_of(set, callbacks)
     })())
+}
+
+/// The reader of `set`'s rings, delivering to `callbacks`.
+pub(crate) fn reader_of(set: &mut EventSet, callbacks: CCallbacks) -> Result<Buffer> {
+    set.reader_with(callbacks).map_err(|e| match e.errno() {
+        // A set without rings, said in the C header's words.
+        libc::EINVAL => Error::invalid("the event set has no rings (made with PERFBUF_EVENTS_NO_RINGS)"),
+        _ => e,
+    })
 }
 
 /// Decodes record `rec` (`rec_len` readable bytes) of the set's rings
@@ -996,7 +977,7 @@ pub unsafe extern "C" fn perfbuf_events_field_name(
         // SAFETY: per this function's contract.
         let set = unsafe { set_ref(set)? };
         if buf.is_null() && len > 0 {
-            return Err(log::invalid("perfbuf_events_field_name: NULL buf"));
+            return Err(print::invalid("perfbuf_events_field_name: NULL buf"));
         }
         let format = set.format(event_id(ev)?)?.ok_or(Error::from_errno(libc::ENOENT))?;
         let name = format.event_fields().get(idx).ok_or(Error::from_errno(libc::ENOENT))?.name().as_bytes();

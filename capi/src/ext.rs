@@ -2,25 +2,24 @@
 //! from other threads, pause/resume, overwritable snapshots, figures.
 
 use super::abi::{
-    PERFBUF_DEBUG, PERFBUF_INFO, PERFBUF_WARN, perf_buffer, perf_buffer_lost_fn, perf_buffer_sample_fn,
-    perfbuf_opts, perfbuf_print_fn, perfbuf_ring_health, perfbuf_ring_stats,
+    perf_buffer, perf_buffer_lost_fn, perf_buffer_sample_fn, perfbuf_opts, perfbuf_print_fn,
+    perfbuf_ring_health, perfbuf_ring_stats,
 };
+use super::buffer::{into_handle, reader_mut, reader_ref, waker};
 use super::callbacks::CCallbacks;
-use super::handle::{handle, into_handle, reader_mut, reader_ref};
+use super::ffi::{out_sz, ret_errno, sized_in, write_sized};
 use super::libbpf::libbpf_builder;
-use super::{opts, out_sz, ret_errno, sized_in, write_sized};
-use crate::error::Result;
-use crate::fallible;
-use crate::log;
-use crate::perf_buffer::Builder;
+use super::{opts, print};
 use core::ffi::{c_char, c_int, c_void};
+use perfbuf::libbpf_compat as compat;
+use perfbuf::{Builder, Result};
 
 /// The builder for `perfbuf_new`'s options.
 ///
 /// # Safety
 /// With `cpu_cnt > 0`, a non-NULL `cpus` holds `cpu_cnt` ints.
 unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Result<Builder<'static>> {
-    let mut b = Builder::for_raw_fd(map_fd)
+    let mut b = compat::builder(map_fd)
         .pages(page_cnt)
         .wakeup(o.wakeup)
         .adaptive(o.adaptive)
@@ -39,11 +38,11 @@ unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Resul
     }
     if o.cpu_cnt > 0 {
         if o.cpus == 0 {
-            return Err(log::invalid("perfbuf_opts: cpu_cnt > 0 needs cpus"));
+            return Err(print::invalid("perfbuf_opts: cpu_cnt > 0 needs cpus"));
         }
         // SAFETY: per this function's contract, `cpus` holds `cpu_cnt` ints.
         let list = unsafe { core::slice::from_raw_parts(o.cpus as *const c_int, o.cpu_cnt as usize) };
-        b = b.cpu_list(fallible::collect(list.len(), list.iter().copied())?);
+        b = compat::with_cpus(b, compat::collect(list.len(), list.iter().copied())?);
     }
     Ok(b)
 }
@@ -97,7 +96,7 @@ pub unsafe extern "C" fn perfbuf_new(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_wake(pb: *const perf_buffer) -> c_int {
     // SAFETY: per this function's contract; only the waker is touched.
-    ret_errno(unsafe { handle(pb) }.and_then(|h| h.waker.wake()).map(|()| 0))
+    ret_errno(unsafe { waker(pb) }.and_then(|w| w.wake()).map(|()| 0))
 }
 
 /// Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`),
@@ -109,7 +108,7 @@ pub unsafe extern "C" fn perfbuf_wake(pb: *const perf_buffer) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_pause(pb: *mut perf_buffer) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.set_paused(true)).map(|()| 0))
+    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.pause()).map(|()| 0))
 }
 
 /// Resumes output after `perfbuf_pause`.
@@ -119,7 +118,7 @@ pub unsafe extern "C" fn perfbuf_pause(pb: *mut perf_buffer) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_resume(pb: *mut perf_buffer) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.set_paused(false)).map(|()| 0))
+    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.resume()).map(|()| 0))
 }
 
 /// Reads overwritable ring `buf_idx` (`PERFBUF_F_OVERWRITE`): pauses its
@@ -171,7 +170,7 @@ pub unsafe extern "C" fn perfbuf_drain_final(pb: *mut perf_buffer, lost: *mut u6
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_buffer_cpu(pb: *const perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.cpu_of(buf_idx)))
+    ret_errno(unsafe { reader_ref(pb) }.and_then(|r| r.ring_cpu(buf_idx)).map(|c| c as c_int))
 }
 
 /// Fills `*stats` with ring `buf_idx`'s figures: records, bytes, lost,
@@ -188,7 +187,7 @@ pub unsafe extern "C" fn perfbuf_ring_stats(
     stats: *mut perfbuf_ring_stats,
 ) -> c_int {
     // SAFETY: per this function's contract.
-    let figures = unsafe { reader_ref(pb) }.and_then(|r| r.figures(buf_idx));
+    let figures = unsafe { reader_ref(pb) }.and_then(|r| r.stats(buf_idx));
     ret_errno(figures.and_then(|f| {
         // SAFETY: `stats` is NULL or starts with a readable size_t.
         let sz = unsafe { out_sz(stats.cast(), 16) }?;
@@ -289,47 +288,7 @@ pub unsafe extern "C" fn perfbuf_count_dropped(pb: *mut perf_buffer, buf_idx: us
 /// string is this thread's and valid until its next call of this function.
 #[unsafe(no_mangle)]
 pub extern "C" fn perfbuf_last_error() -> *const c_char {
-    std::thread_local! {
-        static TEXT: core::cell::RefCell<[u8; 512]> = const { core::cell::RefCell::new([0; 512]) };
-    }
-    TEXT.with(|text| {
-        let mut text = text.borrow_mut();
-        let len = match log::last_error() {
-            Some(e) => log::format_into(&mut text[..511], format_args!("{e}")).len(),
-            None => 0,
-        };
-        text[len] = 0;
-        text.as_ptr().cast()
-    })
-}
-
-/// The default printer: stderr, filtered by `PERFBUF_LOG`.
-unsafe extern "C" fn default_print(level: c_int, msg: *const c_char, _ctx: *mut c_void) {
-    let _ = (level, msg); // never called: installing it restores the built-in printer
-}
-
-/// The C printer installed now, and its ctx.
-static PRINT: std::sync::Mutex<(perfbuf_print_fn, usize)> = std::sync::Mutex::new((Some(default_print), 0));
-
-type PrintFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
-
-/// A C printer as a Rust log sink (the caller promised it may be called
-/// from any thread).
-struct CPrint(PrintFn, usize);
-
-impl CPrint {
-    fn print(&self, level: log::LogLevel, msg: &str) {
-        let level = match level {
-            log::LogLevel::Warn => PERFBUF_WARN,
-            log::LogLevel::Info => PERFBUF_INFO,
-            _ => PERFBUF_DEBUG,
-        };
-        let mut text = [0u8; 513];
-        let n = msg.len().min(512);
-        text[..n].copy_from_slice(&msg.as_bytes()[..n]);
-        // SAFETY: per `perfbuf_set_print`'s contract; `text` is NUL-terminated.
-        unsafe { (self.0)(level, text.as_ptr().cast(), self.1 as *mut c_void) }
-    }
+    print::last_error_text()
 }
 
 /// Sends libperfbuf's messages to `print` with `ctx` from now on, as
@@ -343,18 +302,7 @@ impl CPrint {
 /// libperfbuf, until it is replaced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_set_print(print: perfbuf_print_fn, ctx: *mut c_void) -> perfbuf_print_fn {
-    let mut installed = PRINT.lock().unwrap_or_else(|e| e.into_inner());
-    let previous = core::mem::replace(&mut *installed, (print, ctx as usize)).0;
-    let sink: Option<log::LogFn> = match print {
-        Some(f) if core::ptr::fn_addr_eq(f, default_print as PrintFn) => None,
-        Some(f) => {
-            let p = CPrint(f, ctx as usize);
-            Some(Box::new(move |level, msg| p.print(level, msg)))
-        }
-        None => Some(Box::new(|_, _| {})),
-    };
-    log::set_log(sink);
-    previous
+    print::set_printer(print, ctx)
 }
 
 /// The library's version, e.g. `"0.1.0"`: a static string. It tells that
@@ -378,8 +326,8 @@ pub extern "C" fn perfbuf_version() -> *const c_char {
 pub unsafe extern "C" fn perfbuf_fault_arm(point: *const c_char, nth: u32, err: c_int) -> c_int {
     // SAFETY: NULL or a C string, per this function's contract.
     let point = unsafe { point.as_ref().map(|p| core::ffi::CStr::from_ptr(p)) };
-    let point = point.and_then(|p| p.to_str().ok()).ok_or(crate::error::Error::INVAL);
-    ret_errno(point.and_then(|p| crate::kernel::fault::arm(p, nth, err)).map(|()| 0))
+    let point = point.and_then(|p| p.to_str().ok()).ok_or(perfbuf::Error::INVAL);
+    ret_errno(point.and_then(|p| compat::fault::arm(p, nth, err)).map(|()| 0))
 }
 
 /// Test builds only (feature `fault-injection`): 1 while a point armed by
@@ -387,7 +335,7 @@ pub unsafe extern "C" fn perfbuf_fault_arm(point: *const c_char, nth: u32, err: 
 #[cfg(feature = "fault-injection")]
 #[unsafe(no_mangle)]
 pub extern "C" fn perfbuf_fault_armed() -> c_int {
-    c_int::from(crate::kernel::fault::armed())
+    c_int::from(compat::fault::armed())
 }
 
 /// Test builds only (feature `fault-injection`): the library sees `list`
@@ -401,6 +349,6 @@ pub extern "C" fn perfbuf_fault_armed() -> c_int {
 pub unsafe extern "C" fn perfbuf_fault_online_cpus(list: *const c_char) -> c_int {
     // SAFETY: NULL or a C string, per this function's contract.
     let list = unsafe { list.as_ref().map(|p| core::ffi::CStr::from_ptr(p)) };
-    let list = list.map(|l| l.to_str().map_err(|_| crate::error::Error::INVAL)).transpose();
-    ret_errno(list.and_then(|l| crate::kernel::fault::set_online(l)).map(|()| 0))
+    let list = list.map(|l| l.to_str().map_err(|_| perfbuf::Error::INVAL)).transpose();
+    ret_errno(list.and_then(compat::fault::set_online_cpus).map(|()| 0))
 }

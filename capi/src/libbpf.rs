@@ -8,17 +8,15 @@ use super::abi::{
     perf_buffer, perf_buffer_event_fn, perf_buffer_lost_fn, perf_buffer_opts, perf_buffer_raw_opts,
     perf_buffer_sample_fn, perf_event_attr,
 };
+use super::buffer::{self, Buffer, into_handle, reader_mut, reader_ref};
 use super::callbacks::CCallbacks;
-use super::handle::{self, into_handle, reader_mut, reader_ref};
-use super::{opts, ret_errno, sized_in};
-use crate::error::{Error, Result, set_errno};
-use crate::fallible;
-use crate::kernel::sys::CallerAttr;
-use crate::log;
-use crate::perf_buffer::Builder;
-use crate::reader::Reader;
-use crate::reader::config::Wakeup;
+use super::ffi::{ret_errno, set_errno, sized_in};
+use super::{opts, print};
 use core::ffi::{c_int, c_void};
+use perfbuf::libbpf_compat::{self as compat, CallerAttr};
+use perfbuf::{Builder, Error, Result, Wakeup};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 /// The builder for `perf_buffer__new` (and `perfbuf_new` without opts):
 /// libbpf's sample period, or what the environment of an unchanged program
@@ -38,7 +36,7 @@ pub(crate) fn libbpf_builder(map_fd: c_int, page_cnt: usize, sample_period: u32)
         "bad PERFBUF_HOTPLUG",
         std::env::var("PERFBUF_HOTPLUG").ok().as_deref(),
     )?;
-    let b = Builder::for_raw_fd(map_fd).pages(page_cnt).hotplug(hotplug);
+    let b = compat::builder(map_fd).pages(page_cnt).hotplug(hotplug);
     Ok(match env {
         Some(env) => {
             let b = b.wakeup(Wakeup::Records(env.wakeup_events));
@@ -57,12 +55,9 @@ pub(crate) fn libbpf_builder(map_fd: c_int, page_cnt: usize, sample_period: u32)
 /// libbpf's side effect of a drain that read a ring to its head: its
 /// `perf_event_read_simple` returns `libbpf_err(LIBBPF_PERF_EVENT_CONT)`,
 /// which leaves errno at ENOENT on success.
-fn drained<T>(
-    reader: &mut Reader<CCallbacks>,
-    read: impl FnOnce(&mut Reader<CCallbacks>) -> Result<T>,
-) -> Result<T> {
+fn drained<T>(reader: &mut Buffer, read: impl FnOnce(&mut Buffer) -> Result<T>) -> Result<T> {
     let result = read(reader);
-    if result.is_ok() && reader.reached_head() {
+    if result.is_ok() && compat::reached_head(reader) {
         set_errno(libc::ENOENT);
     }
     result
@@ -120,7 +115,7 @@ pub(crate) unsafe fn new(
 /// With `cpu_cnt > 0`, non-NULL `cpus` and `map_keys` hold `cpu_cnt` ints.
 unsafe fn raw_cpu_keys(o: opts::RawOpts) -> Result<Vec<(i32, i32)>> {
     if o.cpus == 0 || o.map_keys == 0 {
-        return Err(log::invalid("perf_buffer_raw_opts: cpu_cnt > 0 needs cpus and map_keys"));
+        return Err(print::invalid("perf_buffer_raw_opts: cpu_cnt > 0 needs cpus and map_keys"));
     }
     let n = o.cpu_cnt as usize;
     // SAFETY: per this function's contract; both are non-NULL.
@@ -130,7 +125,7 @@ unsafe fn raw_cpu_keys(o: opts::RawOpts) -> Result<Vec<(i32, i32)>> {
             core::slice::from_raw_parts(o.map_keys as *const c_int, n),
         )
     };
-    fallible::collect(n, cpus.iter().copied().zip(keys.iter().copied()))
+    compat::collect(n, cpus.iter().copied().zip(keys.iter().copied()))
 }
 
 /// Like `perf_buffer__new`, with the caller's `perf_event_attr` (used
@@ -185,9 +180,9 @@ pub(crate) unsafe fn new_raw(
     // SAFETY: the callback's contract is this function's.
     let callbacks = unsafe { CCallbacks::raw(event_cb, ctx) };
     into_handle(fields.and_then(|o| {
-        let b = Builder::for_raw_fd(map_fd).pages(page_cnt).caller_attr(caller_attr, sample_type);
+        let b = compat::with_caller_attr(compat::builder(map_fd).pages(page_cnt), caller_attr, sample_type);
         // SAFETY: per this function's contract.
-        let b = if o.cpu_cnt > 0 { b.cpu_keys(unsafe { raw_cpu_keys(o) }?) } else { b };
+        let b = if o.cpu_cnt > 0 { compat::with_cpu_keys(b, unsafe { raw_cpu_keys(o) }?) } else { b };
         b.build_with(callbacks)
     }))
 }
@@ -216,7 +211,7 @@ pub(crate) unsafe fn free(pb: *mut perf_buffer) {
         return;
     }
     // SAFETY: a live, non-NULL handle (contract).
-    unsafe { handle::free(pb) }
+    unsafe { buffer::free(pb) }
 }
 
 /// The epoll fd over all rings (owned by the buffer), or -EINVAL for NULL.
@@ -237,7 +232,7 @@ pub unsafe extern "C" fn perf_buffer__epoll_fd(pb: *const perf_buffer) -> c_int 
 #[inline]
 pub(crate) unsafe fn epoll_fd(pb: *const perf_buffer) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_ref(pb) }.map(|r| r.epoll_fd()))
+    ret_errno(unsafe { reader_ref(pb) }.map(|r| r.as_raw_fd()))
 }
 
 /// Waits up to `timeout_ms` (-1 forever, 0 not at all) for rings the kernel
@@ -261,8 +256,10 @@ pub unsafe extern "C" fn perf_buffer__poll(pb: *mut perf_buffer, timeout_ms: c_i
 /// As for `perf_buffer__poll`.
 #[inline]
 pub(crate) unsafe fn poll(pb: *mut perf_buffer, timeout_ms: c_int) -> c_int {
+    // Negative: forever, as epoll_wait has it.
+    let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.poll(timeout_ms))).map(|n| n as c_int))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.poll(timeout))).map(|n| n as c_int))
 }
 
 /// Drains every ring without waiting. Returns 0, or the first error.
@@ -305,7 +302,7 @@ pub unsafe extern "C" fn perf_buffer__consume_buffer(pb: *mut perf_buffer, buf_i
 #[inline]
 pub(crate) unsafe fn consume_buffer(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.consume_buffer(buf_idx))).map(|()| 0))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| drained(r, |r| r.consume_ring(buf_idx))).map(|()| 0))
 }
 
 /// Number of rings set up (online CPUs, bounded by the map's size), or 0
@@ -328,9 +325,9 @@ pub unsafe extern "C" fn perf_buffer__buffer_cnt(pb: *const perf_buffer) -> usiz
 pub(crate) unsafe fn buffer_cnt(pb: *const perf_buffer) -> usize {
     // SAFETY: per this function's contract.
     match unsafe { reader_ref(pb) } {
-        Ok(r) => r.buffer_cnt(),
+        Ok(r) => r.rings(),
         Err(e) => {
-            log::remember(&e);
+            print::remember(&e);
             set_errno(e.errno());
             0
         }
@@ -357,7 +354,7 @@ pub unsafe extern "C" fn perf_buffer__buffer_fd(pb: *const perf_buffer, buf_idx:
 #[inline]
 pub(crate) unsafe fn buffer_fd(pb: *const perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.event_fd(buf_idx)))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.ring_event(buf_idx).map(|fd| fd.as_raw_fd())))
 }
 
 /// The raw region of ring `buf_idx`: `*buf` = start of the mmap (the
@@ -399,9 +396,9 @@ pub(crate) unsafe fn buffer(
     ret_errno(reader.and_then(|r| {
         let idx = usize::try_from(buf_idx).map_err(|_| Error::INVAL)?;
         let (buf, buf_size) = outs?;
-        let ring = r.raw_ring(idx)?;
-        *buf = ring.base().cast();
-        *buf_size = ring.data_size();
+        let (base, data_size) = compat::ring_region(r, idx)?;
+        *buf = base.cast();
+        *buf_size = data_size;
         Ok(0)
     }))
 }

@@ -10,10 +10,9 @@ use super::abi::{
     PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_NO_HOTPLUG, PERFBUF_F_OVERWRITE,
     PERFBUF_ORDER_SAMPLE_TIME,
 };
-use super::{check_tail, field};
-use crate::error::Result;
-use crate::log;
-use crate::reader::config::Wakeup;
+use super::ffi::{check_tail, field};
+use crate::print;
+use perfbuf::{Result, Wakeup};
 use std::time::Duration;
 
 /// `offsetofend(struct perf_buffer_opts, sample_period)`.
@@ -26,7 +25,7 @@ const PERFBUF_OPTS_LAST_END: usize = 44;
 const PERFBUF_ORDER_OPTS_LAST_END: usize = 32;
 
 /// Largest accepted delay bound, in ms.
-const MAX_MAX_DELAY_MS: u32 = 60_000;
+pub(crate) const MAX_MAX_DELAY_MS: u32 = 60_000;
 /// Default bound on how long an idle ring holds ordered delivery back.
 pub(crate) const DEFAULT_IDLE_WAIT_MS: u32 = 10;
 
@@ -94,7 +93,7 @@ fn wakeup(events: u32, bytes: u32) -> Wakeup {
 /// A delay bound in ms (0: the default).
 fn max_delay(ms: u32) -> Result<Option<Duration>> {
     if ms > MAX_MAX_DELAY_MS {
-        return Err(log::invalid("max_delay_ms is above 60000"));
+        return Err(print::invalid("max_delay_ms is above 60000"));
     }
     Ok((ms > 0).then(|| Duration::from_millis(ms.into())))
 }
@@ -118,7 +117,7 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     let flags = u32_at(20);
     if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE | PERFBUF_F_COUNT_LOST | PERFBUF_F_NO_HOTPLUG) != 0
     {
-        return Err(log::invalid("perfbuf_opts: unknown flags"));
+        return Err(print::invalid("perfbuf_opts: unknown flags"));
     }
     o.wakeup = wakeup(u32_at(8), u32_at(12));
     o.max_delay = max_delay(u32_at(16))?;
@@ -129,7 +128,7 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     o.cpu_cnt = field::<4>(bytes, 32).map_or(0, i32::from_ne_bytes);
     o.hotplug = flags & PERFBUF_F_NO_HOTPLUG == 0;
     if field::<4>(bytes, 36).is_some_and(|r| r != [0; 4]) {
-        return Err(log::invalid("perfbuf_opts: reserved is not 0"));
+        return Err(print::invalid("perfbuf_opts: reserved is not 0"));
     }
     o.output_counts_fd = field::<4>(bytes, 40).map_or(0, i32::from_ne_bytes);
     Ok(o)
@@ -162,7 +161,7 @@ pub(crate) fn order_opts(bytes: Option<&[u8]>) -> Result<OrderFields> {
     if f.flags & !PERFBUF_ORDER_SAMPLE_TIME != 0
         || (f.key_fn != 0 && f.flags & PERFBUF_ORDER_SAMPLE_TIME != 0)
     {
-        return Err(log::invalid("perfbuf_order_opts: bad flags"));
+        return Err(print::invalid("perfbuf_order_opts: bad flags"));
     }
     Ok(f)
 }
@@ -189,8 +188,8 @@ pub(crate) fn env_batching(
         match value.trim().parse::<u32>() {
             Ok(v) if v >= 1 && v <= max => Ok(v),
             _ => {
-                log::warn(format_args!("{name}={value:?} is not a number in 1..={max}; refusing to start"));
-                Err(crate::error::Error::invalid("bad PERFBUF_WAKEUP_EVENTS or PERFBUF_MAX_DELAY_MS"))
+                print::warn(format_args!("{name}={value:?} is not a number in 1..={max}; refusing to start"));
+                Err(perfbuf::Error::invalid("bad PERFBUF_WAKEUP_EVENTS or PERFBUF_MAX_DELAY_MS"))
             }
         }
     };
@@ -214,8 +213,8 @@ pub(crate) fn env_switch(name: &str, bad: &'static str, value: Option<&str>) -> 
         Some("1") => Ok(true),
         None | Some("0") => Ok(false),
         Some(other) => {
-            log::warn(format_args!("{name}={other:?} is not 0 or 1; refusing to start"));
-            Err(crate::error::Error::invalid(bad))
+            print::warn(format_args!("{name}={other:?} is not 0 or 1; refusing to start"));
+            Err(perfbuf::Error::invalid(bad))
         }
     }
 }
@@ -223,7 +222,7 @@ pub(crate) fn env_switch(name: &str, bad: &'static str, value: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
+    use perfbuf::Error;
 
     fn opts_bytes(sz: usize, fill: &[(usize, u8)]) -> Vec<u8> {
         let mut v = vec![0u8; sz.max(8)];

@@ -6,17 +6,17 @@
 #![allow(non_camel_case_types, reason = "C names")]
 
 use crate::abi::perf_buffer;
-use crate::error::{Error, Result};
+use crate::buffer::reader_mut;
 use crate::events::{perfbuf_events, set_mut};
-use crate::handle::{null_with, reader_mut};
-use crate::reader::BatchStop;
-use crate::{kernel, log, ret_errno};
+use crate::ffi::{null_with, ret_errno};
+use crate::handle::{Handle, Kind};
+use crate::print;
 use core::ffi::{CStr, c_char, c_int};
 use perfbuf::perfdata::{self, PerfDataWriter};
+use perfbuf::{Error, ErrorKind, PerfEventAttr, Result};
 use std::ffi::OsStr;
-use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// A perf.data file being written (opaque). Made by
 /// `perfbuf_perfdata_new_events` or `perfbuf_perfdata_new_bpf_output`,
@@ -25,19 +25,19 @@ pub struct perfbuf_perfdata {
     _private: [u8; 0],
 }
 
-/// "PERFDAT1": a live writer's first word.
-const MAGIC: u64 = 0x5045_5246_4441_5431;
-
-#[repr(C)]
-struct WriterHandle {
-    magic: AtomicU64,
-    writer: PerfDataWriter,
+impl Kind for PerfDataWriter {
+    /// "PERFDAT1".
+    const MAGIC: u64 = 0x5045_5246_4441_5431;
+    const NOT_OURS: &'static str = "not a perfbuf_perfdata writer (freed?)";
 }
 
 /// A writer error as the C face reports it: logged (with the file's
-/// path, which `perfbuf_last_error` cannot hold), its errno kept.
+/// path, which `perfbuf_last_error` cannot hold), its errno kept. A
+/// wake-up ending a poll is not a failure to log.
 fn c_error(e: perfdata::Error) -> Error {
-    log::warn(format_args!("{e}"));
+    if !matches!(&e, perfdata::Error::Read(r) if r.kind() == ErrorKind::Cancelled) {
+        print::warn(format_args!("{e}"));
+    }
     match e {
         perfdata::Error::Read(e) => e,
         other => Error::from_errno(other.errno()),
@@ -47,33 +47,22 @@ fn c_error(e: perfdata::Error) -> Error {
 /// # Safety
 /// `w` is NULL or a live writer used by no other call concurrently.
 unsafe fn writer_mut<'a>(w: *mut perfbuf_perfdata) -> Result<&'a mut PerfDataWriter> {
-    if w.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: a live writer starts with the magic word (contract).
-    if unsafe { &*w.cast::<AtomicU64>() }.load(Ordering::Relaxed) != MAGIC {
-        return Err(log::invalid("not a perfbuf_perfdata writer (freed?)"));
-    }
-    // SAFETY: checked to be a WriterHandle, exclusively ours (contract).
-    Ok(unsafe { &mut (*w.cast::<WriterHandle>()).writer })
+    // SAFETY: per this function's contract.
+    unsafe { Handle::<PerfDataWriter>::value_mut(w) }
 }
 
 /// # Safety
 /// `path` is NULL or NUL-terminated.
 unsafe fn path_of<'a>(path: *const c_char) -> Result<&'a OsStr> {
     // SAFETY: per this function's contract.
-    let p = unsafe { path.as_ref().map(|p| CStr::from_ptr(p)) }.ok_or_else(|| log::invalid("a NULL path"))?;
+    let p =
+        unsafe { path.as_ref().map(|p| CStr::from_ptr(p)) }.ok_or_else(|| print::invalid("a NULL path"))?;
     Ok(OsStr::from_bytes(p.to_bytes()))
 }
 
 fn boxed(writer: core::result::Result<PerfDataWriter, perfdata::Error>) -> *mut perfbuf_perfdata {
-    let handle = writer
-        .map_err(c_error)
-        .and_then(|writer| crate::fallible::boxed(WriterHandle { magic: AtomicU64::new(MAGIC), writer }));
-    match handle {
-        Ok(h) => Box::into_raw(h).cast(),
-        Err(e) => null_with(&e),
-    }
+    let handle = writer.map_err(c_error).and_then(|writer| Handle::into_raw(writer, ()));
+    handle.unwrap_or_else(|e| null_with(&e))
 }
 
 /// Creates (or truncates) `path` as a perf.data file of `set`'s events:
@@ -109,7 +98,7 @@ pub unsafe extern "C" fn perfbuf_perfdata_new_events(
 pub unsafe extern "C" fn perfbuf_perfdata_new_bpf_output(path: *const c_char) -> *mut perfbuf_perfdata {
     // SAFETY: per this function's contract.
     match unsafe { path_of(path) } {
-        Ok(path) => boxed(PerfDataWriter::for_bpf_output(path, kernel::PerfEventAttr::bpf_output(1))),
+        Ok(path) => boxed(PerfDataWriter::for_bpf_output(path, PerfEventAttr::bpf_output(1))),
         Err(e) => null_with(&e),
     }
 }
@@ -128,17 +117,7 @@ pub unsafe extern "C" fn perfbuf_perfdata_drain(w: *mut perfbuf_perfdata, pb: *m
     ret_errno((|| {
         // SAFETY: per this function's contract.
         let (writer, reader) = unsafe { (writer_mut(w)?, reader_mut(pb)?) };
-        let n = writer
-            .write_runs(|sink| {
-                match reader.consume_batch(|b| {
-                    if sink(b) { ControlFlow::Continue(()) } else { ControlFlow::Break(0) }
-                }) {
-                    Ok(n) => Ok(n),
-                    Err(BatchStop::Sink(_)) => Ok(0),
-                    Err(BatchStop::Error(e)) => Err(e),
-                }
-            })
-            .map_err(c_error)?;
+        let n = writer.drain(reader).map_err(c_error)?;
         Ok(n.min(c_int::MAX as usize) as c_int)
     })())
 }
@@ -158,14 +137,14 @@ pub unsafe extern "C" fn perfbuf_perfdata_poll(
     pb: *mut perf_buffer,
     timeout_ms: c_int,
 ) -> c_int {
-    // SAFETY: per this function's contract.
-    match unsafe { reader_mut(pb) }.and_then(|r| r.wait_ready(timeout_ms)) {
-        Ok(0) => 0,
-        Err(e) if e.errno() == libc::EINTR => 0,
+    // Negative: forever, as epoll_wait has it.
+    let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+    ret_errno((|| {
         // SAFETY: per this function's contract.
-        Ok(_) => unsafe { perfbuf_perfdata_drain(w, pb) },
-        Err(e) => ret_errno(Err(e)),
-    }
+        let (reader, writer) = unsafe { (reader_mut(pb)?, writer_mut(w)?) };
+        let n = writer.poll(reader, timeout).map_err(c_error)?;
+        Ok(n.min(c_int::MAX as usize) as c_int)
+    })())
 }
 
 /// Finishes the file (the last round; the header features: event names,
@@ -181,11 +160,6 @@ pub unsafe extern "C" fn perfbuf_perfdata_close(w: *mut perfbuf_perfdata) -> c_i
         return 0;
     }
     // SAFETY: per this function's contract.
-    if let Err(e) = unsafe { writer_mut(w) } {
-        return ret_errno(Err(e));
-    }
-    // SAFETY: checked to be a live WriterHandle from Box::into_raw.
-    let handle = unsafe { Box::from_raw(w.cast::<WriterHandle>()) };
-    handle.magic.store(0, Ordering::Relaxed);
-    ret_errno(handle.writer.finish().map(|_| 0).map_err(c_error))
+    let writer = unsafe { Handle::<PerfDataWriter>::take(w) };
+    ret_errno(writer.and_then(|w| w.finish().map(|_| 0).map_err(c_error)))
 }

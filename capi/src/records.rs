@@ -12,13 +12,13 @@ use super::abi::{
     PERFBUF_ORDER_SAMPLE_TIME, perf_buffer, perf_event_header, perfbuf_batch_fn, perfbuf_order_opts,
     perfbuf_order_stats,
 };
-use super::callbacks::call_batch_fn;
-use super::handle::{reader_mut, reader_ref};
-use super::{opts, out_sz, ret_errno, sized_in, write_sized};
-use crate::error::Error;
-use crate::order::OrderBy;
-use crate::reader::BatchStop;
+use super::buffer::{reader_mut, reader_ref};
+use super::callbacks::{KeyFn, call_batch_fn};
+use super::ffi::{out_sz, ret_errno, sized_in, write_sized};
+use super::opts;
 use core::ffi::{c_int, c_void};
+use core::ops::ControlFlow;
+use perfbuf::{Error, OrderKey};
 use std::time::Duration;
 
 /// Shows the next record of ring `buf_idx` without consuming it:
@@ -44,10 +44,10 @@ pub unsafe extern "C" fn perfbuf_ring_peek(
     // SAFETY: valid for writes or NULL, per this function's contract.
     let outs = unsafe { record.as_mut().zip(size.as_mut()) }.ok_or(Error::INVAL);
     // SAFETY: per this function's contract.
-    let buf = unsafe { reader_mut(pb) }.and_then(|r| r.cpu_buf(buf_idx));
-    ret_errno(buf.and_then(|buf| {
+    let ring = unsafe { reader_mut(pb) }.and_then(|r| r.ring(buf_idx));
+    ret_errno(ring.and_then(|mut ring| {
         let (record, size) = outs?;
-        Ok(match buf.peek()? {
+        Ok(match ring.peek()? {
             Some(rec) => {
                 *record = rec.as_ptr().cast();
                 *size = rec.len();
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn perfbuf_ring_peek(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_ring_advance(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.cpu_buf(buf_idx)?.advance()).map(|()| 0))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.ring(buf_idx)?.advance()).map(|()| 0))
 }
 
 /// Publishes ring `buf_idx`'s read position as `data_tail` (a release
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn perfbuf_ring_advance(pb: *mut perf_buffer, buf_idx: usi
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn perfbuf_ring_publish(pb: *mut perf_buffer, buf_idx: usize) -> c_int {
     // SAFETY: per this function's contract.
-    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.publish(buf_idx)).map(|()| 0))
+    ret_errno(unsafe { reader_mut(pb) }.and_then(|r| r.ring(buf_idx)?.publish()).map(|()| 0))
 }
 
 /// Turns on ordered delivery for the whole buffer: from now on
@@ -107,17 +107,14 @@ pub unsafe extern "C" fn perfbuf_set_order(pb: *mut perf_buffer, opts: *const pe
             // SAFETY: a non-zero key_fn is the caller's function pointer of
             // type perfbuf_key_fn, callable with key_ctx (contract).
             unsafe {
-                let key = core::mem::transmute::<
-                    usize,
-                    unsafe extern "C" fn(*mut c_void, c_int, *const perf_event_header) -> u64,
-                >(f.key_fn);
-                reader.handler_mut().set_key(key, f.key_ctx as *mut c_void);
+                let key = core::mem::transmute::<usize, KeyFn>(f.key_fn);
+                reader.sink_mut().set_key(key, f.key_ctx as *mut c_void);
             }
-            OrderBy::Handler
+            OrderKey::Sink
         } else if f.flags & PERFBUF_ORDER_SAMPLE_TIME != 0 {
-            OrderBy::SampleTime
+            OrderKey::SampleTime
         } else {
-            OrderBy::RawPrefix
+            OrderKey::RawPrefix
         };
         reader.set_order(by, Duration::from_millis(f.idle_wait_ms.into())).map(|()| 0)
     }))
@@ -187,10 +184,19 @@ pub unsafe extern "C" fn perfbuf_consume_batch(
         Ok(r) => r,
         Err(e) => return ret_errno(Err(e)),
     };
+    let mut verdict = 0;
     // SAFETY: `batch_fn` is callable with `ctx`; a run lives until it returns.
-    match reader.consume_batch(|batch| unsafe { call_batch_fn(batch_fn, ctx, batch) }) {
+    let read = reader.consume_batch(|batch| match unsafe { call_batch_fn(batch_fn, ctx, batch) } {
+        ControlFlow::Continue(()) => ControlFlow::Continue(()),
+        ControlFlow::Break(v) => {
+            verdict = v;
+            ControlFlow::Break(())
+        }
+    });
+    match read {
+        // The batch function's verdict, as it returned it.
+        Ok(_) if verdict != 0 => verdict,
         Ok(n) => n as c_int,
-        Err(BatchStop::Sink(v)) => v,
-        Err(BatchStop::Error(e)) => ret_errno(Err(e)),
+        Err(e) => ret_errno(Err(e)),
     }
 }

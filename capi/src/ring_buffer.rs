@@ -18,14 +18,13 @@
 
 #![allow(non_camel_case_types, reason = "these are the C names libbpf callers use")]
 
-use super::handle::null_with;
-use super::{check_tail, ret_errno, sized_in};
-use crate::error::{Error, Result, set_errno};
-use crate::{fallible, log};
+use super::ffi::{check_tail, null_with, ret_errno, set_errno, sized_in};
+use super::handle::{Handle, Kind};
+use super::print;
 use core::ffi::{c_int, c_uint, c_ulong, c_void};
 use core::ops::ControlFlow;
-use core::sync::atomic::{AtomicU64, Ordering};
-use perfbuf::RingBuffer;
+use perfbuf::libbpf_compat::reserve;
+use perfbuf::{Error, Result, RingBuffer};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -52,28 +51,41 @@ pub struct ring_buffer_opts {
     pub sz: usize,
 }
 
-/// "PERFRBUF", "PERFRING": not canonical addresses, so no libbpf object
-/// starts with either.
-const RB_MAGIC: u64 = 0x5045_5246_5242_5546;
-const RING_MAGIC: u64 = 0x5045_5246_5249_4E47;
-
-/// What a `struct ring_buffer *` points to.
-#[repr(C)]
-struct RbHandle {
-    magic: AtomicU64,
+/// What a `struct ring_buffer *` holds.
+struct RbState {
     rb: RingBuffer<'static>,
     /// One per map, boxed so that `ring_buffer__ring`'s pointers stay put
     /// while maps are added (a Vec of the handles would move them).
     #[allow(clippy::vec_box, reason = "the boxes' addresses are handed to C")]
-    rings: Vec<Box<RingHandle>>,
+    rings: Vec<Box<Handle<RingOf>>>,
 }
 
-/// What a `struct ring *` points to.
-#[repr(C)]
-struct RingHandle {
-    magic: AtomicU64,
-    owner: *mut RbHandle,
+impl Kind for RbState {
+    /// "PERFRBUF": not a canonical address, so no libbpf object starts
+    /// with it (its `struct ring_buffer` starts with a heap pointer).
+    const MAGIC: u64 = 0x5045_5246_5242_5546;
+    const NOT_OURS: &'static str =
+        "this ring_buffer was not made by libperfbuf (a libbpf handle? link -lperfbuf before -lbpf)";
+}
+
+impl Drop for RbState {
+    /// Its `struct ring` pointers are refused from now on.
+    fn drop(&mut self) {
+        self.rings.iter().for_each(|r| r.retire());
+    }
+}
+
+/// What a `struct ring *` holds: which map of which ring buffer.
+struct RingOf {
+    owner: *mut RbState,
     idx: usize,
+}
+
+impl Kind for RingOf {
+    /// "PERFRING" (libbpf's `struct ring` starts with a function pointer).
+    const MAGIC: u64 = 0x5045_5246_5249_4E47;
+    const NOT_OURS: &'static str =
+        "this ring was not made by libperfbuf (from libbpf's ring_buffer__ring? link -lperfbuf before -lbpf)";
 }
 
 /// The caller's callback and context.
@@ -102,10 +114,10 @@ impl CSample {
 }
 
 /// Adds `map_fd` to `rb` with the C callback, and its `struct ring`.
-fn add_map(h: &mut RbHandle, map_fd: c_int, cb: ring_buffer_sample_fn, ctx: *mut c_void) -> Result<()> {
-    fallible::reserve(&mut h.rings, 1)?;
-    let owner: *mut RbHandle = h;
-    let ring = fallible::boxed(RingHandle { magic: AtomicU64::new(RING_MAGIC), owner, idx: h.rb.rings() })?;
+fn add_map(h: &mut RbState, map_fd: c_int, cb: ring_buffer_sample_fn, ctx: *mut c_void) -> Result<()> {
+    reserve(&mut h.rings, 1)?;
+    let owner: *mut RbState = h;
+    let ring = Handle::boxed(RingOf { owner, idx: h.rb.rings() }, ())?;
     let sample = CSample { cb, ctx };
     // SAFETY: the C caller keeps map_fd open while the ring buffer lives,
     // as libbpf requires of it (libbpf keeps the number, not a dup).
@@ -137,24 +149,19 @@ pub unsafe extern "C" fn ring_buffer__new(
     let opts = unsafe { sized_in(opts.cast()) };
     let built = opts
         .and_then(|o| o.map_or(Ok(()), |b| check_tail(b, size_of::<ring_buffer_opts>(), "ring_buffer_opts")))
-        .and_then(|()| {
-            let rb = RingBuffer::new()?;
-            let mut h = fallible::boxed(RbHandle { magic: AtomicU64::new(RB_MAGIC), rb, rings: Vec::new() })?;
-            add_map(&mut h, map_fd, sample_cb, ctx)?;
-            Ok(h)
-        });
-    match built {
-        Ok(h) => {
-            let raw = Box::into_raw(h);
-            // The rings point at where the handle now is, for good.
-            // SAFETY: `raw` is the live, unique pointer to the handle.
-            for ring in unsafe { &mut (*raw).rings } {
-                ring.owner = raw;
-            }
-            raw.cast()
-        }
-        Err(e) => null_with(&e),
+        .and_then(|()| Handle::into_raw(RbState { rb: RingBuffer::new()?, rings: Vec::new() }, ()));
+    let rb = match built {
+        Ok(rb) => rb,
+        Err(e) => return null_with(&e),
+    };
+    // SAFETY: the handle just made, used by this call alone; its rings
+    // point at its state, which stays where it is for good.
+    if let Err(e) = unsafe { handle(rb) }.and_then(|h| add_map(h, map_fd, sample_cb, ctx)) {
+        // SAFETY: the live handle just made; freed once.
+        drop(unsafe { Handle::<RbState>::take(rb) });
+        return null_with(&e);
     }
+    rb
 }
 
 /// The handle behind `rb`: EINVAL for NULL and for anything this library
@@ -163,20 +170,9 @@ pub unsafe extern "C" fn ring_buffer__new(
 /// # Safety
 /// `rb` is NULL, a live handle of ours, or a libbpf ring buffer (at least
 /// 8 readable bytes); no other call uses it concurrently.
-unsafe fn handle<'a>(rb: *const ring_buffer) -> Result<&'a mut RbHandle> {
-    if rb.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: a non-NULL handle is readable for at least 8 bytes, ours or
-    // libbpf's (contract); `magic` is our first field.
-    if unsafe { &*rb.cast::<AtomicU64>() }.load(Ordering::Relaxed) != RB_MAGIC {
-        return Err(log::invalid(
-            "this ring_buffer was not made by libperfbuf (a libbpf handle? link -lperfbuf before -lbpf)",
-        ));
-    }
-    // SAFETY: the magic says this is a Box<RbHandle> from ring_buffer__new,
-    // used by this call alone (libbpf's threading contract).
-    Ok(unsafe { &mut *rb.cast::<RbHandle>().cast_mut() })
+unsafe fn handle<'a>(rb: *const ring_buffer) -> Result<&'a mut RbState> {
+    // SAFETY: per this function's contract.
+    unsafe { Handle::<RbState>::value_mut(rb) }
 }
 
 /// The ring buffer and index behind `r`, like [`handle`].
@@ -185,18 +181,9 @@ unsafe fn handle<'a>(rb: *const ring_buffer) -> Result<&'a mut RbHandle> {
 /// `r` is NULL, a live `struct ring *` of ours or a libbpf one; no other
 /// call uses its ring buffer concurrently.
 unsafe fn ring_handle<'a>(r: *const ring) -> Result<(&'a mut RingBuffer<'static>, usize)> {
-    if r.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: as in `handle`.
-    if unsafe { &*r.cast::<AtomicU64>() }.load(Ordering::Relaxed) != RING_MAGIC {
-        return Err(log::invalid(
-            "this ring was not made by libperfbuf (from libbpf's ring_buffer__ring? link -lperfbuf before -lbpf)",
-        ));
-    }
-    // SAFETY: the magic says this is a live RingHandle.
-    let ring = unsafe { &*r.cast::<RingHandle>() };
-    // SAFETY: a RingHandle lives in its owner's `rings`, so the owner is
+    // SAFETY: per this function's contract.
+    let ring = unsafe { Handle::<RingOf>::value_ref(r) }?;
+    // SAFETY: a ring's handle lives in its owner's `rings`, so the owner is
     // live too; used by this call alone.
     Ok((unsafe { &mut (*ring.owner).rb }, ring.idx))
 }
@@ -220,14 +207,7 @@ pub unsafe extern "C" fn ring_buffer__free(rb: *mut ring_buffer) {
         return;
     }
     // SAFETY: per this function's contract.
-    if let Ok(h) = unsafe { handle(rb) } {
-        h.magic.store(0, Ordering::Relaxed);
-        for ring in &h.rings {
-            ring.magic.store(0, Ordering::Relaxed);
-        }
-        // SAFETY: checked to be a Box<RbHandle> from ring_buffer__new.
-        drop(unsafe { Box::from_raw(rb.cast::<RbHandle>()) });
-    }
+    drop(unsafe { Handle::<RbState>::take(rb) });
 }
 
 /// Adds the `BPF_MAP_TYPE_RINGBUF` `map_fd`, whose records go to
@@ -306,7 +286,7 @@ pub unsafe extern "C" fn ring_buffer__ring(rb: *mut ring_buffer, idx: c_uint) ->
     // SAFETY: per this function's contract.
     match unsafe { handle(rb) } {
         Ok(h) => match h.rings.get_mut(idx as usize) {
-            Some(ring) => (&mut **ring as *mut RingHandle).cast(),
+            Some(ring) => ring.as_ptr(),
             None => null_with(&Error::from_errno(libc::ERANGE)),
         },
         Err(e) => null_with(&e),
@@ -323,7 +303,7 @@ unsafe fn ring_figure(r: *const ring, figure: impl FnOnce(&perfbuf::ringbuf::Rin
     match unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring(idx).ok_or(Error::INVAL)) {
         Ok(ring) => figure(ring),
         Err(e) => {
-            log::remember(&e);
+            print::remember(&e);
             set_errno(e.errno());
             0
         }
@@ -469,7 +449,7 @@ pub unsafe extern "C" fn perfbuf_ringbuf_accounts(
     let ring = unsafe { ring_handle(r) }.and_then(|(rb, idx)| rb.ring(idx).ok_or(Error::INVAL));
     ret_errno(ring.and_then(|ring| ring.accounts()).and_then(|a| {
         // SAFETY: `out` is NULL or starts with a readable size_t.
-        let sz = unsafe { super::out_sz(out.cast(), 16) }?;
+        let sz = unsafe { crate::ffi::out_sz(out.cast(), 16) }?;
         let c = perfbuf_ringbuf_accounts {
             sz,
             produced: a.produced.unwrap_or(0),
@@ -482,7 +462,7 @@ pub unsafe extern "C" fn perfbuf_ringbuf_accounts(
             lost_total: a.lost_total(),
         };
         // SAFETY: the caller's struct is writable for `sz` bytes.
-        unsafe { super::write_sized(out, &c, sz) };
+        unsafe { crate::ffi::write_sized(out, &c, sz) };
         Ok(0)
     }))
 }

@@ -8,12 +8,12 @@
 use super::abi::perf_event_header;
 use super::decode::{parse_decode_attr, record_bytes};
 use super::events::{perfbuf_events, set_ref};
-use super::{out_sz, ret_errno, sized_in, write_sized};
-use crate::error::{Error, Result};
+use super::ffi::{out_sz, ret_errno, sized_in, write_sized};
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::offset_of;
 use perfbuf::decode::{self, Body, DecodeAttr, FileId, Record};
 use perfbuf::events::Sideband;
+use perfbuf::{Error, Result};
 
 /// `perfbuf_events_opts.flags`: `PERF_RECORD_COMM` (with
 /// `PERFBUF_SIDEBAND_F_EXEC` when exec set the name).
@@ -38,9 +38,6 @@ pub const PERFBUF_EVENTS_SB_KSYMBOL: u32 = 1 << 10;
 /// `perfbuf_events_opts.flags`: `PERF_RECORD_BPF_EVENT`.
 pub const PERFBUF_EVENTS_SB_BPF_EVENT: u32 = 1 << 11;
 
-/// The `perfbuf_events_opts.flags` bits that name side-band records.
-pub(crate) const SB_FLAGS: u32 = Sideband::ALL.bits() << 2;
-
 // The C names are the Rust ones, in order, two bits up.
 const _: () = assert!(
     PERFBUF_EVENTS_SB_COMM == Sideband::COMM.bits() << 2
@@ -54,11 +51,6 @@ const _: () = assert!(
         && PERFBUF_EVENTS_SB_KSYMBOL == Sideband::KSYMBOL.bits() << 2
         && PERFBUF_EVENTS_SB_BPF_EVENT == Sideband::BPF_EVENT.bits() << 2
 );
-
-/// The side-band records the flags ask for.
-pub(crate) fn sideband_of_flags(flags: u32) -> Sideband {
-    Sideband::from_bits((flags & SB_FLAGS) >> 2).unwrap_or(Sideband::NONE)
-}
 
 /// `perfbuf_sideband.flags`: COMM set by exec.
 pub const PERFBUF_SIDEBAND_F_EXEC: u32 = 1;
@@ -207,7 +199,7 @@ impl perfbuf_sideband {
 }
 
 /// Converts a decoded side-band record; EOPNOTSUPP for another kind.
-fn to_c(rec: &Record<'_>, sz: usize) -> Result<perfbuf_sideband> {
+pub(crate) fn to_c(rec: &Record<'_>, sz: usize) -> Result<perfbuf_sideband> {
     if !rec.is_sideband() {
         return Err(Error::from_errno(libc::EOPNOTSUPP));
     }

@@ -86,11 +86,23 @@ pub fn slot_taken(fd: RawFd, key: u32) -> io::Result<Option<bool>> {
     }
 }
 
+/// Another process that holds a map open: the map and perf events alone
+/// make a loader (it attached its programs and keeps the map alive); a
+/// mapped perf event ring makes a reader, which gets the map's records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: i32,
+    pub comm: String,
+    pub reads: bool,
+}
+
 /// Other processes that hold map `id` open and also have perf events
-/// open: the readers that may own its slots. The kernel answers no
-/// lookup on a perf event array from user space (ENOTSUPP), so this is
-/// what tells whether someone reads the map now.
-pub fn other_readers(id: u32) -> Vec<(i32, String)> {
+/// open: those that may own its slots. The kernel answers no lookup on a
+/// perf event array from user space (ENOTSUPP), so this is what tells
+/// whether someone may read the map now; a process whose perf events are
+/// not mapped (`/proc/PID/maps` shows no `[perf_event]` mapping) reads no
+/// ring: it holds the map, as a loader that attached and waits does.
+pub fn other_holders(id: u32) -> Vec<Holder> {
     let me = std::process::id() as i32;
     let mut found = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else { return found };
@@ -101,10 +113,16 @@ pub fn other_readers(id: u32) -> Vec<(i32, String)> {
         }
         if holds_map_and_events(pid, id) {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            found.push((pid, comm.trim().to_string()));
+            found.push(Holder { pid, comm: comm.trim().to_string(), reads: maps_perf_rings(pid) });
         }
     }
     found
+}
+
+/// Whether the process has a perf event's ring mapped.
+fn maps_perf_rings(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("anon_inode:[perf_event]")))
 }
 
 fn holds_map_and_events(pid: i32, id: u32) -> bool {

@@ -148,20 +148,49 @@ fn open_any_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
 }
 
 /// Who may hold the map's slots: the map's own answer when the kernel
-/// gives one (a lookup of each slot), otherwise the processes holding the
-/// map and perf events open (kernels answer ENOTSUPP for this map type).
-fn slot_holders(fd: std::os::fd::RawFd, info: &bpf::MapInfo) -> Result<Vec<(i32, String)>> {
+/// gives one (a lookup of each slot: a taken slot is someone reading),
+/// otherwise the processes holding the map and perf events open (kernels
+/// answer ENOTSUPP for this map type), readers or not.
+fn slot_holders(fd: std::os::fd::RawFd, info: &bpf::MapInfo) -> Result<Vec<bpf::Holder>> {
     let mut taken = false;
     for key in 0..info.max_entries {
         match bpf::slot_taken(fd, key) {
             Ok(Some(t)) => taken |= t,
-            Ok(None) => return Ok(bpf::other_readers(info.id)),
+            Ok(None) => return Ok(bpf::other_holders(info.id)),
             Err(e) => {
                 return Err(Failure::run(format!("cannot look up slot {key} of map id {}: {e}", info.id)));
             }
         }
     }
-    Ok(if taken { vec![(0, "another reader".into())] } else { Vec::new() })
+    let reader = bpf::Holder { pid: 0, comm: "another reader".into(), reads: true };
+    Ok(if taken { vec![reader] } else { Vec::new() })
+}
+
+/// `comm (pid N), ...` of the holders that read the map, or of the others.
+fn named(holders: &[bpf::Holder], reads: bool) -> String {
+    let names: Vec<String> =
+        holders.iter().filter(|h| h.reads == reads).map(|h| format!("{} (pid {})", h.comm, h.pid)).collect();
+    names.join(", ")
+}
+
+/// What taking the slots does to the others: a reader stops receiving; a
+/// process that holds the map without mapping a ring (a loader that
+/// attached its programs and waits) loses nothing.
+fn taking_slots_note(info: &bpf::MapInfo, holders: &[bpf::Holder]) -> String {
+    let mut note = format!(
+        "perfbuf dump: taking the slots of map id {} (\"{}\", {} entries)",
+        info.id, info.name, info.max_entries
+    );
+    let (readers, others) = (named(holders, true), named(holders, false));
+    if !readers.is_empty() {
+        note +=
+            &format!(": {readers} stops receiving this map's records until it opens its perf buffer again");
+    }
+    if !others.is_empty() {
+        note +=
+            &format!("; {others} holds the map but maps no perf ring, so it reads nothing and loses nothing");
+    }
+    note
 }
 
 pub fn run(args: DumpArgs) -> Result<()> {
@@ -177,23 +206,16 @@ pub fn run(args: DumpArgs) -> Result<()> {
     }
     need_root("dump")?;
     let (fd, info) = open_map(&args.map)?;
-    let readers = slot_holders(fd.as_raw_fd(), &info)?;
-    let who = readers.iter().map(|(pid, comm)| format!("{comm} (pid {pid})")).collect::<Vec<_>>().join(", ");
+    let holders = slot_holders(fd.as_raw_fd(), &info)?;
+    let readers = named(&holders, true);
     if !readers.is_empty() && !args.force {
         return Err(Failure::run(format!(
-            "map id {} (\"{}\") may be read now by {who}: dump would take its slots; pass --force to take them \
-             anyway",
+            "map id {} (\"{}\") is read now by {readers} (it maps perf rings): dump would take its slots; pass \
+             --force to take them anyway",
             info.id, info.name
         )));
     }
-    eprintln!(
-        "perfbuf dump: taking the slots of map id {} (\"{}\", {} entries): {} stops receiving this map's \
-         records until it opens its perf buffer again",
-        info.id,
-        info.name,
-        info.max_entries,
-        if who.is_empty() { "whoever reads it now".to_string() } else { who }
-    );
+    eprintln!("{}", taking_slots_note(&info, &holders));
     let out: Box<dyn Write + Send> = match &args.raw {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)

@@ -64,7 +64,8 @@ EVENT syntax:
 A probe may be followed, in the same argument, by arguments as perf probe writes them:
   'u:/bin/bash:readline%return line=+0($retval):string'
   ARG = NAME=FETCH[:TYPE]; FETCH = $argN | $retval | $stackN | %REG | @ADDR | +OFF(FETCH) | -OFF(FETCH);
-  TYPE = u8..u64 | s8..s64 | x8..x64 | string (default u64).
+  TYPE = u8..u64 | s8..s64 | x8..x64 | string | ustring (default u64); a kprobe reads user memory only as
+  ustring: 'k:do_sys_openat2 path=+0($arg2):ustring'.
   The probe is then defined through tracefs (uprobe_events / kprobe_events) and its arguments print as
   fields by name: 'u:/path/prog:func n=%di:s32', 'u:/path/prog:func%return r=$retval:s32'. A definition
   the kernel refuses fails with its complaint (tracefs error_log).
@@ -102,7 +103,9 @@ const DUMP_AFTER: &str = "\
 perfbuf dump reads a BPF_MAP_TYPE_PERF_EVENT_ARRAY as `bpftool map event_pipe` does: it opens a perf
 event and ring on each CPU and stores them in the map's slots, so the BPF program's output comes to it.
 Whoever read the map before stops receiving records (until it opens its perf buffer again): dump says so
-before it starts, and refuses when another process holds the map and perf events open, unless --force.
+before it starts, and refuses when another process reads the map (it holds the map and has perf rings
+mapped), unless --force. A process that only holds the map (a loader that attached its programs and
+waits, its perf events not mapped) reads nothing and loses nothing: dump starts and names it.
 
 Output: `cpu N: SIZE bytes: xx xx ...` per record, `cpu N: LOST N records` when the kernel dropped some;
 --json: {\"type\":\"sample\",\"cpu\":N,\"size\":N,\"data\":\"HEX\"} and {\"type\":\"lost\",\"cpu\":N,\"lost\":N};

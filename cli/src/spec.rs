@@ -48,6 +48,8 @@ pub enum ArgType {
     Signed(u8),
     Hex(u8),
     String,
+    /// A string in user memory, which a kprobe reads only as this type.
+    UserString,
 }
 
 impl fmt::Display for Spec {
@@ -80,6 +82,7 @@ impl fmt::Display for ArgType {
             ArgType::Signed(b) => write!(f, "s{b}"),
             ArgType::Hex(b) => write!(f, "x{b}"),
             ArgType::String => f.write_str("string"),
+            ArgType::UserString => f.write_str("ustring"),
         }
     }
 }
@@ -181,7 +184,7 @@ fn parse_arg(text: &str, ret: bool) -> Result<ProbeArg, String> {
         Some((fetch, ty)) => (
             fetch,
             parse_type(ty).ok_or_else(|| {
-                format!("probe argument `{text}`: unknown type `{ty}` (u8..u64, s8..s64, x8..x64, string)")
+                format!("probe argument `{text}`: unknown type `{ty}` (u8..u64, s8..s64, x8..x64, string, ustring)")
             })?,
         ),
         None => (rest, ArgType::Unsigned(64)),
@@ -191,8 +194,10 @@ fn parse_arg(text: &str, ret: bool) -> Result<ProbeArg, String> {
 }
 
 fn parse_type(ty: &str) -> Option<ArgType> {
-    if ty == "string" {
-        return Some(ArgType::String);
+    match ty {
+        "string" => return Some(ArgType::String),
+        "ustring" => return Some(ArgType::UserString),
+        _ => {}
     }
     let (kind, bits) = ty.split_at(1);
     let bits: u8 = bits.parse().ok().filter(|b| matches!(b, 8 | 16 | 32 | 64))?;
@@ -267,6 +272,11 @@ mod tests {
             panic!("not a probe")
         };
         assert_eq!(kernel_args(&p.args), "r=+0($retval):string n=$retval:u8");
+        let Spec::Probe(p) = parse("k:do_sys_openat2 path=+0($arg2):ustring").unwrap() else {
+            panic!("not a probe")
+        };
+        assert_eq!(p.args[0].type_, ArgType::UserString);
+        assert_eq!(kernel_args(&p.args), "path=+0($arg2):ustring");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `perfbuf dump` on the real kernel (root): a pinned perf event array
 //! fed by the BPF test producer (`make producer-lib`): every record,
-//! order, raw files, lost records, --force, a map of another type, SIGINT.
+//! order, raw files, lost records, --force, a loader beside a reader, a
+//! map of another type, SIGINT.
 //! Without root these fail under CI=true and are skipped otherwise.
 
 mod common;
@@ -112,6 +113,85 @@ fn dump_refuses_a_read_map_without_force() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("taking the slots"));
     drop(pb);
+}
+
+/// Another process with the pinned map open (`cli/tests/fixtures/map_holder.c`):
+/// a loader that holds it and a perf event it does not map, or a reader
+/// whose ring is mapped and in the map's slot. Ends when dropped.
+struct MapHolder {
+    child: std::process::Child,
+}
+
+impl MapHolder {
+    fn start(path: &str, mode: &str) -> MapHolder {
+        let dir = tempdir("holder");
+        let bin = dir.join("map_holder");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/map_holder.c");
+        let st =
+            Command::new(cc).args(["-O1", "-Wall", "-Werror", "-o"]).arg(&bin).arg(src).status().unwrap();
+        assert!(st.success(), "cannot compile {src}");
+        let mut child = Command::new(&bin)
+            .args([path, mode])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n", "map_holder {mode} did not start");
+        let _ = std::fs::remove_dir_all(&dir);
+        MapHolder { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for MapHolder {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The common set-up: a loader that attached its program, pinned its map
+/// and waits, never reading. dump starts beside it without --force and
+/// says it loses nothing; a reader (its ring mapped) is refused without
+/// --force, and with it is the one told it stops receiving.
+#[test]
+fn dump_starts_beside_a_loader_and_refuses_only_a_reader() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_starts_beside_a_loader_and_refuses_only_a_reader") {
+        return;
+    }
+    let producer = Producer::open().unwrap();
+    let fs = Bpffs::mount("holders");
+    let path = fs.pin(producer.map_fd(), "events");
+    let loader = MapHolder::start(&path, "hold");
+    let holds = format!("map_holder (pid {}) holds the map but maps no perf ring", loader.pid());
+    let out = run(&["dump", &path, "--duration", "200ms"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("taking the slots") && err.contains(&holds), "{err}");
+    assert!(!err.contains("stops receiving"), "{err}");
+
+    let reader = MapHolder::start(&path, "read");
+    let out = run(&["dump", &path, "--duration", "200ms"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let refused = format!("is read now by map_holder (pid {}) (it maps perf rings)", reader.pid());
+    assert!(err.contains(&refused) && err.contains("--force"), "{err}");
+    assert!(!err.contains(&format!("pid {})", loader.pid())), "the loader is no reader: {err}");
+
+    let out = run(&["dump", &path, "--duration", "200ms", "--force"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let stops = format!("map_holder (pid {}) stops receiving this map's records", reader.pid());
+    assert!(err.contains(&stops) && err.contains(&holds), "{err}");
+    assert!(!err.contains(&format!("map_holder (pid {}) stops", loader.pid())), "{err}");
 }
 
 #[test]

@@ -114,26 +114,37 @@ fn decode_seeds_mean_what_they_say() {
     }
 }
 
+/// The reproducers in fuzz/regressions/, TARGET/NAME: a new one is added
+/// here too, so that one that goes missing fails the replay.
+const REGRESSIONS: [&str; 2] =
+    ["ring/drain-resyncs-empty-misaligned-ring", "ring/drain-spans-counts-skipped-bytes"];
+
 /// Inputs on which the fuzzer once found a library bug (fuzz/regressions/)
-/// stay fixed.
+/// stay fixed: exactly the reproducers listed above are there, and each
+/// replays through its target's harness.
 #[test]
 fn regressions_replay() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions");
-    for target in seeds::TARGETS {
-        let Ok(dir) = fs::read_dir(root.join(target)) else { continue };
-        for entry in dir {
+    let mut found = Vec::new();
+    for dir in fs::read_dir(&root).expect("fuzz/regressions/") {
+        let dir = dir.expect("dir entry");
+        let target = dir.file_name().into_string().expect("a UTF-8 name");
+        assert!(seeds::TARGETS.contains(&target.as_str()), "regressions/{target}: no such fuzz target");
+        for entry in fs::read_dir(dir.path()).expect("a target's reproducers") {
             let path = entry.expect("dir entry").path();
             let bytes = fs::read(&path).expect("read reproducer");
             println!("{}", path.display());
             // Each reproducer goes to its own target's harness.
-            match target {
+            match target.as_str() {
                 "ring" => ring::run(&bytes),
                 "decode" => decode::run(&bytes),
-                "tracepoint" => tracepoint::run(&bytes),
-                other => panic!("regressions/{other}: no such fuzz target"),
+                _ => tracepoint::run(&bytes),
             }
+            found.push(format!("{target}/{}", path.file_name().unwrap().to_string_lossy()));
         }
     }
+    found.sort();
+    assert_eq!(found, REGRESSIONS, "fuzz/regressions/ holds other reproducers than the list");
 }
 
 /// `PERFBUF_FUZZ_REPLAY=ring:DIR` (or `decode:DIR`) replays every file of

@@ -45,15 +45,16 @@ pub use sample::{
     BranchEntry, BranchStack, Read, ReadGroup, ReadValue, ReadValues, Regs, Sample, StackUser, U64s,
     WeightStruct, weight_struct,
 };
-pub use sideband::{
-    BUILD_ID_SIZE_MAX, BpfEvent, CgroupRecord, Comm, FileId, Ksymbol, Mmap, Namespaces,
-    PERF_RECORD_BPF_EVENT, PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK,
-    PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID,
+pub use sideband::{BpfEvent, CgroupRecord, Comm, FileId, Ksymbol, Mmap, Namespaces, Switch, Task};
+
+pub use crate::kernel::{
+    BUILD_ID_SIZE_MAX, PERF_RECORD_BPF_EVENT, PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT,
+    PERF_RECORD_FORK, PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID,
     PERF_RECORD_MISC_MMAP_DATA, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
     PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_NAMESPACES, PERF_RECORD_SWITCH,
-    PERF_RECORD_SWITCH_CPU_WIDE, Switch, Task,
+    PERF_RECORD_SWITCH_CPU_WIDE, PERF_SAMPLE_BRANCH_COUNTERS, PERF_SAMPLE_BRANCH_HW_INDEX,
+    PERF_SAMPLE_REGS_ABI_NONE,
 };
-
 pub use crate::kernel::{
     PERF_FORMAT_GROUP, PERF_FORMAT_ID, PERF_FORMAT_LOST, PERF_FORMAT_TOTAL_TIME_ENABLED,
     PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_SAMPLE,
@@ -78,14 +79,6 @@ pub const SAMPLE_ID_BITS: u64 = PERF_SAMPLE_TID
 
 /// Every `PERF_FORMAT_*` bit this decoder knows the layout of.
 pub const KNOWN_READ_FORMAT: u64 = (1 << 5) - 1;
-
-/// `PERF_SAMPLE_BRANCH_HW_INDEX` (in `branch_sample_type`).
-pub const PERF_SAMPLE_BRANCH_HW_INDEX: u64 = 1 << 17;
-/// `PERF_SAMPLE_BRANCH_COUNTERS` (in `branch_sample_type`, Linux 6.8).
-pub const PERF_SAMPLE_BRANCH_COUNTERS: u64 = 1 << 19;
-
-/// `PERF_SAMPLE_REGS_ABI_NONE`: no registers follow.
-pub const PERF_SAMPLE_REGS_ABI_NONE: u64 = 0;
 
 /// Size of `struct perf_event_header`.
 pub const HEADER_SIZE: usize = 8;

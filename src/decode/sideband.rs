@@ -8,43 +8,13 @@
 
 use super::cursor::Cursor;
 use super::{Body, DecodeAttr, DecodeError, Field, PidTid, SampleId, U64s};
-
-/// `PERF_RECORD_MMAP`.
-pub const PERF_RECORD_MMAP: u32 = 1;
-/// `PERF_RECORD_COMM`.
-pub const PERF_RECORD_COMM: u32 = 3;
-/// `PERF_RECORD_EXIT`.
-pub const PERF_RECORD_EXIT: u32 = 4;
-/// `PERF_RECORD_FORK`.
-pub const PERF_RECORD_FORK: u32 = 7;
-/// `PERF_RECORD_MMAP2`.
-pub const PERF_RECORD_MMAP2: u32 = 10;
-/// `PERF_RECORD_SWITCH`.
-pub const PERF_RECORD_SWITCH: u32 = 14;
-/// `PERF_RECORD_SWITCH_CPU_WIDE`.
-pub const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
-/// `PERF_RECORD_NAMESPACES`.
-pub const PERF_RECORD_NAMESPACES: u32 = 16;
-/// `PERF_RECORD_KSYMBOL`.
-pub const PERF_RECORD_KSYMBOL: u32 = 17;
-/// `PERF_RECORD_BPF_EVENT`.
-pub const PERF_RECORD_BPF_EVENT: u32 = 18;
-/// `PERF_RECORD_CGROUP`.
-pub const PERF_RECORD_CGROUP: u32 = 19;
-
-/// `header.misc` of COMM: the name changed because the task exec'd.
-pub const PERF_RECORD_MISC_COMM_EXEC: u16 = 1 << 13;
-/// `header.misc` of MMAP / MMAP2: a data (not executable) mapping.
-pub const PERF_RECORD_MISC_MMAP_DATA: u16 = 1 << 13;
-/// `header.misc` of MMAP2: a build id instead of device and inode.
-pub const PERF_RECORD_MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-/// `header.misc` of SWITCH / SWITCH_CPU_WIDE: switching out.
-pub const PERF_RECORD_MISC_SWITCH_OUT: u16 = 1 << 13;
-/// `header.misc` of a switch out: the task was preempted (still runnable).
-pub const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
-
-/// Longest build id the kernel writes (`BUILD_ID_SIZE_MAX`).
-pub const BUILD_ID_SIZE_MAX: usize = 20;
+use crate::kernel::{
+    BUILD_ID_SIZE_MAX, PERF_RECORD_BPF_EVENT, PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT,
+    PERF_RECORD_FORK, PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MISC_MMAP_BUILD_ID,
+    PERF_RECORD_MISC_MMAP_DATA, PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT,
+    PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_NAMESPACES, PERF_RECORD_SWITCH,
+    PERF_RECORD_SWITCH_CPU_WIDE,
+};
 
 /// `PERF_RECORD_COMM`: a task's name, set by exec or `prctl(PR_SET_NAME)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,6 +16,12 @@ impl EventId {
     pub fn get(self) -> u32 {
         self.0
     }
+
+    /// The id of this number (one a face passed as an integer, or saved
+    /// from [`Self::get`]): one the set never gave names no event (ENOENT).
+    pub fn from_raw(id: u32) -> EventId {
+        EventId(id)
+    }
 }
 
 /// How an event samples.

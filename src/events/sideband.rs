@@ -1,28 +1,17 @@
 //! Side-band records a set asks for by name: which `perf_event_attr` bits
 //! of each CPU's ring owner (the dummy event) make the kernel write them.
 
+use crate::kernel::{
+    ATTR_FLAG_BPF_EVENT, ATTR_FLAG_BUILD_ID, ATTR_FLAG_CGROUP, ATTR_FLAG_COMM, ATTR_FLAG_COMM_EXEC,
+    ATTR_FLAG_CONTEXT_SWITCH, ATTR_FLAG_KSYMBOL, ATTR_FLAG_MMAP, ATTR_FLAG_MMAP_DATA, ATTR_FLAG_MMAP2,
+    ATTR_FLAG_NAMESPACES, ATTR_FLAG_TASK,
+};
 use core::ops::{BitOr, BitOrAssign};
 
 /// Side-band records of a set (see [`super::EventSetBuilder::sideband`]):
 /// combine with `|`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Sideband(u32);
-
-/// `perf_event_attr` flag bits (the bit-field word at offset 40).
-mod attr_bit {
-    pub const MMAP: u64 = 1 << 8;
-    pub const COMM: u64 = 1 << 9;
-    pub const TASK: u64 = 1 << 13;
-    pub const MMAP_DATA: u64 = 1 << 17;
-    pub const MMAP2: u64 = 1 << 23;
-    pub const COMM_EXEC: u64 = 1 << 24;
-    pub const CONTEXT_SWITCH: u64 = 1 << 26;
-    pub const NAMESPACES: u64 = 1 << 28;
-    pub const KSYMBOL: u64 = 1 << 29;
-    pub const BPF_EVENT: u64 = 1 << 30;
-    pub const CGROUP: u64 = 1 << 32;
-    pub const BUILD_ID: u64 = 1 << 34;
-}
 
 impl Sideband {
     /// None.
@@ -80,18 +69,17 @@ impl Sideband {
 
     /// The `perf_event_attr` flag bits that ask the kernel for them.
     pub(crate) fn attr_flags(self) -> u64 {
-        use attr_bit::*;
         let pairs = [
-            (Self::COMM, COMM | COMM_EXEC),
-            (Self::TASK, TASK),
-            (Self::MMAP, MMAP | MMAP2),
-            (Self::MMAP_DATA, MMAP_DATA),
-            (Self::BUILD_ID, BUILD_ID),
-            (Self::SWITCH, CONTEXT_SWITCH),
-            (Self::NAMESPACES, NAMESPACES),
-            (Self::CGROUP, CGROUP),
-            (Self::KSYMBOL, KSYMBOL),
-            (Self::BPF_EVENT, BPF_EVENT),
+            (Self::COMM, ATTR_FLAG_COMM | ATTR_FLAG_COMM_EXEC),
+            (Self::TASK, ATTR_FLAG_TASK),
+            (Self::MMAP, ATTR_FLAG_MMAP | ATTR_FLAG_MMAP2),
+            (Self::MMAP_DATA, ATTR_FLAG_MMAP_DATA),
+            (Self::BUILD_ID, ATTR_FLAG_BUILD_ID),
+            (Self::SWITCH, ATTR_FLAG_CONTEXT_SWITCH),
+            (Self::NAMESPACES, ATTR_FLAG_NAMESPACES),
+            (Self::CGROUP, ATTR_FLAG_CGROUP),
+            (Self::KSYMBOL, ATTR_FLAG_KSYMBOL),
+            (Self::BPF_EVENT, ATTR_FLAG_BPF_EVENT),
         ];
         pairs.iter().filter(|(s, _)| self.contains(*s)).fold(0, |acc, (_, bits)| acc | bits)
     }

@@ -5,7 +5,7 @@
 
 use super::desc::EventId;
 use super::format::{Format, Value, Values};
-use crate::decode::{self, Body, DecodeAttr, Record, Sample};
+use crate::decode::{self, Body, DecodeAttr, DecodeError, Record, Sample};
 use crate::kernel::PERF_RECORD_SAMPLE;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,6 +129,7 @@ impl Decoder {
                     None => self.other(cpu, rec, f),
                 },
                 Body::Lost(lost) => f(EventRecord::Lost { event, cpu, lost: lost.lost }),
+                Body::LostSamples(lost) => f(EventRecord::Lost { event, cpu, lost: lost.lost }),
                 _ if record.is_sideband() => f(EventRecord::Sideband { event, cpu, record }),
                 _ => f(EventRecord::Other { event, cpu, record: rec }),
             },
@@ -143,6 +144,20 @@ impl Decoder {
                 }
                 self.other(cpu, rec, f)
             }
+        }
+    }
+
+    /// Why [`Self::decode`] handed `rec` over whole as
+    /// [`EventRecord::Other`], for a face that reports the records it could
+    /// not decode apart from those it does not decode (decoding `rec` again:
+    /// call it for those records only).
+    pub fn why_whole(&self, rec: &[u8]) -> Whole {
+        match self.layout_of(rec) {
+            None => Whole::NoEvent,
+            Some((_, layout)) => match decode::decode(rec, &layout) {
+                Err(e) => Whole::Undecodable(e),
+                Ok(_) => Whole::NotDecoded,
+            },
         }
     }
 
@@ -165,7 +180,8 @@ pub enum EventRecord<'a> {
     /// A sample.
     Sample(EventSample<'a>),
     /// The kernel dropped `lost` records for lack of space in this CPU's
-    /// ring (`event`: the one whose write found it full).
+    /// ring (`event`: the one whose write found it full;
+    /// `PERF_RECORD_LOST`), or `lost` samples (`PERF_RECORD_LOST_SAMPLES`).
     Lost {
         /// The event, if still in the set.
         event: Option<EventId>,
@@ -195,6 +211,22 @@ pub enum EventRecord<'a> {
         /// The record, header included.
         record: &'a [u8],
     },
+}
+
+/// Why a record came whole as [`EventRecord::Other`] (see
+/// [`Decoder::why_whole`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Whole {
+    /// A kind the decoder leaves whole (throttling).
+    NotDecoded,
+    /// Of no event in the set (one removed while its records were in
+    /// flight), nor of the set's rings: counted in
+    /// [`Decoder::unattributed`].
+    NoEvent,
+    /// It does not decode with its event's layout (malformed, or fields
+    /// this decoder does not know): counted in [`Decoder::unattributed`].
+    Undecodable(DecodeError),
 }
 
 /// A sample of one event of a set: the common fields every sample of a
@@ -317,6 +349,17 @@ mod tests {
             _ => None,
         });
         assert_eq!(lost, Some((Some(EventId(3)), 17)));
+        // LOST_SAMPLES: a loss too.
+        let lost = d.decode(0, &record(13, &[5, 555, 40]), |r| match r {
+            EventRecord::Lost { event, lost, .. } => Some((event, lost)),
+            _ => None,
+        });
+        assert_eq!(lost, Some((Some(EventId(3)), 5)));
+        // Why records came whole: no event, a sample cut short, a kind
+        // not decoded.
+        assert_eq!(d.why_whole(&record(PERF_RECORD_SAMPLE, &[99, 1])), Whole::NoEvent);
+        assert!(matches!(d.why_whole(&record(PERF_RECORD_SAMPLE, &[41])), Whole::Undecodable(_)));
+        assert_eq!(d.why_whole(&record(5, &[1, 2, 3, 555, 40])), Whole::NotDecoded);
         d.write().remove(EventId(3));
         assert_eq!(d.event_of(&record(PERF_RECORD_SAMPLE, &[41, 1])), None);
     }

@@ -1,7 +1,7 @@
 //! CPU masks from sysfs and the page size, cached like libbpf caches them.
 
+use super::fallible;
 use crate::error::{Error, Result};
-use crate::fallible;
 use crate::log;
 use once_cell::sync::OnceCell;
 
@@ -95,6 +95,19 @@ pub fn online_mask() -> Result<Vec<bool>> {
         return Ok(mask);
     }
     read_cpu_list(ONLINE)
+}
+
+/// Fault injection: the library sees `list` (`"0,2-3"`; `""` for none)
+/// as the online CPUs, or the machine's again with `None`.
+#[cfg(feature = "fault-injection")]
+pub fn set_online_for_tests(list: Option<&str>) -> Result<()> {
+    let mask = match list {
+        Some("") => Some(Vec::new()),
+        Some(l) => Some(parse_cpu_list(l)?),
+        None => None,
+    };
+    super::fault::set_online(mask);
+    Ok(())
 }
 
 /// The system page size, cached.

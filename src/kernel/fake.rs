@@ -23,10 +23,11 @@
 
 use super::clock::Moment;
 use super::sys::{AttrSource, MapInfo, Mapping};
-use super::{ATTR_FLAG_DISABLED, ATTR_FLAG_WATERMARK, BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_FORMAT_LOST};
+use super::{
+    ATTR_FLAG_DISABLED, ATTR_FLAG_WATERMARK, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+    PERF_FORMAT_LOST,
+};
 
-/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
-const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 use crate::error::{Error, Result};
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::cell::RefCell;

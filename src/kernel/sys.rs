@@ -3,12 +3,12 @@
 //! exactly as libbpf does).
 //!
 //! Two seams sit in front of the kernel: the `fault-injection` feature
-//! makes a chosen call fail ([`fault`]), and test builds route every call
+//! makes a chosen call fail ([`super::fault`]), and test builds route every call
 //! to the calling thread's fake kernel when one is installed
 //! (`super::fake`), so the reader and the adaptive policy are tested
 //! without root.
 
-use super::PerfEventAttr;
+use super::{PerfEventAttr, fault};
 use crate::error::{Error, Result};
 use core::ffi::c_void;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -31,15 +31,6 @@ const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-
-/// Fails here when a test armed this point (feature `fault-injection`).
-#[inline(always)]
-pub fn fault(point: &str) -> Result<()> {
-    #[cfg(feature = "fault-injection")]
-    super::fault::check(point)?;
-    let _ = point;
-    Ok(())
-}
 
 fn check(ret: libc::c_long) -> Result<libc::c_long> {
     if ret < 0 { Err(Error::last_os()) } else { Ok(ret) }
@@ -69,7 +60,7 @@ struct MapElemAttr {
 
 /// `bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)` for 4-byte keys/values.
 pub fn map_update_u32(map_fd: RawFd, key: u32, value: u32) -> Result<()> {
-    fault("map_update")?;
+    fault::at("map_update")?;
     faked!(k => k.map_update(map_fd, key, value));
     let mut attr = MapElemAttr {
         map_fd: map_fd as u32,
@@ -281,7 +272,7 @@ pub fn perf_event_open_on(
     group: Option<BorrowedFd<'_>>,
     extra_flags: libc::c_ulong,
 ) -> Result<OwnedFd> {
-    fault("perf_event_open")?;
+    fault::at("perf_event_open")?;
     faked!(k => k.perf_event_open(attr, cpu));
     let ptr = match attr {
         AttrSource::Built(a) => a as *const PerfEventAttr as *const c_void,
@@ -300,12 +291,12 @@ pub fn perf_event_open_on(
 pub fn perf_ioctl(fd: BorrowedFd<'_>, request: u64, arg: u64) -> Result<()> {
     // Each step of an event set can be failed on its own, or any ioctl.
     match request {
-        super::PERF_EVENT_IOC_ENABLE => fault("enable")?,
-        super::PERF_EVENT_IOC_SET_OUTPUT => fault("set_output")?,
-        super::PERF_EVENT_IOC_SET_BPF => fault("attach")?,
+        super::PERF_EVENT_IOC_ENABLE => fault::at("enable")?,
+        super::PERF_EVENT_IOC_SET_OUTPUT => fault::at("set_output")?,
+        super::PERF_EVENT_IOC_SET_BPF => fault::at("attach")?,
         _ => {}
     }
-    fault("ioctl")?;
+    fault::at("ioctl")?;
     faked!(k => k.perf_ioctl(fd.as_raw_fd(), request, arg));
     // SAFETY: the perf ioctls we issue with this wrapper take an integer
     // argument, not a pointer.
@@ -322,8 +313,8 @@ pub fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<()>
 /// `PERF_EVENT_IOC_ID`: the kernel's id of the event, the one samples
 /// carry with `PERF_SAMPLE_IDENTIFIER`.
 pub fn perf_event_id(fd: BorrowedFd<'_>) -> Result<u64> {
-    fault("event_id")?;
-    fault("ioctl")?;
+    fault::at("event_id")?;
+    fault::at("ioctl")?;
     let mut id = 0u64;
     // SAFETY: PERF_EVENT_IOC_ID writes one u64 through the pointer, which
     // points to a live u64.
@@ -335,8 +326,8 @@ pub fn perf_event_id(fd: BorrowedFd<'_>) -> Result<u64> {
 
 /// `PERF_EVENT_IOC_SET_FILTER`: an ftrace filter on a tracing event.
 pub fn perf_set_filter(fd: BorrowedFd<'_>, filter: &core::ffi::CStr) -> Result<()> {
-    fault("set_filter")?;
-    fault("ioctl")?;
+    fault::at("set_filter")?;
+    fault::at("ioctl")?;
     // SAFETY: the kernel copies the NUL-terminated string and keeps nothing.
     check(unsafe {
         libc::ioctl(fd.as_raw_fd(), super::PERF_EVENT_IOC_SET_FILTER as libc::c_ulong, filter.as_ptr())
@@ -346,7 +337,7 @@ pub fn perf_set_filter(fd: BorrowedFd<'_>, filter: &core::ffi::CStr) -> Result<(
 
 /// `read()` of a perf event's counts into `buf`; returns the u64 words read.
 pub fn read_counts(fd: BorrowedFd<'_>, buf: &mut [u64]) -> Result<usize> {
-    fault("read")?;
+    fault::at("read")?;
     // SAFETY: reads at most the buffer's byte length into it.
     let n = check(
         unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), size_of_val(buf)) } as libc::c_long
@@ -370,12 +361,12 @@ const BPF_PERF_EVENT: u32 = 41;
 /// `BPF_LINK_CREATE` of `prog` on perf event `target` (Linux 5.15): the
 /// program runs on each of the event's samples until the link is closed.
 pub fn bpf_link_perf_event(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
-    fault("attach")?;
+    fault::at("attach")?;
     link_create(prog, target)
 }
 
 fn link_create(prog: BorrowedFd<'_>, target: RawFd) -> Result<OwnedFd> {
-    fault("link_create")?;
+    fault::at("link_create")?;
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
         target_fd: target as u32,
@@ -407,7 +398,7 @@ pub fn open_dir(path: &core::ffi::CStr) -> Result<OwnedFd> {
 
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 pub fn epoll_create() -> Result<OwnedFd> {
-    fault("epoll_create")?;
+    fault::at("epoll_create")?;
     faked!(k => k.epoll_create());
     // SAFETY: no pointers involved.
     check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as libc::c_long).map(owned)
@@ -415,7 +406,7 @@ pub fn epoll_create() -> Result<OwnedFd> {
 
 /// `epoll_ctl(EPOLL_CTL_ADD)` for level-triggered `EPOLLIN` with `token`.
 pub fn epoll_add(epfd: RawFd, fd: RawFd, token: u64) -> Result<()> {
-    fault("epoll_ctl")?;
+    fault::at("epoll_ctl")?;
     faked!(k => k.epoll_add(epfd, fd, token));
     let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
     // SAFETY: `ev` is a valid epoll_event the kernel reads.
@@ -449,7 +440,7 @@ pub fn epoll_wait(
 
 /// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`.
 pub fn eventfd() -> Result<OwnedFd> {
-    fault("eventfd")?;
+    fault::at("eventfd")?;
     faked!(k => k.eventfd());
     // SAFETY: no pointers involved.
     check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } as libc::c_long).map(owned)
@@ -457,7 +448,7 @@ pub fn eventfd() -> Result<OwnedFd> {
 
 /// A non-blocking `CLOCK_MONOTONIC` timerfd, not armed.
 pub fn timerfd() -> Result<OwnedFd> {
-    fault("timerfd")?;
+    fault::at("timerfd")?;
     faked!(k => k.timerfd());
     // SAFETY: no pointers involved.
     let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) };
@@ -576,7 +567,7 @@ impl Mapping {
 
 /// Maps `len` bytes of a perf fd, shared; read-write unless `read_only`.
 pub fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Result<Mapping> {
-    fault("mmap")?;
+    fault::at("mmap")?;
     faked!(k => k.mmap_perf(fd.as_raw_fd(), len, read_only));
     let mut opts = memmap2::MmapOptions::new();
     opts.len(len);
@@ -589,7 +580,7 @@ pub fn mmap_perf(fd: BorrowedFd<'_>, len: usize, read_only: bool) -> Result<Mapp
 /// unless `read_only` (a ring buffer's consumer page is the only part the
 /// kernel lets user space map writable).
 pub fn mmap_map(fd: BorrowedFd<'_>, len: usize, offset: u64, read_only: bool) -> Result<Mapping> {
-    fault("mmap")?;
+    fault::at("mmap")?;
     let mut opts = memmap2::MmapOptions::new();
     opts.len(len).offset(offset);
     if read_only { opts.map_raw_read_only(fd.as_raw_fd()) } else { opts.map_raw(fd.as_raw_fd()) }

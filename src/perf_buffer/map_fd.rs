@@ -14,9 +14,6 @@ pub enum MapFd<'a> {
     Borrowed(BorrowedFd<'a>),
     /// Owned by the buffer.
     Owned(OwnedFd),
-    /// The C face's caller keeps its map fd; nothing is held.
-    #[doc(hidden)]
-    None,
 }
 
 impl<'a, M: AsFd + ?Sized> From<&'a M> for MapFd<'a> {
@@ -38,13 +35,12 @@ impl From<OwnedFd> for MapFd<'_> {
 }
 
 impl MapFd<'_> {
-    /// The fd (-1 for the C face's, which is not held).
+    /// The fd.
     pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
         match self {
             MapFd::Borrowed(fd) => fd.as_raw_fd(),
             MapFd::Owned(fd) => fd.as_raw_fd(),
-            MapFd::None => -1,
         }
     }
 }

@@ -6,14 +6,13 @@
 //! arithmetic checked; a file that is not a 64-bit little-endian ELF, or
 //! has no such note, has no build id.
 
+use crate::kernel::BUILD_ID_SIZE_MAX;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 const PT_NOTE: u32 = 4;
 const NT_GNU_BUILD_ID: u32 = 3;
-/// A build id is at most this long (SHA-1); perf's records hold 20 bytes.
-pub(crate) const MAX_BUILD_ID: usize = 20;
 /// Notes segments larger than this are not read.
 const MAX_NOTES: u64 = 64 << 10;
 
@@ -61,7 +60,7 @@ pub(crate) fn gnu_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
         }
         if type_ == NT_GNU_BUILD_ID
             && &notes[12..name_end] == b"GNU\0"
-            && (1..=MAX_BUILD_ID).contains(&descsz)
+            && (1..=BUILD_ID_SIZE_MAX).contains(&descsz)
         {
             return Some(notes[desc_at..desc_end].to_vec());
         }
@@ -95,7 +94,7 @@ mod tests {
     fn reads_a_real_binary() {
         // Debian's binaries are built with build ids.
         let id = build_id(Path::new("/bin/sh")).expect("a build id in /bin/sh");
-        assert!((1..=MAX_BUILD_ID).contains(&id.len()));
+        assert!((1..=BUILD_ID_SIZE_MAX).contains(&id.len()));
         assert_eq!(build_id(Path::new("/proc/self/status")), None);
     }
 }

@@ -7,15 +7,18 @@
 //! the data. Like `perf record --buildid-all`: every mapped file with a
 //! build id, not only those samples hit.
 
-use super::buildid::{MAX_BUILD_ID, gnu_build_id};
-use super::layout::{MISC_KERNEL, MISC_MMAP_BUILD_ID, NAME_ALIGN, put_record_header, put_u32};
+use super::buildid::gnu_build_id;
+use super::layout::{NAME_ALIGN, put_record_header, put_u32};
+use crate::kernel::{
+    BUILD_ID_SIZE_MAX, PERF_RECORD_MISC_BUILD_ID_SIZE as MISC_BUILD_ID_SIZE,
+    PERF_RECORD_MISC_KERNEL as MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID as MISC_MMAP_BUILD_ID,
+    PERF_RECORD_MISC_USER as MISC_USER,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry's size byte is valid.
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 /// perf's `HOST_KERNEL_ID`: the entry is of the host, not of a guest.
 const HOST: u32 = u32::MAX;
 /// Where an MMAP2 record's fields are (after its 8-byte header).
@@ -52,7 +55,7 @@ impl BuildIds {
         }
         let size = usize::from(rec[BUILD_ID_AT]);
         let Some(id) = rec.get(BUILD_ID_AT + 4..BUILD_ID_AT + 4 + size) else { return };
-        if (1..=MAX_BUILD_ID).contains(&size) {
+        if (1..=BUILD_ID_SIZE_MAX).contains(&size) {
             self.unread.remove(name);
             self.files.insert(name.to_vec(), (misc & 7, id.to_vec()));
         }
@@ -63,7 +66,7 @@ impl BuildIds {
     fn read_unread(&mut self) {
         for name in std::mem::take(&mut self.unread) {
             if let Some(id) = super::buildid::build_id(Path::new(OsStr::from_bytes(&name))) {
-                self.files.insert(name, (super::layout::MISC_USER, id));
+                self.files.insert(name, (MISC_USER, id));
             }
         }
     }
@@ -102,7 +105,7 @@ fn put_entry(out: &mut Vec<u8>, mode: u16, id: &[u8], name: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perfdata::layout::{MISC_USER, put_u64};
+    use crate::perfdata::layout::put_u64;
 
     fn mmap2(id: &[u8], name: &[u8]) -> Vec<u8> {
         let mut r = Vec::new();

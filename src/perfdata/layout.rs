@@ -22,16 +22,6 @@ pub(crate) const NAME_ALIGN: usize = 64;
 /// most the previous round's last may be sorted and delivered.
 pub(crate) const RECORD_FINISHED_ROUND: u32 = 68;
 
-/// `PERF_RECORD_MMAP2`: a mapping, its file and (with
-/// [`MISC_MMAP_BUILD_ID`]) the file's build id.
-pub(crate) const RECORD_MMAP2: u32 = 10;
-/// `PERF_RECORD_MISC_KERNEL` and `_USER`: the CPU mode in a record's misc.
-pub(crate) const MISC_KERNEL: u16 = 1;
-pub(crate) const MISC_USER: u16 = 2;
-/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record has a build id
-/// where the device and inode numbers would be.
-pub(crate) const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-
 /// Feature bits (`HEADER_*` of perf's header.h) this writer sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u32)]

@@ -43,8 +43,9 @@ mod tracing;
 pub use error::Error;
 
 use crate::kernel::{self, PerfEventAttr};
-use crate::perf_buffer::{PerfBuffer, Threading};
+use crate::perf_buffer::Reader;
 use crate::reader::batch::Batch;
+use crate::reader::sink::Sink;
 use crate::ring::Header;
 use layout::{FileHeader, Section};
 use std::fs::File;
@@ -287,7 +288,7 @@ impl PerfDataWriter {
         let records = procfs::synthesize(&tasks, &trailer);
         for rec in (Batch { cpu: 0, bytes: &records, samples: 0, others: 0 }).records() {
             self.stats.synthesized += 1;
-            if Header::of(rec).type_() == layout::RECORD_MMAP2 {
+            if Header::of(rec).type_() == kernel::PERF_RECORD_MMAP2 {
                 self.build_ids.note_mmap2(misc(rec), rec);
             }
         }
@@ -313,7 +314,7 @@ impl PerfDataWriter {
         Ok(())
     }
 
-    /// Appends a reader's run of records (see [`PerfBuffer::consume_batch`]).
+    /// Appends a reader's run of records (see [`Reader::consume_batch`]).
     pub fn write_batch(&mut self, batch: &Batch<'_>) -> Result<()> {
         self.write_records(batch.bytes)
     }
@@ -331,7 +332,7 @@ impl PerfDataWriter {
                     let t = u64::from_le_bytes(t.try_into().unwrap_or_default());
                     self.times = Some(self.times.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
                 }
-            } else if h.type_() == layout::RECORD_MMAP2 {
+            } else if h.type_() == kernel::PERF_RECORD_MMAP2 {
                 self.build_ids.note_mmap2(misc(rec), rec);
             }
             rest = &rest[rec.len()..];
@@ -362,31 +363,15 @@ impl PerfDataWriter {
 
     /// Writes every record the rings of `reader` hold now, one write per
     /// run, then ends the round. Returns the records written.
-    pub fn drain<T: Threading>(&mut self, reader: &mut PerfBuffer<'_, T>) -> Result<usize> {
-        self.write_runs(|sink| {
-            reader.consume_batch(
-                |batch| if sink(batch) { ControlFlow::Continue(()) } else { ControlFlow::Break(()) },
-            )
-        })
-    }
-
-    /// [`Self::drain`] over any reader: `consume` hands every run it reads
-    /// to the sink (which returns `false` to stop, after a write failed),
-    /// then the round ends. For the C face, whose readers are not a
-    /// [`PerfBuffer`].
-    #[doc(hidden)]
-    pub fn write_runs(
-        &mut self,
-        consume: impl FnOnce(&mut dyn FnMut(&Batch<'_>) -> bool) -> crate::Result<usize>,
-    ) -> Result<usize> {
+    pub fn drain<S: Sink>(&mut self, reader: &mut Reader<'_, S>) -> Result<usize> {
         // Their records may be in the rings now.
         self.take_in_added();
         let mut failed = None;
-        let n = consume(&mut |batch| match self.write_batch(batch) {
-            Ok(()) => true,
+        let n = reader.consume_batch(|batch| match self.write_batch(batch) {
+            Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
                 failed = Some(e);
-                false
+                ControlFlow::Break(())
             }
         });
         if let Some(e) = failed {
@@ -397,14 +382,18 @@ impl PerfDataWriter {
         Ok(n)
     }
 
-    /// Waits up to `timeout` for rings of `reader` to hold records, then
-    /// [`Self::drain`]s. Returns the records written (0: the timeout passed,
-    /// or a signal came); fails with [`crate::ErrorKind::Cancelled`] after a
-    /// [`crate::Waker::wake`], as [`PerfBuffer::poll`] does. The wait
-    /// serves the reader's own wake-up and delay-timer fds, so a loop of
-    /// polls sleeps between records.
-    pub fn poll<T: Threading>(&mut self, reader: &mut PerfBuffer<'_, T>, timeout: Duration) -> Result<usize> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    /// Waits up to `timeout` (`None`: forever) for rings of `reader` to
+    /// hold records, then [`Self::drain`]s. Returns the records written (0:
+    /// the timeout passed, or a signal came); fails with
+    /// [`crate::ErrorKind::Cancelled`] after a [`crate::Waker::wake`], as
+    /// [`Reader::poll`] does. The wait serves the reader's own wake-up and
+    /// delay-timer fds, so a loop of polls sleeps between records.
+    pub fn poll<S: Sink>(
+        &mut self,
+        reader: &mut Reader<'_, S>,
+        timeout: impl Into<Option<Duration>>,
+    ) -> Result<usize> {
+        let ms = timeout.into().map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
         match reader.wait_ready(ms) {
             Ok(0) => Ok(0),
             Ok(_) => self.drain(reader),

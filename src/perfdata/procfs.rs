@@ -4,13 +4,13 @@
 //! samples of programs started earlier are named and symbolized.
 
 use super::ids::{SampleId, put_sample_id};
-use super::layout::{MISC_KERNEL, MISC_MMAP_BUILD_ID, MISC_USER, RECORD_MMAP2};
 use super::layout::{put_name8, put_record_header, put_u32, put_u64};
-use crate::kernel::PerfEventAttr;
+use crate::kernel::{
+    PERF_RECORD_COMM as RECORD_COMM, PERF_RECORD_MISC_KERNEL as MISC_KERNEL,
+    PERF_RECORD_MISC_MMAP_BUILD_ID as MISC_MMAP_BUILD_ID, PERF_RECORD_MISC_USER as MISC_USER,
+    PERF_RECORD_MMAP as RECORD_MMAP, PERF_RECORD_MMAP2 as RECORD_MMAP2, PerfEventAttr,
+};
 use std::path::Path;
-
-const RECORD_MMAP: u32 = 1;
-const RECORD_COMM: u32 = 3;
 
 /// Which processes to describe.
 #[derive(Clone, Debug)]

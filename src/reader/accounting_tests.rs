@@ -24,12 +24,12 @@ fn kernel(cpus: usize) -> Fx {
 }
 
 impl Fx {
-    fn open(&self, f: impl FnOnce(&mut Options)) -> Reader<Collect> {
+    fn open(&self, f: impl FnOnce(&mut Options)) -> RingSet<Collect> {
         let mut o = Options::new(self.map.as_raw_fd());
         o.counts_map = Some(self.counts.as_raw_fd());
         o.count_lost = true;
         f(&mut o);
-        Reader::open(o, Collect::default()).expect("open")
+        RingSet::open(o, Collect::default()).expect("open")
     }
 
     /// `n` outputs of `len` bytes on `cpu` through perfbuf.bpf.h's wrapper;
@@ -37,7 +37,8 @@ impl Fx {
     fn emit(&self, cpu: i32, n: u64, len: usize) -> u64 {
         let (map, counts) = (self.map.as_raw_fd(), self.counts.as_raw_fd());
         let data = vec![7u8; len];
-        fake::with(|k| (0..n).filter(|_| k.emit_counted(map, counts, cpu, &data) != 0).count() as u64).unwrap()
+        fake::with(|k| (0..n).filter(|_| k.emit_counted(map, counts, cpu, &data) != 0).count() as u64)
+            .unwrap()
     }
 }
 
@@ -80,7 +81,7 @@ fn every_output_is_delivered_or_lost_in_exactly_one_bucket() {
 #[test]
 fn without_the_counts_map_produced_is_unknown() {
     let fx = kernel(1);
-    let mut r = Reader::open(Options::new(fx.map.as_raw_fd()), Collect::default()).unwrap();
+    let mut r = RingSet::open(Options::new(fx.map.as_raw_fd()), Collect::default()).unwrap();
     fx.emit(0, 3, 8);
     r.poll(0).unwrap();
     let s = r.figures(0).unwrap();
@@ -92,7 +93,7 @@ fn a_map_of_another_kind_is_refused_as_counts() {
     let fx = kernel(1);
     let mut o = Options::new(fx.map.as_raw_fd());
     o.counts_map = Some(fx.map.as_raw_fd());
-    let e = Reader::open(o, Collect::default()).err().expect("refused");
+    let e = RingSet::open(o, Collect::default()).err().expect("refused");
     assert_eq!(e.errno(), libc::EINVAL);
     assert!(e.to_string().contains("PERCPU_ARRAY"), "{e}");
 }

@@ -130,7 +130,7 @@ impl CpuBuf {
 
     /// What the events writing into this ring lost so far as the kernel
     /// counts it, but for the fast mode's own events (see
-    /// `Reader::counted_lost`); `None` when unknown.
+    /// `RingSet::counted_lost`); `None` when unknown.
     pub fn counted_lost(&self) -> Option<u64> {
         self.kernel_lost.read(self.fd.as_fd()).map(|n| n + self.retired_lost)
     }

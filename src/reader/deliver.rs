@@ -92,17 +92,6 @@ where
     )
 }
 
-/// [`drain_parsed`] without a sample callable: lost reports still count.
-#[inline(always)]
-pub fn drain_lost_only<L: FnMut(u64)>(
-    ring: &mut PerfRing,
-    head: u64,
-    stats: &mut DispatchStats,
-    lost: L,
-) -> Flow {
-    drain_parsed(ring, head, stats, |_| {}, lost)
-}
-
 /// What to do with a record that is not a well-formed sample.
 enum Other {
     /// Report this many lost records.

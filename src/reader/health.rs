@@ -89,7 +89,8 @@ impl Tracker {
     /// count too).
     pub fn needed(&self, lost: u64, mean_record: u64) -> u64 {
         let burst = self.burst_lost + lost.saturating_sub(self.lost_seen);
-        let now = if burst > 0 { self.burst_peak.saturating_add(burst.saturating_mul(mean_record)) } else { 0 };
+        let now =
+            if burst > 0 { self.burst_peak.saturating_add(burst.saturating_mul(mean_record)) } else { 0 };
         self.peak_pending.max(self.peak_needed).max(now)
     }
 
@@ -103,11 +104,12 @@ impl Tracker {
     /// or since the current one began if that is longer ago than a window
     /// (a reader not polled for a while).
     pub fn rates(&self, now: Snapshot) -> (f64, f64, f64) {
-        let (from, to) = if now.at.since(self.current.at) >= RATE_WINDOW || self.previous.at == Moment::default() {
-            (self.current, now)
-        } else {
-            (self.previous, self.current)
-        };
+        let (from, to) =
+            if now.at.since(self.current.at) >= RATE_WINDOW || self.previous.at == Moment::default() {
+                (self.current, now)
+            } else {
+                (self.previous, self.current)
+            };
         let secs = to.at.since(from.at).as_secs_f64();
         if secs <= 0.0 {
             return (0.0, 0.0, 0.0);

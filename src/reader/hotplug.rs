@@ -24,7 +24,7 @@ use super::cpu_buf::CpuBuf;
 use super::deliver::Handler;
 use super::lost::KernelLost;
 use super::ticker::Ticker;
-use super::{OwnedRing, Reader};
+use super::{OwnedRing, RingSet};
 use crate::error::{Error, Result, What};
 use crate::kernel::clock::Moment;
 use crate::kernel::sys::{self, AttrSource};
@@ -109,12 +109,13 @@ impl Hotplug {
     }
 
     /// Whether the kernel's uevents tell of changes (else a timer does).
+    #[cfg(test)]
     pub fn has_uevents(&self) -> bool {
         self.socket.is_some()
     }
 }
 
-impl<H: Handler> Reader<H> {
+impl<H: Handler> RingSet<H> {
     /// The uevent socket or the timer woke a wait: acts on what changed.
     pub(super) fn serve_hotplug(&mut self) {
         let Some(h) = &mut self.hotplug else { return };
@@ -221,7 +222,7 @@ impl<H: Handler> Reader<H> {
     /// The fast mode's events of ring `idx`, dead with its CPU, go once
     /// its spill ring is read (tried again by later polls otherwise).
     fn retire_fast_events(&mut self, idx: usize) -> bool {
-        let Reader { adaptive, bufs, .. } = self;
+        let RingSet { adaptive, bufs, .. } = self;
         adaptive.as_mut().is_none_or(|a| a.cpu_gone(idx, &mut bufs[idx]))
     }
 
@@ -245,12 +246,14 @@ impl<H: Handler> Reader<H> {
             sys::map_update_u32(self.map_fd, self.bufs[idx].map_key as u32, raw as u32)
                 .map_err(|e| e.with(What::SetSlot(cpu, self.bufs[idx].map_key, raw)))?;
         }
-        sys::epoll_add(self.epoll.as_raw_fd(), raw, idx as u64).map_err(|e| e.with(What::EpollAdd(cpu, raw)))?;
+        sys::epoll_add(self.epoll.as_raw_fd(), raw, idx as u64)
+            .map_err(|e| e.with(What::EpollAdd(cpu, raw)))?;
         let buf = &mut self.bufs[idx];
         buf.successor = Some(new);
         buf.online = true;
         buf.replaced += 1;
-        let refused = self.counts.as_ref().and_then(|c| c.read_cpu(cpu).ok()).map(|c| c.failed_uncounted_perf());
+        let refused =
+            self.counts.as_ref().and_then(|c| c.read_cpu(cpu).ok()).map(|c| c.failed_uncounted_perf());
         log::info(format_args!(
             "cpu #{cpu} came back online: the kernel leaves its old event dead, so a fresh event and ring take \
              slot {}{}",
@@ -269,15 +272,18 @@ impl<H: Handler> Reader<H> {
         let new = self.open_ring(cpu)?;
         let idx = self.bufs.len();
         self.grow_wait_list(idx + 1)?;
-        let overwrite = matches!(&self.hotplug, Some(Hotplug { opener: Opener::Event { overwrite: true, .. }, .. }));
+        let overwrite =
+            matches!(&self.hotplug, Some(Hotplug { opener: Opener::Event { overwrite: true, .. }, .. }));
         let mut buf = CpuBuf::new(cpu, cpu, new.fd, new.ring, overwrite);
         buf.kernel_lost = new.lost;
         buf.health.current.at = Moment::coarse();
         let raw = buf.fd.as_raw_fd();
         if self.owns_slots() {
-            sys::map_update_u32(self.map_fd, cpu as u32, raw as u32).map_err(|e| e.with(What::SetSlot(cpu, cpu, raw)))?;
+            sys::map_update_u32(self.map_fd, cpu as u32, raw as u32)
+                .map_err(|e| e.with(What::SetSlot(cpu, cpu, raw)))?;
         }
-        sys::epoll_add(self.epoll.as_raw_fd(), raw, idx as u64).map_err(|e| e.with(What::EpollAdd(cpu, raw)))?;
+        sys::epoll_add(self.epoll.as_raw_fd(), raw, idx as u64)
+            .map_err(|e| e.with(What::EpollAdd(cpu, raw)))?;
         self.bufs.push(buf);
         if let Some(order) = &mut self.order {
             order.grow(self.bufs.len());
@@ -295,7 +301,7 @@ impl<H: Handler> Reader<H> {
         let want = 2 * rings + 3;
         let have = self.events.len();
         if have < want {
-            crate::fallible::reserve(&mut self.events, want - have)?;
+            crate::kernel::fallible::reserve(&mut self.events, want - have)?;
             self.events.resize(want, libc::epoll_event { events: 0, u64: 0 });
         }
         Ok(())
@@ -306,12 +312,14 @@ impl<H: Handler> Reader<H> {
     fn open_ring(&mut self, cpu: i32) -> Result<NewRing> {
         match &mut self.hotplug.as_mut().ok_or(Error::INVAL)?.opener {
             Opener::Event { attr, pages, overwrite } => {
-                let fd =
-                    sys::perf_event_open(AttrSource::Built(attr), cpu).map_err(|e| e.with(What::OpenEvent(cpu)))?;
+                let fd = sys::perf_event_open(AttrSource::Built(attr), cpu)
+                    .map_err(|e| e.with(What::OpenEvent(cpu)))?;
                 let ring = PerfRing::map(fd.as_fd(), cpu::page_size(), *pages, !*overwrite)
                     .map_err(|e| e.with(What::MapRing(cpu)))?;
-                sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0).map_err(|e| e.with(What::EnableEvent(cpu)))?;
-                let lost = if attr.read_format == PERF_FORMAT_LOST { KernelLost::Own } else { KernelLost::Unknown };
+                sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_ENABLE, 0)
+                    .map_err(|e| e.with(What::EnableEvent(cpu)))?;
+                let lost =
+                    if attr.read_format == PERF_FORMAT_LOST { KernelLost::Own } else { KernelLost::Unknown };
                 Ok(NewRing { fd, ring, lost })
             }
             Opener::Source(source) => {
@@ -338,7 +346,7 @@ impl<H: Handler> Reader<H> {
         {
             return;
         }
-        let Reader { bufs, order, adaptive, epoll, .. } = self;
+        let RingSet { bufs, order, adaptive, epoll, .. } = self;
         let buf = &mut bufs[idx];
         let Some(next) = buf.successor.take() else { return };
         let old_fd = core::mem::replace(&mut buf.fd, next.fd);

@@ -30,13 +30,13 @@ fn kernel(possible: usize, offline: &[usize], setup: impl FnOnce(&mut FakeKernel
 }
 
 impl Fx {
-    fn open(&self, f: impl FnOnce(&mut Options)) -> Reader<Collect> {
+    fn open(&self, f: impl FnOnce(&mut Options)) -> RingSet<Collect> {
         let mut o = Options::new(self.map.as_raw_fd());
         o.hotplug = true;
         o.count_lost = true;
         o.counts_map = Some(self.counts.as_raw_fd());
         f(&mut o);
-        Reader::open(o, Collect::default()).expect("open")
+        RingSet::open(o, Collect::default()).expect("open")
     }
 
     /// `n` outputs on `cpu` through perfbuf.bpf.h's wrapper, whose first 8
@@ -44,7 +44,8 @@ impl Fx {
     fn emit(&self, cpu: i32, n: u64, first: u64) -> u64 {
         let (map, counts) = (self.map.as_raw_fd(), self.counts.as_raw_fd());
         fake::with(|k| {
-            (0..n).filter(|i| k.emit_counted(map, counts, cpu, &(first + i).to_ne_bytes()) != 0).count() as u64
+            (0..n).filter(|i| k.emit_counted(map, counts, cpu, &(first + i).to_ne_bytes()) != 0).count()
+                as u64
         })
         .unwrap()
     }
@@ -61,7 +62,7 @@ impl Fx {
 }
 
 /// Samples read per CPU.
-fn per_cpu(r: &Reader<Collect>) -> BTreeMap<i32, u64> {
+fn per_cpu(r: &RingSet<Collect>) -> BTreeMap<i32, u64> {
     let mut m = BTreeMap::new();
     for &(cpu, _) in &r.handler.0 {
         *m.entry(cpu).or_default() += 1;
@@ -69,12 +70,12 @@ fn per_cpu(r: &Reader<Collect>) -> BTreeMap<i32, u64> {
     m
 }
 
-fn ring_of(r: &Reader<Collect>, cpu: i32) -> usize {
+fn ring_of(r: &RingSet<Collect>, cpu: i32) -> usize {
     (0..r.buffer_cnt()).find(|&i| r.cpu_of(i).unwrap() == cpu).expect("a ring for the cpu")
 }
 
 /// Every ring's identity adds up, and nothing is lost.
-fn all_accounted(r: &Reader<Collect>) {
+fn all_accounted(r: &RingSet<Collect>) {
     for i in 0..r.buffer_cnt() {
         let s = r.figures(i).unwrap();
         assert_eq!(s.produced.unwrap(), s.delivered() + s.lost_total(), "{s:?}");
@@ -88,7 +89,10 @@ fn non_contiguous_online_cpus_get_their_own_keys_and_lose_nothing() {
     let mut r = fx.open(|_| ());
     assert_eq!(r.buffer_cnt(), 2);
     assert_eq!((r.cpu_of(0).unwrap(), r.cpu_of(1).unwrap()), (0, 2));
-    assert_eq!((fx.slot_cpu(0), fx.slot_cpu(1), fx.slot_cpu(2), fx.slot_cpu(3)), (Some(0), None, Some(2), None));
+    assert_eq!(
+        (fx.slot_cpu(0), fx.slot_cpu(1), fx.slot_cpu(2), fx.slot_cpu(3)),
+        (Some(0), None, Some(2), None)
+    );
     assert_eq!(fx.emit(0, 50, 0) + fx.emit(2, 70, 0), 0);
     r.poll(0).unwrap();
     assert_eq!(per_cpu(&r), BTreeMap::from([(0, 50), (2, 70)]));
@@ -167,7 +171,7 @@ fn offline_and_back_in_one_read_of_the_uevents_loses_nothing() {
 fn an_ordered_reader_delivers_the_old_rings_records_before_the_fresh_ones() {
     let fx = kernel(2, &[], |_| ());
     let mut r = fx.open(|_| ());
-    r.set_order(crate::order::OrderBy::RawPrefix, Duration::from_millis(5)).unwrap();
+    r.set_order(crate::reader::order::OrderBy::RawPrefix, Duration::from_millis(5)).unwrap();
     // Keys 0..10 wait in CPU 1's ring when it goes and comes back.
     fx.emit(1, 10, 0);
     fx.online(1, false);
@@ -268,7 +272,7 @@ fn many_cpus_come_and_go_and_every_record_is_read() {
 /// `per_ms` records a millisecond on `cpu` for `ms`, polled every tenth of
 /// a millisecond (a reader the fast mode batches behind), the first 8 bytes
 /// counting from `first`.
-fn stream(fx: &Fx, r: &mut Reader<Collect>, cpu: i32, per_ms: u64, ms: u64, first: u64) {
+fn stream(fx: &Fx, r: &mut RingSet<Collect>, cpu: i32, per_ms: u64, ms: u64, first: u64) {
     let tenth = per_ms / 10;
     for i in 0..ms * 10 {
         fx.emit(cpu, tenth, first + i * tenth);
@@ -315,7 +319,7 @@ fn the_fast_mode_serves_cpus_that_come_and_go() {
 fn an_ordered_reader_orders_the_records_of_a_cpu_added_later() {
     let fx = kernel(2, &[1], |_| ());
     let mut r = fx.open(|_| ());
-    r.set_order(crate::order::OrderBy::RawPrefix, Duration::from_millis(5)).unwrap();
+    r.set_order(crate::reader::order::OrderBy::RawPrefix, Duration::from_millis(5)).unwrap();
     fx.online(1, true);
     r.poll(0).unwrap();
     fx.emit(1, 3, 1);

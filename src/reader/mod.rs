@@ -3,7 +3,9 @@
 //! batching (a timerfd in the epoll set), overwritable rings, pause and
 //! resume, the record-by-record cursor, batches, ordered reading and the
 //! opt-in fast mode (see `crate::adaptive`). Generic over where records go
-//! ([`Handler`]): every face (the Rust API, the C face) runs this code.
+//! ([`Handler`]); every face reaches it through the public
+//! [`crate::Reader`] and its [`sink::Sink`], so every face (the Rust API,
+//! event sets, the C library) runs this code.
 
 pub mod batch;
 pub mod config;
@@ -12,7 +14,9 @@ pub mod deliver;
 pub mod health;
 pub mod hotplug;
 pub mod lost;
+pub mod order;
 pub mod output_counts;
+pub mod sink;
 pub mod stats;
 pub mod ticker;
 pub mod wait;
@@ -21,15 +25,16 @@ pub mod waker;
 use crate::adaptive::claim::Claim;
 use crate::adaptive::{self, Adaptive, TimerAction};
 use crate::error::{Error, Result, What};
-use crate::fallible;
 use crate::kernel::clock::Moment;
+use crate::kernel::fallible;
 use crate::kernel::quiesce;
 use crate::kernel::sys::{self, AttrSource};
-use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_FORMAT_LOST};
+use crate::kernel::{
+    BPF_MAP_TYPE_PERF_EVENT_ARRAY, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_FORMAT_LOST,
+};
 use crate::kernel::{PERF_EVENT_IOC_PAUSE_OUTPUT, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_TID};
 use crate::kernel::{PERF_SAMPLE_CPU, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_TIME, cpu};
 use crate::log;
-use crate::order::{KeySource, Order, OrderBy, OrderStats};
 use crate::ring::record::{self, LostRecord, Record};
 use crate::ring::{PerfRing, Stop};
 use batch::Batch;
@@ -40,6 +45,7 @@ use deliver::{Flow, Halt, Handler};
 use health::{RATE_WINDOW, RingHealth, Snapshot};
 use hotplug::{HOTPLUG_TOKEN, Hotplug};
 use lost::{KernelLost, LostTally};
+use order::{KeySource, Order, OrderBy, OrderStats};
 use output_counts::{CountsMap, OutputCounts};
 use stats::RingStats;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -47,7 +53,7 @@ use std::time::Duration;
 use ticker::{TIMER_TOKEN, Ticker};
 use waker::{WAKE_TAG, clear_wake};
 
-/// A ring mapped by someone else, for [`Reader::over_rings`]: its CPU, the
+/// A ring mapped by someone else, for [`RingSet::over_rings`]: its CPU, the
 /// event that owns it, the mapping, and the tally of what the events
 /// writing there lost (if they count it).
 pub type OwnedRing = (i32, OwnedFd, PerfRing, Option<LostTally>);
@@ -56,7 +62,7 @@ pub type OwnedRing = (i32, OwnedFd, PerfRing, Option<LostTally>);
 const NO_MAP: RawFd = -1;
 
 /// A set of per-CPU perf rings read through one epoll instance.
-pub struct Reader<H> {
+pub struct RingSet<H> {
     map_fd: RawFd,
     handler: H,
     bufs: Vec<CpuBuf>,
@@ -94,11 +100,11 @@ pub struct Reader<H> {
     epoll: OwnedFd,
 }
 
-impl<H: Handler> Reader<H> {
+impl<H: Handler> RingSet<H> {
     /// Opens the reader in libbpf's order; on any failure everything
     /// already set up is torn down (as `perf_buffer__free` would) and the
     /// first error is returned.
-    pub fn open(opts: Options, handler: H) -> Result<Reader<H>> {
+    pub fn open(opts: Options, handler: H) -> Result<RingSet<H>> {
         let plan = opts.plan()?;
         let map_fd = opts.map_fd;
         let (max_entries, map_id) = checked_map(map_fd)?;
@@ -129,7 +135,7 @@ impl<H: Handler> Reader<H> {
         };
         // Room for the fast mode's spill-ring owners too.
         let mut reader =
-            Reader::empty(map_fd, handler, epoll, slots.len(), 2 * slots.len(), plan.sample_type)?;
+            RingSet::empty(map_fd, handler, epoll, slots.len(), 2 * slots.len(), plan.sample_type)?;
         let attr = match (&plan.attr, opts.attr) {
             (Some(a), _) => AttrSource::Built(a),
             (None, config::AttrChoice::Caller(attr, _)) => AttrSource::Caller(attr),
@@ -184,9 +190,9 @@ impl<H: Handler> Reader<H> {
         handler: H,
         sample_type: u64,
         max_delay: Option<Duration>,
-    ) -> Result<Reader<H>> {
+    ) -> Result<RingSet<H>> {
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
-        let mut reader = Reader::empty(NO_MAP, handler, epoll, rings.len(), rings.len(), sample_type)?;
+        let mut reader = RingSet::empty(NO_MAP, handler, epoll, rings.len(), rings.len(), sample_type)?;
         reader.sample_id_all = true;
         for (cpu, fd, ring, tally) in rings {
             let (index, raw) = (reader.bufs.len(), fd.as_raw_fd());
@@ -221,8 +227,8 @@ impl<H: Handler> Reader<H> {
         rings: usize,
         fds: usize,
         sample_type: u64,
-    ) -> Result<Reader<H>> {
-        Ok(Reader {
+    ) -> Result<RingSet<H>> {
+        Ok(RingSet {
             map_fd,
             handler,
             events: fallible::collect(fds + 2, core::iter::repeat(libc::epoll_event { events: 0, u64: 0 }))?,
@@ -331,6 +337,11 @@ impl<H: Handler> Reader<H> {
     }
 
     /// The handler records go to.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// The handler records go to, to change.
     pub fn handler_mut(&mut self) -> &mut H {
         &mut self.handler
     }
@@ -388,7 +399,7 @@ impl<H: Handler> Reader<H> {
     /// [`quiesce`]).
     fn hand_over_spill(&mut self, idx: usize) {
         quiesce::wait_for_writers_on([self.bufs[idx].cpu], adaptive::QUIET_AFTER);
-        let Reader { bufs, handler, adaptive, .. } = self;
+        let RingSet { bufs, handler, adaptive, .. } = self;
         let buf = &mut bufs[idx];
         let (cpu, mut stats) = (buf.cpu, buf.stats);
         let ret =
@@ -427,7 +438,7 @@ impl<H: Handler> Reader<H> {
         if let Some(a) = &mut self.adaptive {
             a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
         }
-        let Reader { bufs, handler, adaptive, map_fd, clock, .. } = self;
+        let RingSet { bufs, handler, adaptive, map_fd, clock, .. } = self;
         let buf = &mut bufs[idx];
         let pending = buf.rings.pending_bytes();
         buf.health.drain_begins(pending, *clock);
@@ -627,7 +638,8 @@ impl<H: Handler> Reader<H> {
         self.window_at = self.clock;
         for buf in &mut self.bufs {
             let all = buf.rings.figures();
-            let now = Snapshot { at: self.clock, records: all.records, bytes: all.bytes, wakeups: buf.wakeups };
+            let now =
+                Snapshot { at: self.clock, records: all.records, bytes: all.bytes, wakeups: buf.wakeups };
             buf.health.rotate(now);
         }
     }
@@ -720,6 +732,7 @@ impl<H: Handler> Reader<H> {
 
     /// Whether the reader serves CPUs coming and going, and how it hears
     /// of them (`Some(true)`: the kernel's uevents; `Some(false)`: a timer).
+    #[cfg(test)]
     pub fn watches_cpus(&self) -> Option<bool> {
         self.hotplug.as_ref().map(Hotplug::has_uevents)
     }
@@ -737,7 +750,7 @@ impl<H: Handler> Reader<H> {
         let mut reported = 0;
         for idx in 0..self.bufs.len() {
             let counted = self.counted_lost(idx);
-            let Reader { bufs, handler, .. } = self;
+            let RingSet { bufs, handler, .. } = self;
             let buf = &mut bufs[idx];
             let lost = buf.unreported_of(counted);
             if lost == 0 {
@@ -787,7 +800,7 @@ impl<H: Handler> Reader<H> {
     }
 
     /// Turns on ordered delivery: from now on poll and consume deliver
-    /// records from all rings in key order (see [`crate::order`]).
+    /// records from all rings in key order (see [`crate::reader::order`]).
     /// `PERF_SAMPLE_TIME` keys need an attr that samples TIME. The fast
     /// mode stands down for good: the ordered reader reads the caller's
     /// rings, and takes no decisions.
@@ -852,7 +865,7 @@ impl<H: Handler> Reader<H> {
 
     fn order_round(&mut self, flush: bool) -> Result<usize> {
         self.clock = Moment::coarse();
-        let Reader { bufs, handler, order, clock, .. } = self;
+        let RingSet { bufs, handler, order, clock, .. } = self;
         let order = order.as_mut().ok_or(Error::INVAL)?;
         let found: Vec<u64> = bufs.iter().map(|b| b.rings.pending_bytes()).collect();
         for (buf, &pending) in bufs.iter_mut().zip(&found) {
@@ -940,7 +953,7 @@ impl<H: Handler> Reader<H> {
             {
                 a.before_drain(idx, &mut self.bufs[idx], self.map_fd);
             }
-            let Reader { bufs, adaptive, map_fd, .. } = self;
+            let RingSet { bufs, adaptive, map_fd, .. } = self;
             let buf = &mut bufs[idx];
             buf.publish();
             let (cpu, mut stats) = (buf.cpu, buf.stats);
@@ -960,25 +973,29 @@ impl<H: Handler> Reader<H> {
             // (both closures need it: a Cell, not two &mut).
             let others = core::cell::Cell::new(0usize);
             let (to, size) = (buf.slot_move(*map_fd), buf.rings.current().data_size() as u64);
-            let ret = buf.rings.drain_watched(&mut stats, |ring, head, stats| {
-                ring.drain_spans_until(
-                    head,
-                    |rec| {
-                        others.set(others.get() + 1);
-                        stats.others += 1;
-                        if let Record::Lost { lost } = record::parse(rec) {
-                            deliver::take_lost(lost, stats);
-                        }
-                    },
-                    |run, records| {
-                        let others = others.replace(0);
-                        sink(&Batch { cpu, bytes: run, samples: records - others, others })
-                    },
-                )
-            }, |chunk, before, now| match adaptive {
-                Some(a) => a.between_chunks(idx, chunk, before, now, size, to),
-                None => chunk,
-            });
+            let ret = buf.rings.drain_watched(
+                &mut stats,
+                |ring, head, stats| {
+                    ring.drain_spans_until(
+                        head,
+                        |rec| {
+                            others.set(others.get() + 1);
+                            stats.others += 1;
+                            if let Record::Lost { lost } = record::parse(rec) {
+                                deliver::take_lost(lost, stats);
+                            }
+                        },
+                        |run, records| {
+                            let others = others.replace(0);
+                            sink(&Batch { cpu, bytes: run, samples: records - others, others })
+                        },
+                    )
+                },
+                |chunk, before, now| match adaptive {
+                    Some(a) => a.between_chunks(idx, chunk, before, now, size, to),
+                    None => chunk,
+                },
+            );
             buf.stats = stats;
             total += buf.rings.records_read() - before;
             match ret {
@@ -1049,7 +1066,7 @@ impl<H: Handler> Reader<H> {
     /// written since the last snapshot oldest first, resumes. Returns the
     /// number of records delivered. EINVAL for a forward ring.
     pub fn snapshot(&mut self, idx: usize) -> Result<usize> {
-        let Reader { bufs, handler, .. } = self;
+        let RingSet { bufs, handler, .. } = self;
         let buf = bufs.get_mut(idx).ok_or(Error::new(libc::EINVAL, What::RingIndex(idx)))?;
         let Some(mut prev) = buf.overwrite_prev_head else {
             return Err(Error::invalid("not an overwritable ring"));
@@ -1071,7 +1088,7 @@ impl<H: Handler> Reader<H> {
     }
 }
 
-impl<H> Drop for Reader<H> {
+impl<H> Drop for RingSet<H> {
     /// libbpf's `perf_buffer__free` order: each ring, then the epoll fd. A
     /// forked child's copy does the same (libbpf's child deletes the
     /// slots too), and tells the parent its claim on the map is void.

@@ -8,12 +8,9 @@
 //! never while reading rings.
 
 use crate::error::{Error, Result, What};
-use crate::kernel::{cpu, sys};
+use crate::kernel::{BPF_MAP_TYPE_PERCPU_ARRAY, cpu, sys};
 use crate::log;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-
-/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
-const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 
 /// Bytes of `struct perfbuf_output_counts` this library knows (a newer
 /// header's longer value is read up to here).
@@ -41,7 +38,8 @@ pub struct OutputCounts {
 
 impl OutputCounts {
     fn from_bytes(b: &[u8]) -> OutputCounts {
-        let word = |i: usize| b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_ne_bytes(w.try_into().expect("8")));
+        let word =
+            |i: usize| b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_ne_bytes(w.try_into().expect("8")));
         OutputCounts { calls: word(0), failed: word(1), no_space: word(2), no_reader: word(3) }
     }
 
@@ -96,7 +94,9 @@ impl CountsMap {
         Ok(self
             .index_of_cpu
             .iter()
-            .map(|i| i.map_or_else(OutputCounts::default, |i| OutputCounts::from_bytes(&values[i * self.stride..])))
+            .map(|i| {
+                i.map_or_else(OutputCounts::default, |i| OutputCounts::from_bytes(&values[i * self.stride..]))
+            })
             .collect())
     }
 

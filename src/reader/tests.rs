@@ -31,12 +31,12 @@ impl Fx {
         o
     }
 
-    fn open(&self, f: impl FnOnce(&mut Options)) -> Reader<Collect> {
-        Reader::open(self.options(f), Collect::default()).expect("open")
+    fn open(&self, f: impl FnOnce(&mut Options)) -> RingSet<Collect> {
+        RingSet::open(self.options(f), Collect::default()).expect("open")
     }
 
     /// A fast-mode reader of `pages` pages per CPU.
-    fn fast(&self, pages: usize) -> Reader<Collect> {
+    fn fast(&self, pages: usize) -> RingSet<Collect> {
         self.open(|o| {
             o.adaptive = true;
             o.pages = pages;
@@ -81,7 +81,7 @@ fn now() -> Moment {
 
 /// `per_ms` records a millisecond on `cpu` for `ms`, polled every 100 us
 /// (a prompt reader: the fast mode batches it).
-fn stream<H: Handler>(fx: &Fx, r: &mut Reader<H>, cpu: i32, per_ms: u64, ms: u64) {
+fn stream<H: Handler>(fx: &Fx, r: &mut RingSet<H>, cpu: i32, per_ms: u64, ms: u64) {
     let tenth = per_ms / 10;
     for i in 0..ms * 10 {
         fx.emit(cpu, tenth + u64::from(i % 10 < per_ms % 10), i * tenth);
@@ -90,7 +90,7 @@ fn stream<H: Handler>(fx: &Fx, r: &mut Reader<H>, cpu: i32, per_ms: u64, ms: u64
     }
 }
 
-fn stamps(r: &Reader<Collect>) -> Vec<u64> {
+fn stamps(r: &RingSet<Collect>) -> Vec<u64> {
     r.handler.0.iter().map(|&(_, s)| s).collect()
 }
 
@@ -114,7 +114,7 @@ fn offline_cpus_get_no_ring_unless_named() {
     assert_eq!((r.buffer_cnt(), r.cpu_of(1).unwrap()), (2, 2));
     drop(r);
     // Raw mode's explicit pairs are opened as given: an offline CPU fails.
-    let e = Reader::open(
+    let e = RingSet::open(
         fx.options(|o| o.cpus = config::CpuSelection::Explicit(vec![(1, 1)])),
         Collect::default(),
     );
@@ -169,7 +169,8 @@ impl Feed {
     /// record; returns what the kernel refused.
     fn on_read(self, nth: usize) -> u64 {
         fake::with(|k| {
-            let per_record = self.slowed > 0 && k.slot(self.map, 0).and_then(|fd| k.event(fd)).is_some_and(|e| e.wakeup == 1);
+            let per_record = self.slowed > 0
+                && k.slot(self.map, 0).and_then(|fd| k.event(fd)).is_some_and(|e| e.wakeup == 1);
             match per_record {
                 true if nth as u64 % self.slowed == 0 => k.emit_n(self.map, 0, 1, 16, 0),
                 true => 0,
@@ -212,14 +213,14 @@ fn stopper(stop_at: usize, halt: Halt) -> Stopper {
 fn callbacks_stop_as_in_libbpf() {
     let fx = kernel(2, |_| ());
     // DONE stops the ring quietly; poll goes on with the next.
-    let mut r = Reader::open(fx.options(|_| ()), stopper(2, Halt::Done)).unwrap();
+    let mut r = RingSet::open(fx.options(|_| ()), stopper(2, Halt::Done)).unwrap();
     fx.emit(0, 5, 0);
     fx.emit(1, 5, 0);
     assert_eq!(r.poll(0).unwrap(), 2);
     assert_eq!(r.handler.inner.0.len(), 7, "2 from ring 0, then all 5 of ring 1");
     drop(r);
     // Another value stops the poll and is returned as is.
-    let mut r = Reader::open(fx.options(|_| ()), stopper(1, Halt::Code(5))).unwrap();
+    let mut r = RingSet::open(fx.options(|_| ()), stopper(1, Halt::Code(5))).unwrap();
     fx.emit(0, 2, 0);
     let e = r.poll(0).unwrap_err();
     assert_eq!((e.code(), e.kind()), (5, crate::ErrorKind::Stopped(5)));
@@ -392,7 +393,7 @@ fn a_half_full_ring_goes_back_per_record_and_is_held_there() {
 #[test]
 fn a_reader_busy_draining_goes_back_per_record() {
     let fx = kernel(1, |_| ());
-    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    let mut r = RingSet::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
     stream(&fx, &mut r, 0, 100, 60);
     assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // Each record now costs 20 us: 200 a millisecond take 4 ms to read.
@@ -407,7 +408,7 @@ fn a_reader_busy_draining_goes_back_per_record() {
 #[test]
 fn a_backlog_growing_during_a_drain_goes_back_per_record_within_it() {
     let fx = kernel(1, |_| ());
-    let mut r = Reader::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
+    let mut r = RingSet::open(fx.options(|o| o.adaptive = true), stopper(usize::MAX, Halt::Done)).unwrap();
     stream(&fx, &mut r, 0, 100, 60);
     assert_eq!(fx.slot(0).0, fx.batching(r.figures(0).unwrap()));
     // The producer writes 5 records for each one the reader reads: within
@@ -432,12 +433,14 @@ fn a_backlog_growing_during_a_drain_goes_back_per_record_within_it() {
 #[test]
 fn a_slow_callback_behind_a_freed_producer_goes_back_per_record_in_time() {
     let fx = kernel(1, |_| ());
-    let mut r =
-        Reader::open(fx.options(|o| {
+    let mut r = RingSet::open(
+        fx.options(|o| {
             o.adaptive = true;
             o.pages = 64;
-        }), stopper(usize::MAX, Halt::Done))
-        .unwrap();
+        }),
+        stopper(usize::MAX, Halt::Done),
+    )
+    .unwrap();
     stream(&fx, &mut r, 0, 100, 60);
     assert!(r.figures(0).unwrap().batched);
     r.handler.slow = Duration::from_micros(3);
@@ -471,7 +474,7 @@ fn freed_producer(fx: &Fx, mut read: impl FnMut(u64)) -> (u64, u64) {
 /// A 64-page fast-mode reader behind [`freed_producer`], reading with
 /// `read` at the milliseconds `reads` names: it must never batch, and
 /// lose nothing.
-fn never_batched(reads: impl Fn(u64) -> bool, read: fn(&mut Reader<Collect>)) {
+fn never_batched(reads: impl Fn(u64) -> bool, read: fn(&mut RingSet<Collect>)) {
     let fx = kernel(1, |_| ());
     let r = core::cell::RefCell::new(fx.fast(64));
     let (made, refused) = freed_producer(&fx, |ms| {
@@ -498,9 +501,12 @@ fn a_caller_consuming_every_20_ms_is_never_batched() {
 /// freed producer never meets a 20 ms gap.
 #[test]
 fn a_reader_kept_from_its_cpu_is_not_batched() {
-    never_batched(|ms| ms % 3 == 2 && ms % 200 >= 20, |r| {
-        r.poll(0).unwrap();
-    });
+    never_batched(
+        |ms| ms % 3 == 2 && ms % 200 >= 20,
+        |r| {
+            r.poll(0).unwrap();
+        },
+    );
 }
 
 #[test]
@@ -635,7 +641,12 @@ fn a_cpu_whose_fast_events_fail_keeps_the_callers_event() {
     assert_eq!(fx.slot(0).1, r.bufs[0].fd.as_raw_fd());
     assert_eq!(r.figures(0).unwrap().batch_switches, 0);
     drop(r);
-    assert_eq!(fake::with(|k| k.open_objects()).unwrap(), 1, "only the map is left: {:?}", fake::with(|k| k.open_object_kinds()));
+    assert_eq!(
+        fake::with(|k| k.open_objects()).unwrap(),
+        1,
+        "only the map is left: {:?}",
+        fake::with(|k| k.open_object_kinds())
+    );
 }
 
 #[test]
@@ -710,7 +721,7 @@ fn ordering_stands_the_fast_mode_down_and_delivers_leftovers_first() {
 
 /// A 1-page ring on CPU 0 overflowed by 1,000 samples and drained: how
 /// many the kernel refused.
-fn overflow_and_drain(fx: &Fx, r: &mut Reader<Collect>) -> u64 {
+fn overflow_and_drain(fx: &Fx, r: &mut RingSet<Collect>) -> u64 {
     let refused = fx.emit(0, 1000, 0);
     assert!(refused > 0, "a 1-page ring must overflow");
     r.consume().expect("consume");

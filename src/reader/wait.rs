@@ -4,7 +4,7 @@
 //! and the delay timer, are served here: a plain `poll` on the epoll fd
 //! would see them readable until something reads them, and spin.
 
-use super::Reader;
+use super::RingSet;
 use super::deliver::Handler;
 use super::hotplug::HOTPLUG_TOKEN;
 use super::ticker::TIMER_TOKEN;
@@ -15,7 +15,7 @@ use crate::kernel::clock::Moment;
 use crate::kernel::sys;
 use std::os::fd::AsRawFd;
 
-impl<H: Handler> Reader<H> {
+impl<H: Handler> RingSet<H> {
     /// Waits up to `timeout_ms` (-1: forever) for rings to read, as
     /// [`Self::poll`] does but reading nothing: returns how many rings hold
     /// records (kernel signals, in which a ring and its fast-mode spill
@@ -58,7 +58,11 @@ impl<H: Handler> Reader<H> {
                 return Err(Error::from_errno(libc::ECANCELED));
             }
             if ticked && rings == 0 {
-                rings = self.bufs.iter().filter(|b| b.overwrite_prev_head.is_none() && b.rings.has_pending()).count();
+                rings = self
+                    .bufs
+                    .iter()
+                    .filter(|b| b.overwrite_prev_head.is_none() && b.rings.has_pending())
+                    .count();
             }
             if rings > 0 {
                 return Ok(rings);
@@ -89,7 +93,7 @@ mod tests {
         let map = fake::with(|k| k.create_map(1)).unwrap();
         let mut opts = Options::new(map.as_raw_fd());
         (opts.wakeup, opts.max_delay) = (Wakeup::Records(64), Some(2 * MS));
-        let mut r = Reader::open(opts, Collect::default()).unwrap();
+        let mut r = RingSet::open(opts, Collect::default()).unwrap();
         // Ticks with every ring empty: the whole timeout.
         let t0 = Moment::now();
         assert_eq!(r.wait_ready(10).unwrap(), 0);

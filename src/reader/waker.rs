@@ -24,7 +24,6 @@ pub struct WakeFd {
 }
 
 enum Epoll {
-    #[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
     Borrowed(RawFd),
     Owned(OwnedFd),
 }
@@ -32,7 +31,6 @@ enum Epoll {
 impl WakeFd {
     /// A waker for the reader whose epoll fd is `epoll_fd`; it must not
     /// be used after that reader is gone.
-    #[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
     pub fn borrowing(epoll_fd: RawFd) -> WakeFd {
         WakeFd { epoll: Epoll::Borrowed(epoll_fd), eventfd: OnceCell::new(), alive: AtomicBool::new(true) }
     }

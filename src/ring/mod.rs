@@ -96,12 +96,7 @@ impl PerfRing {
     /// default) makes the kernel honour our tail and never overwrite unread
     /// data; read-only makes it an overwritable ring (the tail is ignored and
     /// must never be stored).
-    pub fn map(
-        fd: BorrowedFd<'_>,
-        page_size: usize,
-        data_pages: usize,
-        writable: bool,
-    ) -> Result<Self> {
+    pub fn map(fd: BorrowedFd<'_>, page_size: usize, data_pages: usize, writable: bool) -> Result<Self> {
         let data_size = checked_data_size(page_size, data_pages)?;
         let map = sys::mmap_perf(fd, page_size + data_size, !writable)?;
         let base = NonNull::new(map.ptr()).ok_or(Error::NOMEM)?;
@@ -780,10 +775,13 @@ mod tests {
         let mut chunks = Vec::new();
         while ring.pending_bytes() > 0 {
             let mut n = 0;
-            let _ = ring.drain_spans(|_| (), |_, records| {
-                n += records;
-                ControlFlow::<()>::Continue(())
-            });
+            let _ = ring.drain_spans(
+                |_| (),
+                |_, records| {
+                    n += records;
+                    ControlFlow::<()>::Continue(())
+                },
+            );
             chunks.push(n);
         }
         // 72 bytes: two records, then the one crossing the 72nd byte.

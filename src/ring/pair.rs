@@ -1,7 +1,7 @@
 //! One CPU's rings: the caller's, and the spill ring the fast mode (see
 //! `crate::adaptive`) may point the CPU's map slot at. Records of one CPU
 //! are in at most these two rings, split by the moments the slot moved;
-//! [`CpuRings::drain`] reads them in the order they were written.
+//! [`CpuRings::drain_watched`] reads them in the order they were written.
 
 use super::record::{DispatchStats, LOST_RECORD_SIZE};
 use super::{Counters, PerfRing, Stop};
@@ -148,19 +148,11 @@ impl CpuRings {
     /// it points at. The newer ring's head is loaded before the older ring
     /// is read, so a record the older ring got just before a switch is read
     /// before any the newer one got after it. Each ring counts the lost
-    /// records reported in it (what `drain` added to `stats.lost`).
-    #[inline(always)]
-    pub fn drain<B, F>(&mut self, stats: &mut DispatchStats, drain: F) -> ControlFlow<Stop<B>>
-    where
-        F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
-    {
-        self.drain_watched(stats, drain, |chunk, _, _| chunk)
-    }
-
-    /// [`Self::drain`], calling `watch(chunk, before, now)` between the
-    /// chunks of a ring drained in chunks (see [`PerfRing::set_drain_chunk`])
-    /// with the chunk's size and the bytes pending when it began and now;
-    /// it returns the size of the next chunk.
+    /// records reported in it (what `drain` added to `stats.lost`). Calls
+    /// `watch(chunk, before, now)` between the chunks of a ring drained in
+    /// chunks (see [`PerfRing::set_drain_chunk`]) with the chunk's size and
+    /// the bytes pending when it began and now; it returns the size of the
+    /// next chunk.
     #[inline(always)]
     pub fn drain_watched<B, F, W>(
         &mut self,
@@ -191,11 +183,7 @@ impl CpuRings {
 
     /// Drains the spill ring alone, once the map slot has left it for
     /// good: what it holds is older than anything the caller's ring gets.
-    pub fn drain_spill<B, F>(
-        &mut self,
-        stats: &mut DispatchStats,
-        mut drain: F,
-    ) -> ControlFlow<Stop<B>>
+    pub fn drain_spill<B, F>(&mut self, stats: &mut DispatchStats, mut drain: F) -> ControlFlow<Stop<B>>
     where
         F: FnMut(&mut PerfRing, u64, &mut DispatchStats) -> ControlFlow<Stop<B>>,
     {
@@ -286,17 +274,21 @@ mod tests {
 
     fn stamps(rings: &mut CpuRings) -> Vec<u64> {
         let mut out = Vec::new();
-        let _ = rings.drain::<(), _>(&mut DispatchStats::default(), |ring, head, _| {
-            ring.drain_until(
-                head,
-                &mut out,
-                |out, _, rec| {
-                    out.push(u64::from_ne_bytes(rec[12..20].try_into().unwrap()));
-                    ControlFlow::Continue(())
-                },
-                |_| (),
-            )
-        });
+        let _ = rings.drain_watched::<(), _, _>(
+            &mut DispatchStats::default(),
+            |ring, head, _| {
+                ring.drain_until(
+                    head,
+                    &mut out,
+                    |out, _, rec| {
+                        out.push(u64::from_ne_bytes(rec[12..20].try_into().unwrap()));
+                        ControlFlow::Continue(())
+                    },
+                    |_| (),
+                )
+            },
+            |chunk, _, _| chunk,
+        );
         out
     }
 

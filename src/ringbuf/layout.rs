@@ -17,12 +17,10 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Set in a header's `len` while the producer is still writing the record.
-pub const BUSY_BIT: u32 = 1 << 31;
-/// Set in a header's `len` when the producer discarded the record.
-pub const DISCARD_BIT: u32 = 1 << 30;
-/// Size of a record's header.
-pub const HEADER_SIZE: u64 = 8;
+pub use crate::kernel::{
+    BPF_RINGBUF_BUSY_BIT as BUSY_BIT, BPF_RINGBUF_DISCARD_BIT as DISCARD_BIT,
+    BPF_RINGBUF_HDR_SZ as HEADER_SIZE,
+};
 
 enum Backing {
     /// The kernel's pages: the consumer page (read-write), and the producer

@@ -47,11 +47,12 @@ pub use layout::{BUSY_BIT, DISCARD_BIT, RingMemory};
 
 use crate::error::{Error, Result, What};
 use crate::kernel::clock::Moment;
+use crate::kernel::fallible;
 use crate::kernel::{BPF_MAP_TYPE_RINGBUF, cpu, sys};
+use crate::log;
 use crate::perf_buffer::{Local, MapFd, Sendable, timeout_ms};
 use crate::reader::health::{RATE_WINDOW, RingHealth, Snapshot, Tracker, pages_for};
 use crate::reader::output_counts::CountsMap;
-use crate::{fallible, log};
 use core::ops::ControlFlow;
 use layout::RingMemory as Memory;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -91,8 +92,9 @@ pub struct Builder<'a, T: RingThreading = Sendable> {
 pub struct Ring<'a, T: RingThreading = Sendable> {
     memory: Memory,
     map_fd: RawFd,
-    /// The map's fd: borrowed for `'a`, owned, or the caller's raw fd.
-    _map: MapFd<'a>,
+    /// The map's fd: borrowed for `'a`, or owned; `None`: the caller's
+    /// raw fd.
+    _map: Option<MapFd<'a>>,
     callback: T::Callback<'a>,
     stats: Stats,
     /// perfbuf.bpf.h's counts of this map's outputs, if given.
@@ -135,7 +137,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         T: BoxesSample<'a, F, R>,
     {
         let map = map.into();
-        self.add_ring(map.as_raw_fd(), map, T::boxed(f))
+        self.add_ring(map.as_raw_fd(), Some(map), T::boxed(f))
     }
 
     /// [`Self::add`] for a raw fd, as C callers hold them (libbpf does not
@@ -150,10 +152,10 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         R: SampleResult,
         T: BoxesSample<'a, F, R>,
     {
-        self.add_ring(map_fd, MapFd::None, T::boxed(f))
+        self.add_ring(map_fd, None, T::boxed(f))
     }
 
-    fn add_ring(&mut self, map_fd: RawFd, map: MapFd<'a>, callback: T::Callback<'a>) -> Result<()> {
+    fn add_ring(&mut self, map_fd: RawFd, map: Option<MapFd<'a>>, callback: T::Callback<'a>) -> Result<()> {
         let info = sys::map_info(map_fd).map_err(|e| log::failed(e.with(What::MapInfo(map_fd))))?;
         if info.map_type != BPF_MAP_TYPE_RINGBUF {
             return Err(log::failed(Error::new(libc::EINVAL, What::NotRingBuf(map_fd, info.map_type))));
@@ -461,7 +463,7 @@ impl<'a, T: RingThreading> Builder<'a, T> {
     pub fn build(self) -> Result<RingBuffer<'a, T>> {
         let mut rb = RingBuffer::with_epoll()?;
         for (map, f, counts) in self.maps {
-            rb.add_ring(map.as_raw_fd(), map, f)?;
+            rb.add_ring(map.as_raw_fd(), Some(map), f)?;
             if let Some(counts) = counts {
                 // SAFETY: the counts map's fd is open while `counts` lives,
                 // through this call; the ring keeps a duplicate.

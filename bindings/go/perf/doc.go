@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Package perf is cilium/ebpf's perf package (its API as of v0.16) over
 // libperfbuf: a program built on github.com/cilium/ebpf/perf compiles and
 // behaves the same after changing that import line to

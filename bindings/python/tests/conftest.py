@@ -70,6 +70,16 @@ def producer(producer_lib: ctypes.CDLL):
     p.close()
 
 
+def kernel_lacks(msg: str) -> None:
+    """The success path needs a kernel option this kernel lacks (no
+    CONFIG_KPROBES here): the caller checked the clear error instead, so
+    the test passes, and make test lists the path as not run on this
+    kernel (written past pytest's capture)."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+    sys.__stderr__.write(f"\nnot-on-this-kernel: {test}: {msg}\n")
+    sys.__stderr__.flush()
+
+
 def need_root(msg: str) -> None:
     """Skips (fails under CI=true) a test the machine cannot run."""
     if os.environ.get("CI") == "true":

@@ -130,12 +130,36 @@ def test_last_error_is_this_threads_last_failure() -> None:
     assert "map FD -1" in perfbuf.last_error()
 
 
-def test_library_messages_go_to_logging(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+def test_failures_are_raised_not_printed(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+    """A failure is an exception with libperfbuf's text: the warning the
+    library prints with it is not logged as well (it said it twice)."""
     with caplog.at_level(logging.DEBUG, logger="perfbuf"):
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match="failed to get map info for map FD -1"):
             PerfBuffer(-1)
-    warnings = [r for r in caplog.records if r.name == "perfbuf" and r.levelno == logging.WARNING]
-    assert any("failed to get map info for map FD -1" in r.getMessage() for r in warnings), caplog.records
+    assert not [r for r in caplog.records if "map FD -1" in r.getMessage()], caplog.records
+    assert capfd.readouterr().err == ""
+    # Where nothing configured logging (Python's last resort prints
+    # warnings to stderr): the exceptions alone, from each kind of object.
+    res = run_python(
+        "import perfbuf\n"
+        "from perfbuf import EventSet, PerfBuffer, PerfDataWriter\n"
+        "for make in (lambda: PerfBuffer(-1), lambda: PerfDataWriter.bpf_output('/no/such/dir/x.data')):\n"
+        "    try:\n"
+        "        make()\n"
+        "    except OSError as e:\n"
+        "        print(e)\n")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    lines = res.stdout.splitlines()
+    assert "failed to get map info for map FD -1" in lines[0], lines
+    assert "/no/such/dir/x.data" in lines[1] and "No such file or directory" in lines[1], lines
+
+
+def test_library_messages_go_to_logging(producer, caplog: pytest.LogCaptureFixture,
+                                        capfd: pytest.CaptureFixture[str]) -> None:
+    with caplog.at_level(logging.DEBUG, logger="perfbuf"):
+        with PerfBuffer(producer.map_fd, fast=True):
+            pass
+    assert [r for r in caplog.records if r.name == "perfbuf"], "no message of libperfbuf's"
     assert "libperfbuf:" not in capfd.readouterr().err  # not the library's own printer
 
 

@@ -70,9 +70,13 @@ def test_fork_exec_mmap_exit_in_time_order(tmp_path: Path) -> None:
                 r.poll(50)
             r.consume()
             r.flush()
-            assert r.other > 0 and r.lost == 0
-    child = next(g.pid for g in got if isinstance(g, SidebandRecord) and g.kind == "comm" and g.exec
-                 and g.name == MARKER)
+            # Losses elsewhere on a busy machine (every task's mappings
+            # come) are no failure; the child's records must all be there.
+            assert r.other > 0
+            lost = r.lost
+    child = next((g.pid for g in got if isinstance(g, SidebandRecord) and g.kind == "comm" and g.exec
+                  and g.name == MARKER), None)
+    assert child is not None, f"no COMM {MARKER} with the exec bit ({lost} records lost)"
 
     def ours(g: Any) -> bool:
         if isinstance(g, EventSample):
@@ -85,7 +89,7 @@ def test_fork_exec_mmap_exit_in_time_order(tmp_path: Path) -> None:
 
     mine = [g for g in got if ours(g)]
     kinds = [g.kind if isinstance(g, SidebandRecord) else "exec" for g in mine]
-    assert kinds == ["fork", "comm", "exec", "mmap2", "exit"], mine
+    assert kinds == ["fork", "comm", "exec", "mmap2", "exit"], f"{lost} records lost: {mine}"
     times = [g.time for g in mine]
     assert times == sorted(times) and all(times)
     fork, comm, _, mm, exit_ = mine

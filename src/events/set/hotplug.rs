@@ -9,7 +9,9 @@
 //! takes what the reader opened into its own lists at its next call, so
 //! `enable`, `remove`, `read`... cover the new CPU too.
 
-use super::{EventKind, EventSet, Instance, RingOwner, connect, decode_attr};
+use super::add::connect;
+use super::rings::{RingOwner, RingSpec};
+use super::{EventKind, EventSet, Instance, decode_attr};
 use crate::error::{Error, Result, SetStep, What};
 use crate::events::desc::{EventId, Group};
 use crate::events::table::Decoder;
@@ -18,69 +20,10 @@ use crate::kernel::{self, PerfEventAttr};
 use crate::log;
 use crate::reader::OwnedRing;
 use crate::reader::hotplug::RingSource;
-use crate::reader::lost::LostTally;
-use crate::ring::PerfRing;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-
-/// How a CPU's ring is opened, fixed when the set is built.
-pub(super) struct RingSpec {
-    /// The dummy event owning the ring (its wake-up watermark included).
-    pub(super) owner_attr: PerfEventAttr,
-    /// The dummies asking for side-band records of the other targets.
-    pub(super) sideband_attr: Option<PerfEventAttr>,
-    /// Each target's `perf_event_open` pid and flags.
-    pub(super) targets: Vec<(i32, libc::c_ulong)>,
-    /// Copies of the cgroup fds those pids name, so that a reader
-    /// outliving the set can still open events for them.
-    pub(super) _cgroups: Vec<OwnedFd>,
-    pub(super) pages: usize,
-    pub(super) page_size: usize,
-}
-
-impl RingSpec {
-    /// Opens and maps `cpu`'s ring: a dummy software event watching the
-    /// first target (a per-CPU ring takes any target's events).
-    pub(super) fn open(&self, cpu: i32) -> Result<RingOwner> {
-        let attr = &self.owner_attr;
-        let (pid, flags) = self.targets[0];
-        let fd = sys::perf_event_open_on(AttrSource::Built(attr), pid, cpu, None, flags)
-            .map_err(|e| log::failed(e.with(What::EventSet(SetStep::OpenRing, cpu))))?;
-        let ring = PerfRing::map(fd.as_fd(), self.page_size, self.pages, true)
-            .map_err(|e| log::failed(e.with(What::EventSet(SetStep::MapRing, cpu))))?;
-        let tally = LostTally::default();
-        // SAFETY: the guard is kept in the same owner, declared before `fd`.
-        let counted = unsafe { tally.count(fd.as_fd(), attr.read_format) }.into_iter().collect();
-        Ok(RingOwner { cpu, tally, counted, fd, sideband: Vec::new(), ring: Some(ring) })
-    }
-
-    /// With side-band records asked for, a dummy per target after the
-    /// first writing into `owner`'s ring; then every dummy enabled.
-    /// Returns their kernel ids, the owner's first.
-    pub(super) fn start(&self, owner: &mut RingOwner) -> Result<Vec<u64>> {
-        let cpu = owner.cpu;
-        let step = |s| move |e: Error| log::failed(e.with(What::EventSet(s, cpu)));
-        let mut ids = vec![sys::perf_event_id(owner.fd.as_fd()).map_err(step(SetStep::EventId))?];
-        if let Some(attr) = &self.sideband_attr {
-            for &(pid, flags) in &self.targets[1..] {
-                let fd = sys::perf_event_open_on(AttrSource::Built(attr), pid, cpu, None, flags)
-                    .map_err(step(SetStep::OpenRing))?;
-                sys::perf_set_output(fd.as_fd(), owner.fd.as_fd()).map_err(step(SetStep::SetOutput))?;
-                ids.push(sys::perf_event_id(fd.as_fd()).map_err(step(SetStep::EventId))?);
-                // SAFETY: the guard is kept in the same owner, declared
-                // before `sideband`, and side-band fds are never removed.
-                owner.counted.extend(unsafe { owner.tally.count(fd.as_fd(), attr.read_format) });
-                owner.sideband.push(fd);
-            }
-        }
-        for fd in core::iter::once(&owner.fd).chain(&owner.sideband) {
-            sys::perf_ioctl(fd.as_fd(), kernel::PERF_EVENT_IOC_ENABLE, 0).map_err(step(SetStep::Enable))?;
-        }
-        Ok(ids)
-    }
-}
 
 /// What opening one event on a new CPU needs.
 pub(super) struct Template {
@@ -214,6 +157,17 @@ impl RingSource for SetSource {
 }
 
 impl EventSet {
+    /// Makes `reader` (over this set's rings) serve the set's CPUs that
+    /// come and go: it asks the set for the ring and events of a CPU
+    /// coming online or back.
+    pub(crate) fn serve_cpus<H: crate::reader::deliver::Handler>(
+        &mut self,
+        reader: &mut crate::reader::RingSet<H>,
+    ) -> Result<()> {
+        let source = self.ring_source();
+        reader.watch_cpus(Box::new(source), self.asked.clone())
+    }
+
     /// Calls `observer` with the kernel ids of each event opened on a CPU
     /// that came online or back, while it lives elsewhere (the set keeps a
     /// weak reference).

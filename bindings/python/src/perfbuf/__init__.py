@@ -35,8 +35,82 @@ __all__ = ["PerfBuffer", "Record", "library_version", "last_error", "use_logging
            "PerfDataWriter",
            "EventSample", "EventInfo", "BpfProgram", "Counts", "SidebandRecord", "RawRecord", "ReadValues", "ReadValue", "Branch"]
 
-_LIB = _lib.load()
 _log = logging.getLogger("perfbuf")
+
+
+class _Library:
+    """libperfbuf's functions, with the warnings a failing call prints held
+    back: the package raises that failure, with libperfbuf's text, and
+    printing it too would say it twice. A call that returns an error (a
+    negative int, a NULL pointer) leaves its warnings pending on the thread
+    for the exception to take (see :func:`_os_error`); what no exception
+    took is logged at the thread's next call. The warnings of a call that
+    succeeded are logged when it returns, as they come."""
+
+    # Not held: the error's own functions, and those called for every
+    # record (decoding prints nothing; the per-record cost stays as it was).
+    _PLAIN = frozenset({"perfbuf_last_error", "perfbuf_set_print", "perfbuf_version", "perfbuf_events_decode",
+                        "perfbuf_events_decode_sideband", "perfbuf_events_field", "perfbuf_ring_peek"})
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self.lib, name)
+        if name in self._PLAIN or not name.startswith("perfbuf_"):
+            return fn
+        restype = fn.restype
+
+        def call(*args: Any) -> Any:
+            _log_pending()
+            outer = getattr(_calls, "held", None)
+            _calls.held = held = []
+            try:
+                ret = fn(*args)
+            finally:
+                _calls.held = outer
+            if held:
+                failed = ret is None if restype is ctypes.c_void_p else restype is ctypes.c_int and ret < 0
+                if failed:
+                    _pending().extend(held)
+                else:
+                    for text in held:
+                        _log.warning("%s", text)
+            return ret
+
+        call.__name__ = name
+        self.__dict__[name] = call
+        return call
+
+
+_calls = threading.local()
+
+
+def _pending() -> list[str]:
+    """This thread's warnings of failed calls that no exception took yet."""
+    if not hasattr(_calls, "pending"):
+        _calls.pending = []
+    return _calls.pending  # type: ignore[no-any-return]
+
+
+def _log_pending() -> None:
+    pending = _pending()
+    for text in pending:
+        _log.warning("%s", text)
+    pending.clear()
+
+
+def _take_pending(text: str) -> None:
+    """The failure raised now says ``text``: the warnings that say the same
+    are in the exception; the others are logged."""
+    pending = _pending()
+    for held in pending:
+        if held != text:
+            _log.warning("%s", held)
+    pending.clear()
+
+
+_LIB: Any = _Library(_lib.load())
 
 
 def library_version() -> str:
@@ -58,9 +132,14 @@ _LEVELS = {_lib.PERFBUF_WARN: logging.WARNING, _lib.PERFBUF_INFO: logging.INFO, 
 
 def _print(level: int, msg: Optional[bytes], _ctx: Optional[int]) -> None:
     try:
+        text = (msg or b"").decode(errors="replace")
+        held = getattr(_calls, "held", None)
+        if level == _lib.PERFBUF_WARN and held is not None:
+            held.append(text)  # a call of this thread's: see _Library
+            return
         pylevel = _LEVELS.get(level, logging.DEBUG)
         if _log.isEnabledFor(pylevel):
-            _log.log(pylevel, "%s", (msg or b"").decode(errors="replace"))
+            _log.log(pylevel, "%s", text)
     except BaseException:  # never let an exception reach C
         pass
 
@@ -106,7 +185,9 @@ def _os_error(err: int, what: str) -> OSError:
     """OSError(err, text): Python picks the subclass (PermissionError for
     EACCES/EPERM, FileNotFoundError, InterruptedError, ...); the text is
     libperfbuf's explanation of the failure."""
-    return OSError(err, last_error() or f"{what}: {os.strerror(err)}")
+    text = last_error() or f"{what}: {os.strerror(err)}"
+    _take_pending(text)
+    return OSError(err, text)
 
 
 def _fd_kind(fd: int) -> Optional[str]:

@@ -19,7 +19,7 @@ from . import _sample_fields
 from ._sample_fields import Branch, ReadValue, ReadValues
 from ._sideband import RawRecord, SidebandRecord
 
-_HAS_SIDEBAND = _LIB is not None and _sideband.declare(_LIB)
+_HAS_SIDEBAND = _LIB is not None and _sideband.declare(_LIB.lib)
 
 __all__ = ["EventSet", "EventReader", "EventSample", "EventInfo", "Counts", "HARDWARE", "SOFTWARE", "SidebandRecord",
            "RawRecord", "ReadValues", "ReadValue", "Branch"]

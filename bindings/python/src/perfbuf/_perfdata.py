@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Any, Optional, Union
 
-from . import _LIB, _RingReader
+from . import _LIB, _RingReader, _pending, _take_pending
 from ._events import EventSet
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -64,7 +64,12 @@ class PerfDataWriter:
         return self._path
 
     def _error(self, err: int, what: str) -> OSError:
-        return OSError(err, f"cannot {what} {self._path}: {os.strerror(err)}", self._path)
+        # libperfbuf's warning names the file and what failed (it is held
+        # back for the exception: see perfbuf._Library).
+        pending = _pending()
+        text = pending[-1] if pending else f"cannot {what} {self._path}: {os.strerror(err)}"
+        _take_pending(text)
+        return OSError(err, text, self._path)
 
     def _handle(self) -> int:
         if self._h is None:

@@ -6,12 +6,12 @@
 //! NULL with ENOMEM as libbpf does. Each call is also the fault point
 //! `"alloc"`, which the fault test fails in turn.
 
+use super::fault;
 use crate::error::{Error, Result};
-use crate::kernel::sys::fault;
 
 /// An empty vector with room for `capacity` elements.
 pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
-    fault("alloc")?;
+    fault::at("alloc")?;
     let mut v = Vec::new();
     v.try_reserve_exact(capacity).map_err(|_| Error::NOMEM)?;
     Ok(v)
@@ -19,7 +19,7 @@ pub fn vec_with_capacity<T>(capacity: usize) -> Result<Vec<T>> {
 
 /// Room for `additional` more elements in `v`.
 pub fn reserve<T>(v: &mut Vec<T>, additional: usize) -> Result<()> {
-    fault("alloc")?;
+    fault::at("alloc")?;
     v.try_reserve(additional).map_err(|_| Error::NOMEM)
 }
 
@@ -33,7 +33,6 @@ pub fn collect<T>(len: usize, iter: impl IntoIterator<Item = T>) -> Result<Vec<T
 }
 
 /// `Box::new(value)`, or ENOMEM.
-#[cfg_attr(not(feature = "c-face"), allow(dead_code))] // used by the C face (capi/)
 pub fn boxed<T>(value: T) -> Result<Box<T>> {
     let mut v = vec_with_capacity(1)?;
     v.push(value);

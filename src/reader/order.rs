@@ -10,10 +10,10 @@
 //! back; a record that then arrives older than one already delivered is
 //! delivered at once and counted as late, never dropped or reordered.
 
+use super::cpu_buf::CpuBuf;
+use super::deliver::{Halt, Handler};
 use crate::kernel::PERF_RECORD_SAMPLE;
 use crate::kernel::clock::Moment;
-use crate::reader::cpu_buf::CpuBuf;
-use crate::reader::deliver::{Halt, Handler};
 use crate::ring::At;
 use crate::ring::record::{self, LostRecord, Record};
 use core::ops::ControlFlow;
@@ -30,6 +30,8 @@ pub enum OrderKey<'a> {
     SampleTime,
     /// A function of `(cpu, whole record)`.
     Fn(KeyFn<'a>),
+    /// The reader's sink's [`crate::sink::Sink::order_key`].
+    Sink,
 }
 
 /// What a face asks the reader to order by (a key function lives in the
@@ -40,7 +42,8 @@ pub enum OrderBy {
     RawPrefix,
     /// See [`OrderKey::SampleTime`].
     SampleTime,
-    /// The handler's [`Handler::order_key`].
+    /// The handler's [`Handler::order_key`] (a key function, or the
+    /// sink's own).
     Handler,
 }
 
@@ -120,7 +123,12 @@ impl Order {
     pub fn grow(&mut self, rings: usize) {
         let now = Moment::now();
         while self.rings.len() < rings {
-            self.rings.push(RingIndex { scanned_to: None, entries: VecDeque::new(), newest: None, last_progress: now });
+            self.rings.push(RingIndex {
+                scanned_to: None,
+                entries: VecDeque::new(),
+                newest: None,
+                last_progress: now,
+            });
         }
     }
 
@@ -153,7 +161,9 @@ impl Order {
     }
 
     fn key_of<H: Handler>(&self, handler: &mut H, cpu: i32, rec: &[u8], fallback: u64) -> u64 {
-        let word = |at: usize| rec.get(at..at.checked_add(8)?).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+        let word = |at: usize| {
+            rec.get(at..at.checked_add(8)?).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        };
         if record::record_type(rec) != PERF_RECORD_SAMPLE {
             // Side-band records carry their time in the sample_id trailer;
             // LOST and friends without one keep their place in the ring.
