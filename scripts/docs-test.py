@@ -18,6 +18,9 @@ Each fenced block is preceded by a comment saying how it is checked:
                           the session runs
   c CONTEXT               C, compiled with -Wall -Wextra -Werror in CONTEXT's
                           frame (CONTEXTS_C: the declarations it assumes)
+  bpf CONTEXT             a BPF program in C, compiled for the BPF target
+                          (clang, libbpf's headers, include/perfbuf.bpf.h)
+                          after CONTEXT's declarations (CONTEXTS_BPF)
   rust CONTEXT            Rust, built (and run, where CONTEXT says) in a crate
                           whose Cargo.toml is README's dependency block
   rust-interop PROJECT,.. Rust, built and run as a program of each
@@ -58,7 +61,7 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = ["README.md", "bindings/python/README.md", "bindings/go/README.md"]
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 ANNOTATION = re.compile(r"^\s*<!-- docs-test: (.*?) -->\s*$")
-KINDS = {"run", "output", "holds", "file", "c", "rust", "rust-interop", "toml", "python", "go", "text", "not-run"}
+KINDS = {"run", "output", "holds", "file", "c", "bpf", "rust", "rust-interop", "toml", "python", "go", "text", "not-run"}
 CI = os.environ.get("CI") == "true"
 
 
@@ -295,6 +298,25 @@ def check_c(block: Block) -> None:
     src.write_text(C_INCLUDES + before + head + body + tail)
     r = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
                         "-Wno-unused-parameter", f"-I{REPO}/include", "-c", "-o", "/dev/null", str(src)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        block.error = r.stderr
+
+
+# ---- BPF programs --------------------------------------------------------------------
+
+CONTEXTS_BPF = {
+    # README's counted output: the record the program fills.
+    "counted": "struct event {\n\tint pid;\n};\n",
+}
+
+
+def check_bpf(block: Block) -> None:
+    src = SCRATCH / f"bpf-{block.line}.c"
+    src.write_text(CONTEXTS_BPF[block.args[0]] + block.text)
+    arch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+    r = subprocess.run(["clang", "-O2", "-g", "-target", "bpf", "-Wall", "-Werror", f"-I/usr/include/{arch}",
+                        f"-I{REPO}/include", "-c", "-o", "/dev/null", str(src)],
                        capture_output=True, text=True)
     if r.returncode:
         block.error = r.stderr
@@ -585,6 +607,8 @@ def main() -> int:
                 check_holds(b)
             elif b.kind == "c":
                 check_c(b)
+            elif b.kind == "bpf":
+                check_bpf(b)
             elif b.kind == "python":
                 check_python(b)
             elif b.kind == "rust-interop":
