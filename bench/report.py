@@ -118,9 +118,9 @@ def readme_part(data):
 
     rb_lines = RUN.ringbuf_table(by)
     if len(rb_lines) > 2:
-        out += ["", "BPF ring buffers read through libbpf's `ring_buffer__poll`: libbpf's, and libperfbuf's under "
-                "`LD_PRELOAD` (the same producer writing into a 512 KiB `BPF_MAP_TYPE_RINGBUF`; a full ring "
-                "fails the BPF program's output, counted by the program):", "", *rb_lines]
+        out += ["", "BPF ring buffers: the same producer writing into a 512 KiB `BPF_MAP_TYPE_RINGBUF`, read through "
+                "`ring_buffer__poll` (libbpf's, and libperfbuf's under `LD_PRELOAD`) and by cilium/ebpf; a full "
+                "ring fails the BPF program's output, which the program counts (failed outputs):", "", *rb_lines]
 
     out += ["", "Draining records already in a ring (both libraries in one process), and quieter streams:", "",
             "| figure | libbpf | libperfbuf | ratio |", "|---|---|---|---|"]
@@ -201,7 +201,7 @@ def latest_part(data):
             "Every reader of the same producer shapes (`stream_full`: 2000 records per call; `_c64`, `_c1`: "
             "64 and 1; `stream_100k`: paced):", "", *RUN.readers_table(by), "",
             "The fast mode against the ceiling and the BPF ring buffer:", "", *RUN.goals_table(by), "",
-            "BPF ring buffers, libperfbuf's `ring_buffer__poll` (`LD_PRELOAD`) against libbpf's:", "",
+            "BPF ring buffers, libperfbuf's `ring_buffer__poll` (`LD_PRELOAD`) and cilium/ebpf against libbpf's:", "",
             *(RUN.ringbuf_table(by) if len(RUN.ringbuf_table(by)) > 2 else ["(no ring buffer rows in this run)"]), "",
             "Every libperfbuf row against libbpf's (drains, quiet streams, latency, idle; rows only "
             "libperfbuf has are compared with libbpf's default):", "", *data["table"].splitlines()]

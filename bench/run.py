@@ -17,7 +17,8 @@ Row groups (--rows, in this order by default):
            BPF_PROG_TEST_RUN call instead of 2000.
   ringbuf  the same producer shape into a BPF ring buffer, read through
            ring_buffer__poll: libbpf's, then libperfbuf's (LD_PRELOAD)
-  peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium)
+  peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium:
+           perf.Reader, and ringbuf.Reader on the ringbuf rows' ring buffer)
            and aya (Rust, PEERS_DIR/peer-aya); each skipped, saying why, when
            its binary was not built (PEERS_DIR/peer-*.skip holds the reason)
   quiet    both libraries in one process, alternating; run twice per
@@ -146,6 +147,7 @@ READERS = [
     ("libbpf", "ringbuf", "libbpf BPF ring buffer, ring_buffer__poll"),
     ("libperfbuf", "ringbuf", "libperfbuf BPF ring buffer, ring_buffer__poll (LD_PRELOAD)"),
     ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 perf.Reader, ReadInto"),
+    ("cilium-ebpf", "ringbuf", "cilium/ebpf 0.9.1 ringbuf.Reader, ReadInto"),
     ("aya", "default", "aya 0.14 PerfEventArray, epoll + for_each"),
     ("ceiling", "raw_half_ring_1ms", "ceiling: raw reader woken at half a ring, drained every 1 ms "
      "(not a usable reader)"),
@@ -211,20 +213,27 @@ def goals_table(by):
 
 def ringbuf_table(by):
     """libperfbuf's ring_buffer__poll against libbpf's, per producer shape."""
-    lines = ["| producer | libbpf records/s | libperfbuf records/s | records/s vs libbpf | "
-             "CPU/record vs libbpf | failed outputs, libbpf | failed outputs, libperfbuf |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| producer | reader | records/s | reader CPU ns/record | failed outputs (of produced) | "
+             "records/s vs libbpf | CPU/record vs libbpf |", "|---|---|---|---|---|---|---|"]
+    cpu = "reader_cpu_ns_per_record"
     for row, label in RINGBUF_SHAPES:
-        b, p = by.get((row, "ringbuf", "libbpf")), by.get((row, "ringbuf", "libperfbuf"))
-        if not b or not p:
+        b = by.get((row, "ringbuf", "libbpf"))
+        if not b or not by.get((row, "ringbuf", "libperfbuf")):
             continue
-        cpu = "reader_cpu_ns_per_record"
-        lines.append(f"| {label} | {human(b['records_per_s'])} | {human(p['records_per_s'])} | "
-                     f"{p['records_per_s'] / b['records_per_s']:.2f} | "
-                     f"{(p[cpu] / b[cpu]) if b.get(cpu) else 0:.2f} | "
-                     f"{human(b['lost'])} of {human(b.get('produced', 0))} | "
-                     f"{human(p['lost'])} of {human(p.get('produced', 0))} |")
+        for lib in ("libbpf", "libperfbuf", "cilium-ebpf"):
+            r = by.get((row, "ringbuf", lib))
+            if not r:
+                continue
+            lines.append(f"| {label} | {RINGBUF_READERS[lib]} | {human(r['records_per_s'])} | {human(r[cpu])} | "
+                         f"{human(r['lost'])} of {human(r.get('produced', 0))} | "
+                         f"{r['records_per_s'] / b['records_per_s']:.2f} | "
+                         f"{(r[cpu] / b[cpu]) if b.get(cpu) else 0:.2f} |")
     return lines
+
+
+RINGBUF_READERS = {"libbpf": "libbpf `ring_buffer__poll`",
+                   "libperfbuf": "libperfbuf `ring_buffer__poll` (`LD_PRELOAD`)",
+                   "cilium-ebpf": "cilium/ebpf 0.9.1 `ringbuf.Reader`, `ReadInto`"}
 
 
 RINGBUF_SHAPES = (("stream_full", "2000 records per call"), ("stream_full_c64", "64 records per call"),
