@@ -100,7 +100,7 @@ def test_only_perfbuf_names(monkeypatch: pytest.MonkeyPatch) -> None:
             s.info(ev)
             s.read(ev)
             s.disable()
-    assert "perfbuf_events_reader" in used and all(n.startswith("perfbuf_") for n in used), sorted(used)
+    assert "perfbuf_events_decoded_reader" in used and all(n.startswith("perfbuf_") for n in used), sorted(used)
 
 
 # ---- a tracepoint ----------------------------------------------------------------------

@@ -46,7 +46,8 @@ _KINDS = {
     _lib.PERFBUF_EVENT_UPROBE: "uprobe", _lib.PERFBUF_EVENT_RAW: "raw",
 }
 
-PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_RECORD_LOST_SAMPLES = 2, 9, 13
+# RawRecord.record_type of a sample handed over whole (the rest of the record is the library's to read).
+PERF_RECORD_SAMPLE = 9
 PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_PERIOD = 1 << 3, 1 << 5, 1 << 8
 
 
@@ -448,13 +449,6 @@ class EventSet:
                                         "field(name) still works")
         return meta.field_names
 
-    def _decode(self, rec: int, size: int, out: _lib.Sample) -> int:
-        """perfbuf_events_decode, for the reader's callback."""
-        with self._lock:
-            if self._h is None:
-                return -errno.EBADF
-            return int(_library.LIB.perfbuf_events_decode(self._h, rec, size, ctypes.byref(out)))
-
     def _layout(self, ev: int) -> Optional[_sample_fields.Layout]:
         """Event ``ev``'s read_format and register masks (cached), for the
         reader's callback; None if the library cannot tell."""
@@ -469,15 +463,6 @@ class EventSet:
         if meta is not None:
             meta.layout = layout
         return layout
-
-    def _decode_sideband(self, rec: int, size: int, out: _sideband.Sideband) -> int:
-        """perfbuf_events_decode_sideband, for the reader's callback."""
-        if not _HAS_SIDEBAND:
-            return -errno.EOPNOTSUPP
-        with self._lock:
-            if self._h is None:
-                return -errno.EBADF
-            return int(_library.LIB.perfbuf_events_decode_sideband(self._h, rec, size, ctypes.byref(out)))
 
     def _reader_closed(self) -> None:
         """The reader freed its rings: free the set if it was closed meanwhile."""
@@ -768,18 +753,18 @@ class EventReader(RingReader):
         # last reference to the reader frees it at once.
         ref = weakref.ref(self)
 
-        def record(_ctx: Optional[int], cpu: int, rec: Optional[int]) -> int:
+        def record(_ctx: Optional[int], rec: Optional[int]) -> int:
             r = ref()
             if r is not None and rec is not None:
-                r._on_event_record(cpu, rec)
+                r._on_event_record(_lib.EventRecord.from_address(rec))
             return _lib.LIBBPF_PERF_EVENT_CONT
 
-        self._callback = _lib.EVENT_FN(record)  # alive as long as the handle
+        self._callback = _lib.RECORD_FN(record)  # alive as long as the handle
         with events._lock:
             h = events._handle()
-            pb = _library.LIB.perfbuf_events_reader(h, self._callback, None)
+            pb = _library.LIB.perfbuf_events_decoded_reader(h, self._callback, None)
             if not pb:
-                raise os_error(ctypes.get_errno(), "perfbuf_events_reader")
+                raise os_error(ctypes.get_errno(), "perfbuf_events_decoded_reader")
             events._reader_open = True
         self._set = events  # kept alive (and unfreed) while the reader is open
         if order_by_time:
@@ -800,47 +785,17 @@ class EventReader(RingReader):
             raise ValueError("EventReader is closed")
         return self._set
 
-    def _on_event_record(self, cpu: int, rec: int) -> None:
+    def _on_event_record(self, rec: _lib.EventRecord) -> None:
+        # The library decoded the record (perfbuf_events_decoded_reader):
+        # its kind, event and fields, valid during this call only.
         try:
             events = self._set
             if events is None:
                 return
-            rtype = ctypes.c_uint32.from_address(rec).value
-            size = ctypes.c_uint16.from_address(rec + 6).value
-            s = _lib.Sample(sz=ctypes.sizeof(_lib.Sample))
-            ev = events._decode(rec, size, s)
+            kind, cpu, ev = rec.kind, rec.cpu, rec.event
             sample: EventSample
-            if rtype in (PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES):
-                if ev >= 0:
-                    lost = s.lost
-                elif rtype == PERF_RECORD_LOST and size >= 24:  # header, id, lost
-                    lost = ctypes.c_uint64.from_address(rec + 16).value
-                else:  # header, lost
-                    lost = ctypes.c_uint64.from_address(rec + 8).value if size >= 16 else 0
-                self.lost += lost
-                sample = EventSample(events._weak, ev if ev >= 0 else None, cpu, lost=lost)
-            elif rtype != PERF_RECORD_SAMPLE:
-                sb = _sideband.Sideband(sz=ctypes.sizeof(_sideband.Sideband))
-                err = -events._decode_sideband(rec, size, sb) if rtype in _sideband.KINDS else errno.EOPNOTSUPP
-                if err == 0:
-                    other: Any = SidebandRecord(cpu, sb)
-                else:  # THROTTLE, UNTHROTTLE, a kind not decoded: whole
-                    if err not in (errno.EOPNOTSUPP, errno.ENOENT):  # malformed
-                        self.undecodable += 1
-                    else:
-                        err = 0
-                    other = RawRecord(cpu, rtype, ctypes.string_at(rec, size), err)
-                self.other += 1
-                self._accept(other)
-                return
-            elif ev == -errno.ENOENT:
-                self.unattributed += 1
-                return
-            elif ev < 0:  # handed over whole, never dropped
-                self.undecodable += 1
-                self._accept(RawRecord(cpu, rtype, ctypes.string_at(rec, size), -ev))
-                return
-            else:
+            if kind == _lib.PERFBUF_EVENT_RECORD_SAMPLE:
+                s = _lib.Sample.from_address(rec.sample)
                 chain: tuple[int, ...] = ()
                 if s.present & PERF_SAMPLE_CALLCHAIN and s.callchain_nr:
                     chain = tuple(s.callchain[:s.callchain_nr])
@@ -851,6 +806,28 @@ class EventReader(RingReader):
                     raw=ctypes.string_at(s.raw, s.raw_size) if s.raw and s.raw_size else b"")
                 layout = events._layout(ev) if s.present & _sample_fields.NEEDS_LAYOUT else None
                 _sample_fields.fill(sample, s, layout)
+            elif kind == _lib.PERFBUF_EVENT_RECORD_LOST:
+                self.lost += rec.lost
+                sample = EventSample(events._weak, ev if ev >= 0 else None, cpu, lost=rec.lost)
+            elif kind == _lib.PERFBUF_EVENT_RECORD_SIDEBAND:
+                self.other += 1
+                self._accept(SidebandRecord(cpu, _sideband.Sideband.from_address(rec.sideband)))
+                return
+            else:  # whole: rec.error says why
+                err = rec.error
+                if rec.record_type == PERF_RECORD_SAMPLE:
+                    if err == errno.ENOENT:  # of an event removed from the set
+                        self.unattributed += 1
+                        return
+                    self.undecodable += 1  # handed over whole, never dropped
+                else:  # throttling, a kind not decoded, of no event, or malformed
+                    if err in (errno.EOPNOTSUPP, errno.ENOENT):
+                        err = 0
+                    if err:
+                        self.undecodable += 1
+                    self.other += 1
+                self._accept(RawRecord(cpu, rec.record_type, ctypes.string_at(rec.record, rec.size), err))
+                return
         except BaseException as e:  # never let an exception reach C
             if self._error is None:
                 self._error = e
