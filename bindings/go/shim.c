@@ -54,17 +54,24 @@ int perfbuf_go_peek(struct perf_buffer *pb, size_t idx, void *dst, size_t cap, s
 	return 1;
 }
 
-static enum bpf_perf_event_ret event_tramp(void *ctx, int cpu, struct perf_event_header *rec)
+static int record_tramp(void *ctx, const struct perfbuf_event_record *rec)
 {
-	perfbufGoEvent((uintptr_t)ctx, cpu, rec);
+	perfbufGoEventRecord((uintptr_t)ctx, (struct perfbuf_event_record *)rec);
 	return LIBBPF_PERF_EVENT_CONT;
 }
 
 struct perf_buffer *perfbuf_go_events_reader(struct perfbuf_events *set, uintptr_t handle, int *err)
 {
-	struct perf_buffer *pb = perfbuf_events_reader(set, event_tramp, (void *)handle);
+	struct perf_buffer *pb = perfbuf_events_decoded_reader(set, record_tramp, (void *)handle);
 	*err = pb ? 0 : errno;
 	return pb;
+}
+
+int perfbuf_go_decode_record(const struct perfbuf_events *set, uint32_t cpu, const void *rec, size_t len,
+			     uintptr_t handle)
+{
+	int ret = perfbuf_events_decode_record(set, cpu, rec, len, record_tramp, (void *)handle);
+	return ret == LIBBPF_PERF_EVENT_CONT ? 0 : ret;
 }
 
 int perfbuf_go_field(const struct perfbuf_events *set, int ev, const void *raw, size_t raw_size, const char *name,

@@ -25,9 +25,15 @@ uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);
  * nothing copied), 0 when the ring is empty, or -errno. */
 int perfbuf_go_peek(struct perf_buffer *pb, size_t idx, void *dst, size_t cap, size_t *size);
 
-/* perfbuf_events_reader delivering every record to the exported Go
- * function perfbufGoEvent with `handle`; NULL with *err = errno on failure. */
+/* perfbuf_events_decoded_reader delivering every record, finished by
+ * libperfbuf, to the exported Go function perfbufGoEventRecord with
+ * `handle`; NULL with *err = errno on failure. */
 struct perf_buffer *perfbuf_go_events_reader(struct perfbuf_events *set, uintptr_t handle, int *err);
+
+/* perfbuf_events_decode_record into perfbufGoEventRecord with `handle`: 0
+ * once delivered, or -errno. */
+int perfbuf_go_decode_record(const struct perfbuf_events *set, uint32_t cpu, const void *rec, size_t len,
+			     uintptr_t handle);
 
 /* perfbuf_events_field with the data's place as an offset into `raw` (not
  * a pointer: raw may be Go memory, which must not receive pointers). */
