@@ -61,6 +61,16 @@ impl RingMemory {
     where
         F: FnMut(&[u8]) -> ControlFlow<i32>,
     {
+        self.walk_at(limit, stats, |_, body| f(body))
+    }
+
+    /// [`Self::walk`], handing `f` each record's position (bytes since the
+    /// map's creation, as `consumer_pos` counts) with its body.
+    #[inline(always)]
+    pub fn walk_at<B, F>(&self, limit: u64, stats: &mut Stats, mut f: F) -> ControlFlow<B, u64>
+    where
+        F: FnMut(u64, &[u8]) -> ControlFlow<B>,
+    {
         let (size, mask) = (self.size(), self.size() - 1);
         let mut cons = self.consumer().load(Ordering::Acquire);
         let mut delivered = 0u64;
@@ -97,7 +107,7 @@ impl RingMemory {
                     let body = unsafe { self.body(offset, len as usize) };
                     stats.records += 1;
                     stats.bytes += total;
-                    if let ControlFlow::Break(v) = f(body) {
+                    if let ControlFlow::Break(v) = f(cons, body) {
                         self.consumer().store(next, Ordering::Release);
                         return ControlFlow::Break(v);
                     }
