@@ -437,6 +437,10 @@ rust-examples-test: producer-lib tracefs
 	$(call pass,stream_reader --fast)
 	$(REL)/examples/async_reader --demo 200000
 	$(call pass,async_reader)
+	$(REL)/examples/either_map --demo perf 100000
+	$(call pass,either_map over a perf event array)
+	$(REL)/examples/either_map --demo ringbuf 100000
+	$(call pass,either_map over a ring buffer (the same reading code))
 	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' > $(BUILD)/rust_execmon.out
 	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/rust_execmon.out)" = 2
 	$(call pass,execmon)
