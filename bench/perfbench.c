@@ -20,8 +20,8 @@
  * only those rows.
  *
  * The ringbuf rows run the same producer shape into a BPF_MAP_TYPE_RINGBUF
- * (c-tests/producer.c, bpf_ringbuf_output) read by libbpf's ring_buffer__*
- * API: run them without LD_PRELOAD (libperfbuf has no ring buffer API).
+ * (c-tests/producer.c, bpf_ringbuf_output) read through libbpf's
+ * ring_buffer__* API: libbpf's own, or libperfbuf's under LD_PRELOAD.
  *
  * The rings rows (bench/rings.c) measure 1,024 rings on 2 CPUs.
  *

@@ -74,6 +74,7 @@ README_READERS = [
     ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 `perf.Reader`"),
     ("aya", "default", "aya 0.14 `PerfEventArray`"),
     ("libbpf", "ringbuf", "libbpf BPF *ring buffer* (for scale)"),
+    ("libperfbuf", "ringbuf", "libperfbuf BPF *ring buffer*, `ring_buffer__poll` (`LD_PRELOAD`)"),
     ("ceiling", "raw_half_ring_1ms", "ceiling: raw reader woken at half a ring, drained every 1 ms "
      "(not a usable reader)"),
 ]
@@ -114,6 +115,12 @@ def readme_part(data):
                    f"{ratio(fast['records_per_s'], ceil.get('records_per_s'))} | "
                    f"{ratio(fast[cpu], ceil.get(cpu))} | {ratio(fast['records_per_s'], rb.get('records_per_s'))} | "
                    f"{ratio(fast[cpu], rb.get(cpu))} | {lost_share(fast)} |")
+
+    rb_lines = RUN.ringbuf_table(by)
+    if len(rb_lines) > 2:
+        out += ["", "BPF ring buffers: the same producer writing into a 512 KiB `BPF_MAP_TYPE_RINGBUF`, read through "
+                "`ring_buffer__poll` (libbpf's, and libperfbuf's under `LD_PRELOAD`) and by cilium/ebpf; a full "
+                "ring fails the BPF program's output, which the program counts (failed outputs):", "", *rb_lines]
 
     out += ["", "Draining records already in a ring (both libraries in one process), and quieter streams:", "",
             "| figure | libbpf | libperfbuf | ratio |", "|---|---|---|---|"]
@@ -194,6 +201,8 @@ def latest_part(data):
             "Every reader of the same producer shapes (`stream_full`: 2000 records per call; `_c64`, `_c1`: "
             "64 and 1; `stream_100k`: paced):", "", *RUN.readers_table(by), "",
             "The fast mode against the ceiling and the BPF ring buffer:", "", *RUN.goals_table(by), "",
+            "BPF ring buffers, libperfbuf's `ring_buffer__poll` (`LD_PRELOAD`) and cilium/ebpf against libbpf's:", "",
+            *(RUN.ringbuf_table(by) if len(RUN.ringbuf_table(by)) > 2 else ["(no ring buffer rows in this run)"]), "",
             "Every libperfbuf row against libbpf's (drains, quiet streams, latency, idle; rows only "
             "libperfbuf has are compared with libbpf's default):", "", *data["table"].splitlines()]
 

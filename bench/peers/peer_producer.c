@@ -9,6 +9,9 @@
 #include "../../c-tests/producer.h"
 
 static struct producer prod = {.map_fd = -1, .det_prog_fd = -1, .stamp_prog_fd = -1};
+static struct ringbuf_producer rbprod = {.map_fd = -1};
+static int into_ringbuf;
+static unsigned full_rate_per_call = 2000;
 
 int peer_producer_open(void)
 {
@@ -19,6 +22,45 @@ int peer_producer_open(void)
 void peer_producer_close(void)
 {
 	producer_close(&prod);
+}
+
+/* perfbench's ring buffer size: 64 pages per CPU, rounded up to a power
+ * of 2. */
+int peer_ringbuf_open(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_CONF), page = sysconf(_SC_PAGESIZE);
+	unsigned want = (unsigned)(64 * page * (cpus > 0 ? cpus : 1)), bytes = (unsigned)page;
+	while (bytes < want)
+		bytes *= 2;
+	int err = producer_open_ringbuf(&rbprod, bytes);
+	return err ? err : rbprod.map_fd;
+}
+
+void peer_ringbuf_close(void)
+{
+	if (rbprod.map_fd >= 0)
+		producer_close_ringbuf(&rbprod);
+	rbprod.map_fd = -1;
+}
+
+uint64_t peer_ringbuf_failed(void)
+{
+	struct ringbuf_producer_stats st = {0};
+	return producer_ringbuf_stats(&rbprod, &st) ? 0 : st.output_failed;
+}
+
+void peer_set_target(int ringbuf, unsigned per_call)
+{
+	into_ringbuf = ringbuf;
+	full_rate_per_call = per_call ? per_call : 2000;
+}
+
+static void emit(unsigned size, unsigned burst, int *ret)
+{
+	if (into_ringbuf)
+		producer_emit_ringbuf(&rbprod, 0, size, 7, burst, ret);
+	else
+		producer_emit_det(&prod, 0, size, 7, burst, ret);
 }
 
 void peer_pin(int cpu)
@@ -43,7 +85,8 @@ double peer_thread_cpu_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* The loop of bench/perfbench.c's produce(), for 64-byte det samples. */
+/* The loop of bench/perfbench.c's produce(), for 64-byte det samples, into
+ * the perf event array or (peer_set_target) the ring buffer. */
 uint64_t peer_produce(double seconds, unsigned rate, unsigned size, volatile int *done)
 {
 	peer_pin(0);
@@ -52,8 +95,8 @@ uint64_t peer_produce(double seconds, unsigned rate, unsigned size, volatile int
 	int ret;
 	if (rate == 0) {
 		while (peer_now_ns() < end) {
-			unsigned burst = 2000;
-			producer_emit_det(&prod, 0, size, 7, burst, &ret);
+			unsigned burst = full_rate_per_call;
+			emit(size, burst, &ret);
 			produced += burst;
 		}
 	} else {
@@ -62,7 +105,7 @@ uint64_t peer_produce(double seconds, unsigned rate, unsigned size, volatile int
 		while (next < end) {
 			while (peer_now_ns() < next)
 				;
-			producer_emit_det(&prod, 0, size, 7, burst, &ret);
+			emit(size, burst, &ret);
 			produced += burst;
 			next += period;
 			double slack = next - peer_now_ns();

@@ -16,6 +16,15 @@ int peer_producer_open(void);
 void peer_producer_close(void);
 
 /* Pins the calling thread to `cpu`. */
+/* The same producer shape into a BPF ring buffer: its map fd (or -errno),
+ * and how many bpf_ringbuf_output calls failed so far (ring full). */
+int peer_ringbuf_open(void);
+void peer_ringbuf_close(void);
+uint64_t peer_ringbuf_failed(void);
+/* Where peer_produce writes (ringbuf 0: the perf event array), and how many
+ * records per call at full rate (0: 2000). */
+void peer_set_target(int ringbuf, unsigned per_call);
+
 void peer_pin(int cpu);
 
 /* CLOCK_MONOTONIC and the calling thread's CPU time, in ns. */

@@ -3,9 +3,12 @@
 // per-record wake-ups) over the PERF_EVENT_ARRAY of the same C producer
 // bench/perfbench.c uses (c-tests/producer.c, driven by
 // bench/peers/peer_producer.c on CPU 0), the reader on CPU 1. Prints one
-// JSON line per row in perfbench's stream format.
+// JSON line per row in perfbench's stream format. The ring buffer rows
+// (mode "ringbuf") read the same producer shape written into a
+// BPF_MAP_TYPE_RINGBUF with cilium's ringbuf.NewReader + ReadInto, as
+// perfbench's ringbuf rows do with ring_buffer__poll.
 //
-// usage: peer-cilium [ROW_PREFIX]   (stream_full, stream_100k; default both)
+// usage: peer-cilium [ROW_PREFIX]   (stream_full, stream_100k, ringbuf; default all)
 package main
 
 /*
@@ -28,6 +31,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/perf"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,11 +58,46 @@ func processCPUNs() float64 {
 	return float64(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func runRow(m *ebpf.Map, row string, rate uint, seconds float64) (*result, error) {
-	rd, err := perf.NewReader(m, pages*os.Getpagesize())
-	if err != nil {
-		return nil, fmt.Errorf("perf.NewReader: %w", err)
+// reader is what a row reads with: perf.Reader or ringbuf.Reader. next
+// returns the records lost it reports, or errClosed once closed.
+type reader interface {
+	next() (lost uint64, err error)
+	Close() error
+}
+
+var errClosed = errors.New("closed")
+
+type perfReader struct {
+	rd  *perf.Reader
+	rec perf.Record
+}
+
+func (p *perfReader) next() (uint64, error) {
+	err := p.rd.ReadInto(&p.rec)
+	if errors.Is(err, perf.ErrClosed) {
+		return 0, errClosed
 	}
+	return p.rec.LostSamples, err
+}
+
+func (p *perfReader) Close() error { return p.rd.Close() }
+
+type ringReader struct {
+	rd  *ringbuf.Reader
+	rec ringbuf.Record
+}
+
+func (r *ringReader) next() (uint64, error) {
+	err := r.rd.ReadInto(&r.rec)
+	if errors.Is(err, ringbuf.ErrClosed) {
+		return 0, errClosed
+	}
+	return 0, err
+}
+
+func (r *ringReader) Close() error { return r.rd.Close() }
+
+func runRow(rd reader, row string, rate uint, seconds float64) (*result, error) {
 	var delivered, lost, produced uint64
 	var prodCPU float64
 	var done C.int
@@ -94,17 +133,16 @@ func runRow(m *ebpf.Map, row string, rate uint, seconds float64) (*result, error
 		rd.Close()
 	}()
 
-	var rec perf.Record
 	for {
-		err := rd.ReadInto(&rec)
-		if errors.Is(err, perf.ErrClosed) {
+		l, err := rd.next()
+		if errors.Is(err, errClosed) {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("ReadInto: %w", err)
 		}
-		if rec.LostSamples > 0 {
-			lost += rec.LostSamples
+		if l > 0 {
+			lost += l
 		} else {
 			atomic.AddUint64(&delivered, 1)
 		}
@@ -155,11 +193,63 @@ func main() {
 		if !strings.HasPrefix(row.name, only) {
 			continue
 		}
-		r, err := runRow(m, row.name, row.rate, 1.0)
+		rd, err := perf.NewReader(m, pages*os.Getpagesize())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "perf.NewReader:", err)
+			os.Exit(1)
+		}
+		r, err := runRow(&perfReader{rd: rd}, row.name, row.rate, 1.0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, row.name+":", err)
 			os.Exit(1)
 		}
 		enc.Encode(r)
 	}
+	if strings.HasPrefix("ringbuf", only) {
+		if err := ringbufRows(enc); err != nil {
+			fmt.Fprintln(os.Stderr, "ringbuf:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// ringbufRows: perfbench's ringbuf rows (2000, 64 and 1 records per call
+// at full rate, and 100 k/s) read by cilium's ringbuf.Reader; a full ring
+// fails the program's output, which it counts: reported as lost.
+func ringbufRows(enc *json.Encoder) error {
+	fd := int(C.peer_ringbuf_open())
+	if fd < 0 {
+		return fmt.Errorf("cannot create the BPF ring buffer producer: %v", syscall.Errno(-fd))
+	}
+	defer C.peer_ringbuf_close()
+	defer C.peer_set_target(0, 0)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("dup: %w", err)
+	}
+	m, err := ebpf.NewMapFromFD(dup)
+	if err != nil {
+		return fmt.Errorf("ebpf.NewMapFromFD: %w", err)
+	}
+	defer m.Close()
+	rows := []struct {
+		name          string
+		rate, perCall uint
+	}{{"stream_full", 0, 2000}, {"stream_100k", 100000, 0}, {"stream_full_c64", 0, 64}, {"stream_full_c1", 0, 1}}
+	for _, row := range rows {
+		C.peer_set_target(1, C.uint(row.perCall))
+		rd, err := ringbuf.NewReader(m)
+		if err != nil {
+			return fmt.Errorf("ringbuf.NewReader: %w", err)
+		}
+		failed0 := uint64(C.peer_ringbuf_failed())
+		r, err := runRow(&ringReader{rd: rd}, row.name, row.rate, 1.0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", row.name, err)
+		}
+		r.Mode = "ringbuf"
+		r.Lost = uint64(C.peer_ringbuf_failed()) - failed0
+		enc.Encode(r)
+	}
+	return nil
 }
