@@ -13,12 +13,14 @@
 //! all CPUs (its records come with `cpu == perfbuf::NO_CPU`) and counts no
 //! losses (a full ring makes the program's output fail instead).
 
+#[path = "support/pinned.rs"]
+mod pinned;
 #[path = "support/producer.rs"]
 mod producer;
 
 use perfbuf::{NO_CPU, PerfBuffer, Wakeup};
 use std::cell::Cell;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -71,27 +73,6 @@ fn read_events(map: impl AsFd, mut done: impl FnMut(&Counts, bool) -> bool) -> p
     Ok(counts.take())
 }
 
-/// Opens a pinned map (`BPF_OBJ_GET`).
-fn open_pinned(path: &str) -> std::io::Result<OwnedFd> {
-    #[repr(C)]
-    struct ObjGet {
-        pathname: u64,
-        bpf_fd: u32,
-        file_flags: u32,
-    }
-    let c = std::ffi::CString::new(path)?;
-    let mut attr = ObjGet { pathname: c.as_ptr() as u64, bpf_fd: 0, file_flags: 0 };
-    const BPF_OBJ_GET: libc::c_long = 7;
-    // SAFETY: `attr` is a valid bpf_attr prefix for BPF_OBJ_GET, `c` lives
-    // across the call.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_OBJ_GET, &mut attr, size_of::<ObjGet>()) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new fd nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -102,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some(path) => {
             let seconds: u64 = args.get(1).map_or(Ok(10), |s| s.parse())?;
-            let map = open_pinned(path)?;
+            let map = pinned::open_pinned(path)?;
             let end = Instant::now() + Duration::from_secs(seconds);
             let c = read_events(&map, |_, _| Instant::now() >= end)?;
             println!("{} samples ({} bytes), {} lost", c.samples, c.bytes, c.lost);
