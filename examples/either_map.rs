@@ -21,7 +21,7 @@ mod producer;
 use perfbuf::{NO_CPU, PerfBuffer, Wakeup};
 use std::cell::Cell;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// What the reading code counted.
@@ -35,9 +35,14 @@ struct Counts {
 }
 
 /// The tool's reading code, written once: knows nothing of the map's kind.
-/// Polls until `done` says so (told whether the last poll timed out), then
-/// drains what is left and hears of every loss.
-fn read_events(map: impl AsFd, mut done: impl FnMut(&Counts, bool) -> bool) -> perfbuf::Result<Counts> {
+/// Calls `ready` once reading (a perf event array's slots are filled only
+/// then: output before fails with ENOENT), polls until `done` says so
+/// (told whether the last poll timed out), then drains what is left.
+fn read_events(
+    map: impl AsFd,
+    ready: impl FnOnce(),
+    mut done: impl FnMut(&Counts, bool) -> bool,
+) -> perfbuf::Result<Counts> {
     let counts = Cell::new(Counts::default());
     let update = |f: &mut dyn FnMut(&mut Counts)| {
         let mut c = counts.take();
@@ -59,6 +64,7 @@ fn read_events(map: impl AsFd, mut done: impl FnMut(&Counts, bool) -> bool) -> p
         .build()?;
     let kind = if pb.is_ring_buffer() { "a ring buffer" } else { "a perf event array" };
     eprintln!("either_map: reading {kind} ({} rings)", pb.rings());
+    ready();
     loop {
         let idle = pb.poll(Some(Duration::from_millis(100)))? == 0;
         let c = counts.take();
@@ -85,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let seconds: u64 = args.get(1).map_or(Ok(10), |s| s.parse())?;
             let map = pinned::open_pinned(path)?;
             let end = Instant::now() + Duration::from_secs(seconds);
-            let c = read_events(&map, |_, _| Instant::now() >= end)?;
+            let c = read_events(&map, || {}, |_, _| Instant::now() >= end)?;
             println!("{} samples ({} bytes), {} lost", c.samples, c.bytes, c.lost);
             Ok(())
         }
@@ -102,17 +108,24 @@ fn demo(kind: &str, records: u64) -> Result<(), Box<dyn std::error::Error>> {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     let written = AtomicBool::new(false);
+    let read = AtomicU64::new(0);
     // Everything came, or the producer is done and the rings are idle
     // (the final drain then reports what the kernel lost).
     let until = |c: &Counts, idle: bool| {
+        read.store(c.samples + c.lost, Relaxed);
         c.samples + c.lost >= records || (idle && written.load(Relaxed)) || Instant::now() >= deadline
     };
+    // Bursts of 500, each once the reader has the one before: a demo of
+    // the reading code, not of a full ring (see stream_reader for that).
     let emit_all = |emit: &dyn Fn(u32)| {
         let mut left = records;
         while left > 0 {
             let n = left.min(500) as u32;
             emit(n);
             left -= u64::from(n);
+            while read.load(Relaxed) < records - left && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
         written.store(true, Relaxed);
     };
@@ -120,21 +133,25 @@ fn demo(kind: &str, records: u64) -> Result<(), Box<dyn std::error::Error>> {
         "perf" => {
             let p = producer::Producer::open().unwrap_or_else(|e| exit(e));
             std::thread::scope(|s| {
-                s.spawn(|| {
-                    emit_all(&|n| {
-                        // A full perf ring fails the output: the kernel counts it lost.
-                        p.emit(0, 16, 1, n).expect("emit");
-                    })
-                });
-                read_events(p.map(), until)
+                let writer = || {
+                    s.spawn(|| {
+                        emit_all(&|n| {
+                            let ret = p.emit(0, 16, 1, n).expect("emit");
+                            assert_eq!(ret, 0, "bpf_perf_event_output failed");
+                        })
+                    });
+                };
+                read_events(p.map(), writer, until)
             })?
         }
         "ringbuf" => {
             // 4 MiB hold every record of the demo: none can fail to fit.
             let p = producer::RingbufProducer::open(4 << 20).unwrap_or_else(|e| exit(e));
             std::thread::scope(|s| {
-                s.spawn(|| emit_all(&|n| assert_eq!(p.emit(0, 16, 1, n).expect("emit"), 0, "ring full")));
-                read_events(p.map(), until)
+                let writer = || {
+                    s.spawn(|| emit_all(&|n| assert_eq!(p.emit(0, 16, 1, n).expect("emit"), 0, "ring full")));
+                };
+                read_events(p.map(), writer, until)
             })?
         }
         _ => return Err("--demo perf|ringbuf RECORDS".into()),
