@@ -21,7 +21,9 @@
  *
  * The ringbuf rows run the same producer shape into a BPF_MAP_TYPE_RINGBUF
  * (c-tests/producer.c, bpf_ringbuf_output) read through libbpf's
- * ring_buffer__* API: libbpf's own, or libperfbuf's under LD_PRELOAD.
+ * ring_buffer__* API: libbpf's own, or libperfbuf's under LD_PRELOAD (mode
+ * "ringbuf_fast" with PERFBUF_ADAPTIVE=1: its fast mode). They count CPU
+ * 0's IRQ work interrupts, the producer's share of the reader's wake-ups.
  *
  * The rings rows (bench/rings.c) measure 1,024 rings on 2 CPUs.
  *
@@ -702,6 +704,28 @@ static unsigned ringbuf_bytes(void)
 	return bytes;
 }
 
+/* CPU 0's IRQ work interrupts so far (/proc/interrupts' IWI line): the
+ * kernel's wake-ups of a ring buffer reader are queued as IRQ work on the
+ * producer's CPU. -1 when the line is missing. */
+static long long irq_work_cpu0(void)
+{
+	FILE *f = fopen("/proc/interrupts", "r");
+	char line[4096];
+	long long n = -1;
+	while (f && fgets(line, sizeof(line), f)) {
+		char *p = line;
+		while (*p == ' ')
+			p++;
+		if (!strncmp(p, "IWI:", 4)) {
+			n = strtoll(p + 4, NULL, 10);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return n;
+}
+
 /* As stream_row with ring_buffer__new / ring_buffer__poll(rb, 100) (libbpf's,
  * or libperfbuf's under LD_PRELOAD)
  * and a callback that counts. The program counts the bpf_ringbuf_output
@@ -721,15 +745,18 @@ static void ringbuf_row(const char *row, double seconds, unsigned rate)
 	}
 	struct reader rd = {.rb = rb};
 	struct stream_run sr;
+	long long iwi0 = irq_work_cpu0();
 	run_reader(&rd, &t.records, seconds, rate, 64, 0, 1, &sr);
+	long long iwi = iwi0 < 0 ? -1 : irq_work_cpu0() - iwi0;
 	producer_ringbuf_stats(&rbprod, &st1);
 	unsigned long long failed = (unsigned long long)(st1.output_failed - st0.output_failed);
 	double cpu = sr.cpu_ns;
-	printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"ringbuf\", \"produced\": %llu, "
+	printf("{\"row\": \"%s\", \"lib\": \"%s\", \"mode\": \"%s\", \"producer_irq_work\": %lld, \"produced\": %llu, "
 	       "\"delivered\": %llu, \"lost\": %llu, \"ringbuf_output_failed\": %llu, \"ringbuf_last_error\": %lld, "
 	       "\"ringbuf_bytes\": %u, \"records_per_s\": %.0f, \"reader_cpu_ns_per_record\": %.1f, "
 	       "\"reader_cpu_ms\": %.2f, \"wall_ms\": %.1f}\n",
-	       row, lib_name, (unsigned long long)sr.produced, (unsigned long long)t.records, failed, failed,
+	       row, lib_name, strcmp(default_label, "fast") ? "ringbuf" : "ringbuf_fast", iwi,
+	       (unsigned long long)sr.produced, (unsigned long long)t.records, failed, failed,
 	       failed ? (long long)st1.last_error : 0LL, ringbuf_bytes(), t.records / (sr.active_ns / 1e9),
 	       t.records ? cpu / t.records : 0.0, cpu / 1e6, sr.wall_ns / 1e6);
 	if (t.records + failed != sr.produced)

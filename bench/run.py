@@ -16,7 +16,8 @@ Row groups (--rows, in this order by default):
            stream_full_c1 are stream_full with 64 and 1 records per
            BPF_PROG_TEST_RUN call instead of 2000.
   ringbuf  the same producer shape into a BPF ring buffer, read through
-           ring_buffer__poll: libbpf's, then libperfbuf's (LD_PRELOAD)
+           ring_buffer__poll: libbpf's, then libperfbuf's (LD_PRELOAD), by
+           default and in its fast mode (PERFBUF_ADAPTIVE=1)
   peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium:
            perf.Reader, and ringbuf.Reader on the ringbuf rows' ring buffer)
            and aya (Rust, PEERS_DIR/peer-aya); each skipped, saying why, when
@@ -121,7 +122,8 @@ def icount(binary, lib, how, records):
 KEYS = {
     "drain": ["ns_per_record"],
     "stream": ["records_per_s", "reader_cpu_ns_per_record", "lost", "reader_cpu_ms", "produced",
-               "batch_switches", "ring_wakeups", "ringbuf_output_failed", "other_threads_cpu_ms"],
+               "batch_switches", "ring_wakeups", "ringbuf_output_failed", "other_threads_cpu_ms",
+               "producer_irq_work"],
     "idle": ["reader_cpu_ms"],
     "latency": ["lat_p50_us", "lat_p99_us", "lat_max_us", "records_per_s"],
     "rings": ["empty_consume_ns", "first_record_ns", "mapped_bytes_per_ring", "fds_per_ring"],
@@ -214,26 +216,29 @@ def goals_table(by):
 def ringbuf_table(by):
     """libperfbuf's ring_buffer__poll against libbpf's, per producer shape."""
     lines = ["| producer | reader | records/s | reader CPU ns/record | failed outputs (of produced) | "
-             "records/s vs libbpf | CPU/record vs libbpf |", "|---|---|---|---|---|---|---|"]
+             "wake-ups (producer CPU's IRQ work) | records/s vs libbpf | CPU/record vs libbpf |",
+             "|---|---|---|---|---|---|---|---|"]
     cpu = "reader_cpu_ns_per_record"
     for row, label in RINGBUF_SHAPES:
         b = by.get((row, "ringbuf", "libbpf"))
         if not b or not by.get((row, "ringbuf", "libperfbuf")):
             continue
-        for lib in ("libbpf", "libperfbuf", "cilium-ebpf"):
-            r = by.get((row, "ringbuf", lib))
+        for (lib, mode), name in RINGBUF_READERS.items():
+            r = by.get((row, mode, lib))
             if not r:
                 continue
-            lines.append(f"| {label} | {RINGBUF_READERS[lib]} | {human(r['records_per_s'])} | {human(r[cpu])} | "
-                         f"{human(r['lost'])} of {human(r.get('produced', 0))} | "
+            iwi = human(r["producer_irq_work"]) if r.get("producer_irq_work", -1) >= 0 else "—"
+            lines.append(f"| {label} | {name} | {human(r['records_per_s'])} | {human(r[cpu])} | "
+                         f"{human(r['lost'])} of {human(r.get('produced', 0))} | {iwi} | "
                          f"{r['records_per_s'] / b['records_per_s']:.2f} | "
                          f"{(r[cpu] / b[cpu]) if b.get(cpu) else 0:.2f} |")
     return lines
 
 
-RINGBUF_READERS = {"libbpf": "libbpf `ring_buffer__poll`",
-                   "libperfbuf": "libperfbuf `ring_buffer__poll` (`LD_PRELOAD`)",
-                   "cilium-ebpf": "cilium/ebpf 0.9.1 `ringbuf.Reader`, `ReadInto`"}
+RINGBUF_READERS = {("libbpf", "ringbuf"): "libbpf `ring_buffer__poll`",
+                   ("libperfbuf", "ringbuf"): "libperfbuf `ring_buffer__poll` (`LD_PRELOAD`)",
+                   ("libperfbuf", "ringbuf_fast"): "libperfbuf fast mode (`PERFBUF_ADAPTIVE=1`)",
+                   ("cilium-ebpf", "ringbuf"): "cilium/ebpf 0.9.1 `ringbuf.Reader`, `ReadInto`"}
 
 
 RINGBUF_SHAPES = (("stream_full", "2000 records per call"), ("stream_full_c64", "64 records per call"),
@@ -297,7 +302,7 @@ def main():
             elif row == "quiet":
                 runs = [run(a.binary, None, row, both), run(a.binary, None, row, {**both, **FAST})]
             elif row == "ringbuf":
-                runs = [run(a.binary, None, row), run(a.binary, a.lib, row)]
+                runs = [run(a.binary, None, row), run(a.binary, a.lib, row), run(a.binary, a.lib, row, FAST)]
             elif row == "peers":
                 runs = [run_cmd([p]) for p in peers]
             elif row == "record":

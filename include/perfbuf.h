@@ -2428,6 +2428,21 @@ int perfbuf_perfdata_close(struct perfbuf_perfdata *w);
  */
 struct perf_buffer *perfbuf_events_decoded_reader(struct perfbuf_events *set, perfbuf_event_record_fn record_fn, void *ctx);
 
+/*
+ Hands `rec`, a whole record of the set's rings (`rec_len` readable
+ bytes, 8-aligned) that the caller read some other way
+ (`perfbuf_ring_peek`, a copy, a test's own bytes), to `record_fn`
+ finished as `perfbuf_events_decoded_reader` would, as a record of
+ `cpu`'s ring. Returns `record_fn`'s answer, or -EINVAL without calling
+ it (a NULL argument, a record shorter than its header says).
+
+ # Safety
+ `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`
+ bytes; `record_fn` is NULL or callable with `ctx` and a record valid
+ for the call.
+ */
+int perfbuf_events_decode_record(const struct perfbuf_events *set, uint32_t cpu, const struct perf_event_header *rec, size_t rec_len, perfbuf_event_record_fn record_fn, void *ctx);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -189,3 +189,86 @@ fn a_full_ring_fails_the_output_and_loses_nothing_that_was_written() {
     assert_eq!(rb.poll(WAIT).unwrap(), 4);
     assert_eq!(n.load(Relaxed), 4);
 }
+
+/// The fast mode (`Builder::fast`) delivers every record of a producer on
+/// another thread once, in order, whole: reading on its tick while
+/// records flow, waiting in epoll once they stop.
+#[test]
+fn the_fast_mode_delivers_every_record_once_in_order() {
+    let Some(p) = producer(16384) else { return };
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sink = got.clone();
+    let mut rb = RingBuffer::builder()
+        .add(p.map(), move |data: &[u8]| sink.lock().unwrap().push(data.to_vec()))
+        .fast()
+        .build()
+        .unwrap();
+    assert!(rb.is_fast());
+    let total = 20_000usize;
+    let size = |i: usize| 8 + (i % 57) as u32;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0;
+            while i < total {
+                // A full ring fails the output: write that record again.
+                if p.emit(1, size(i), i as u8, 1).unwrap() == 0 {
+                    i += 1;
+                }
+                if i % 1000 == 0 {
+                    std::thread::sleep(Duration::from_millis(1)); // bursts, then pauses
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while got.lock().unwrap().len() < total && Instant::now() < deadline {
+            rb.poll(Some(Duration::from_millis(100))).unwrap();
+        }
+    });
+    let got = got.lock().unwrap();
+    assert_eq!(got.len(), total);
+    for (i, rec) in got.iter().enumerate() {
+        assert_eq!(*rec, p.expected(size(i), i as u8), "record {i}");
+    }
+}
+
+/// While records flow the fast mode publishes `consumer_pos` one record
+/// behind what it read (no commit finds the reader caught up, so the
+/// kernel sends no wake-up); a poll whose ticks find nothing new gives it
+/// back,
+/// and so does dropping the ring buffer: the next reader of the map reads
+/// nothing twice.
+#[test]
+fn the_fast_mode_holds_one_record_while_records_flow_and_gives_it_back() {
+    let Some(p) = producer(16384) else { return };
+    let count = Rc::new(RefCell::new(0usize));
+    let c = count.clone();
+    let mut rb = RingBuffer::builder()
+        .local()
+        .add(p.map(), move |_: &[u8]| *c.borrow_mut() += 1)
+        .fast()
+        .build()
+        .unwrap();
+    assert_eq!(p.emit(0, 40, 1, 3).unwrap(), 0);
+    assert_eq!(rb.poll(WAIT).unwrap(), 3);
+    let ring = rb.ring(0).unwrap();
+    // One 40-byte record (48 with its header) held.
+    assert_eq!(ring.producer_pos() - ring.consumer_pos(), 48);
+    // A poll whose timeout ends before the idle ticks keeps holding; one
+    // that outlasts them (IDLE_TICKS of at most MAX_TICK) gives it back.
+    assert_eq!(rb.poll(Some(Duration::ZERO)).unwrap(), 0);
+    let ring = rb.ring(0).unwrap();
+    assert_eq!(ring.producer_pos() - ring.consumer_pos(), 48);
+    assert_eq!(rb.poll(Some(Duration::from_millis(50))).unwrap(), 0);
+    let ring = rb.ring(0).unwrap();
+    assert_eq!(ring.consumer_pos(), ring.producer_pos(), "given back once nothing new came");
+
+    assert_eq!(p.emit(0, 40, 2, 2).unwrap(), 0);
+    assert_eq!(rb.poll(WAIT).unwrap(), 2);
+    let ring = rb.ring(0).unwrap();
+    assert_eq!(ring.producer_pos() - ring.consumer_pos(), 48);
+    drop(rb);
+    assert_eq!(*count.borrow(), 5);
+    let mut next =
+        RingBuffer::builder().add(p.map(), |_: &[u8]| -> () { panic!("read twice") }).build().unwrap();
+    assert_eq!(next.consume().unwrap(), 0);
+}

@@ -865,62 +865,33 @@ func (r *EventReader) Close() error {
 }
 
 const (
-	perfRecordLost        = 2
-	perfRecordSample      = 9
-	perfRecordLostSamples = 13
-	perfSampleAddr        = 1 << 3
-	perfSampleCallchain   = 1 << 5
-	perfSamplePeriod      = 1 << 8
+	// perfRecordSample is EventSample.Type of a sample (PERF_RECORD_SAMPLE);
+	// the rest of the record is libperfbuf's to read.
+	perfRecordSample    = 9
+	perfSampleAddr      = 1 << 3
+	perfSampleCallchain = 1 << 5
+	perfSamplePeriod    = 1 << 8
 )
 
-//export perfbufGoEvent
-func perfbufGoEvent(h C.uintptr_t, cpu C.int, rec unsafe.Pointer) {
-	cgo.Handle(h).Value().(*EventReader).deliver(int(cpu), rec)
+//export perfbufGoEventRecord
+func perfbufGoEventRecord(h C.uintptr_t, rec *C.struct_perfbuf_event_record) {
+	cgo.Handle(h).Value().(*EventReader).deliver(rec)
 }
 
-// deliver decodes one record of cpu's ring into the queue; what it cannot
-// decode goes raw, and is counted.
-func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
-	hdr := (*C.struct_perf_event_header)(rec)
-	raw := func() []byte { return C.GoBytes(rec, C.int(hdr.size)) }
-	var s C.struct_perfbuf_sample
-	s.sz = C.size_t(unsafe.Sizeof(s))
+// deliver queues one record of the set's rings, finished by libperfbuf
+// (perfbuf_events_decoded_reader): a sample, a lost count or a side-band
+// record decoded; what it handed over whole goes raw, and is counted.
+func (r *EventReader) deliver(rec *C.struct_perfbuf_event_record) {
 	set := r.set
-	set.mu.Lock()
-	ev := -C.int(syscall.EBADF)
-	var layout sampleLayout
-	if set.cset != nil {
-		ev = C.perfbuf_events_decode(set.cset, hdr, C.size_t(hdr.size), &s)
-		if ev >= 0 && s.present&needsLayout != 0 {
-			layout = set.layoutLocked(int(ev))
-		}
-	}
-	set.mu.Unlock()
-	out := EventSample{Event: int(ev), CPU: cpu, Type: uint32(hdr._type), set: set}
-	switch hdr._type {
-	case perfRecordLost, perfRecordLostSamples:
-		switch {
-		case ev >= 0:
-			out.LostSamples = uint64(s.lost)
-		case hdr._type == perfRecordLost && hdr.size >= 24: // header, id, lost
-			out.LostSamples = *(*uint64)(unsafe.Add(rec, 16))
-		case hdr.size >= 16: // header, lost
-			out.LostSamples = *(*uint64)(unsafe.Add(rec, 8))
-		}
-		if ev < 0 {
-			out.Event = -1
-		}
-	case perfRecordSample:
-		if ev == -C.int(syscall.ENOENT) {
-			// An event removed from the set: counted (Unattributed).
-			r.unattributed.Add(1)
-			return
-		}
-		if ev < 0 {
-			r.undecodable.Add(1)
-			out.Event, out.Record = -1, raw()
-			out.DecodeErr = &Error{Op: "Read", Errno: syscall.Errno(-ev), Reason: "cannot decode the sample: " + syscall.Errno(-ev).Error()}
-			break
+	out := EventSample{Event: int(rec.event), CPU: int(rec.cpu), Type: uint32(rec.record_type), set: set}
+	switch rec.kind {
+	case C.PERFBUF_EVENT_RECORD_SAMPLE:
+		s := rec.sample
+		var layout sampleLayout
+		if s.present&needsLayout != 0 {
+			set.mu.Lock()
+			layout = set.layoutLocked(out.Event)
+			set.mu.Unlock()
 		}
 		out.PID, out.TID, out.Time, out.IP = uint32(s.pid), uint32(s.tid), uint64(s.time), uint64(s.ip)
 		if s.present&perfSampleAddr != 0 {
@@ -936,27 +907,57 @@ func (r *EventReader) deliver(cpu int, rec unsafe.Pointer) {
 		if s.raw != nil && s.raw_size > 0 {
 			out.Raw = C.GoBytes(s.raw, C.int(s.raw_size))
 		}
-		out.SampleFields = decodeFields(&s, layout)
-	default: // side-band records (asked by name or through raw attr bits), THROTTLE, UNTHROTTLE
-		// Every one is handed over, decoded or raw, and counted (Others).
+		out.SampleFields = decodeFields(s, layout)
+	case C.PERFBUF_EVENT_RECORD_LOST:
+		out.LostSamples = uint64(rec.lost)
+	case C.PERFBUF_EVENT_RECORD_SIDEBAND:
+		// Side-band records (asked by name or through raw attr bits): counted (Others).
 		r.others.Add(1)
-		set.mu.Lock()
-		sb, sbEvent, sbTime, errno := decodeSideband(set.cset, rec)
-		set.mu.Unlock()
-		if errno == 0 {
-			out.Event, out.Sideband = sbEvent, sb
-			out.PID, out.TID, out.Time = sb.PID, sb.TID, sbTime
+		sb := sidebandFromC(rec.sideband, uint64(rec.size))
+		out.Sideband = sb
+		out.PID, out.TID, out.Time = sb.PID, sb.TID, uint64(rec.sideband.time)
+	default: // whole: rec.error says why
+		errno := syscall.Errno(rec.error)
+		if rec.record_type == perfRecordSample && errno == syscall.ENOENT {
+			// An event removed from the set: counted (Unattributed).
+			r.unattributed.Add(1)
+			return
+		}
+		out.Event, out.Record = -1, C.GoBytes(unsafe.Pointer(rec.record), C.int(rec.size))
+		if rec.record_type == perfRecordSample {
+			r.undecodable.Add(1)
+			out.DecodeErr = &Error{Op: "Read", Errno: errno, Reason: "cannot decode the sample: " + errno.Error()}
 			break
 		}
-		// Not decoded (throttling, a kind this package does not know, a
-		// record of no event in the set, or a malformed one): raw.
-		out.Event, out.Record = -1, raw()
-		if errno != syscall.EOPNOTSUPP && errno != syscall.ENOENT {
+		// Throttling, a kind this package does not know, a record of no
+		// event in the set, or a malformed one: every one handed over,
+		// and counted (Others).
+		r.others.Add(1)
+		if errno != 0 && errno != syscall.EOPNOTSUPP && errno != syscall.ENOENT {
 			r.undecodable.Add(1)
 			out.DecodeErr = &Error{Op: "Read", Errno: errno, Reason: "cannot decode the side-band record: " + errno.Error()}
 		}
 	}
 	r.queue = append(r.queue, out)
+}
+
+// decodeRecord hands rec, a whole record of cpu's ring read some other
+// way (a test's own bytes), to deliver as libperfbuf finishes the rings'
+// records (perfbuf_events_decode_record). The caller holds r.mu.
+func (r *EventReader) decodeRecord(cpu int, rec []byte) error {
+	r.set.mu.Lock()
+	cset := r.set.cset
+	r.set.mu.Unlock()
+	if len(rec) == 0 {
+		return invalid("decodeRecord", "empty record")
+	}
+	if cset == nil {
+		return r.set.errClosed("decodeRecord")
+	}
+	_, err := cCall("decodeRecord", func() C.int {
+		return C.perfbuf_go_decode_record(cset, C.uint32_t(cpu), unsafe.Pointer(&rec[0]), C.size_t(len(rec)), C.uintptr_t(r.handle))
+	})
+	return err
 }
 
 // cStructSizes are cgo's sizes of the header's structs this package fills

@@ -1252,8 +1252,11 @@ func TestEventUndecodableHandedOverRaw(t *testing.T) {
 		throttle := make([]byte, 32)
 		throttle[0], throttle[6] = 5, 32
 		rd.mu.Lock()
-		rd.deliver(0, unsafe.Pointer(&short[0]))
-		rd.deliver(0, unsafe.Pointer(&throttle[0]))
+		for _, rec := range [][]byte{short, throttle} { // decoded by libperfbuf, as the rings' records are
+			if err := rd.decodeRecord(0, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
 		rd.mu.Unlock()
 		rd.SetDeadline(time.Now())
 		var got []EventSample

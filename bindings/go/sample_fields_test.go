@@ -224,7 +224,9 @@ func TestSampleFieldsEveryValue(t *testing.T) {
 	put(0x12345000, 4242, 4096, 2<<20)         // phys addr, cgroup, page sizes
 	binary.LittleEndian.PutUint16(rec[6:], uint16(len(rec)))
 	rd.mu.Lock()
-	rd.deliver(0, unsafe.Pointer(&rec[0]))
+	if err := rd.decodeRecord(0, rec); err != nil { // decoded by libperfbuf, as the rings' records are
+		t.Fatal(err)
+	}
 	rd.mu.Unlock()
 	rd.SetDeadline(time.Now())
 	g, err := rd.Read()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"syscall"
 	"unsafe"
 )
 
@@ -108,20 +107,10 @@ type SidebandRecord struct {
 	Namespaces [][2]uint64
 }
 
-// decodeSideband decodes rec, a record of the set's rings, with the set's
-// lock held: the record, its event (-1: the set's own), the time of its
-// sample_id trailer, or the errno (ENOENT: of nothing in the set; EOPNOTSUPP:
-// not a side-band record; EBADMSG: malformed).
-func decodeSideband(cset *C.struct_perfbuf_events, rec unsafe.Pointer) (sb *SidebandRecord, event int, time uint64, errno syscall.Errno) {
-	hdr := (*C.struct_perf_event_header)(rec)
-	if _, ok := sidebandKinds[uint32(hdr._type)]; !ok || cset == nil {
-		return nil, 0, 0, syscall.EOPNOTSUPP
-	}
-	var s C.struct_perfbuf_sideband
-	s.sz = C.size_t(unsafe.Sizeof(s))
-	if rc := C.perfbuf_events_decode_sideband(cset, hdr, C.size_t(hdr.size), &s); rc < 0 {
-		return nil, 0, 0, syscall.Errno(-rc)
-	}
+// sidebandFromC copies s, a side-band record libperfbuf decoded in a
+// record of size bytes (its pointers point into that record, C memory),
+// into Go memory.
+func sidebandFromC(s *C.struct_perfbuf_sideband, size uint64) *SidebandRecord {
 	out := &SidebandRecord{
 		Kind:       sidebandKinds[uint32(s.record_type)],
 		RecordType: uint32(s.record_type), Misc: uint16(s.misc),
@@ -139,21 +128,21 @@ func decodeSideband(cset *C.struct_perfbuf_events, rec unsafe.Pointer) (sb *Side
 		ID: uint64(s.id), SubType: uint16(s.sub_type), SubFlags: uint16(s.sub_flags),
 	}
 	// The pointers point into the record (C memory), bounded by it.
-	if s.name != nil && s.name_len > 0 && uint64(s.name_len) < uint64(hdr.size) {
+	if s.name != nil && s.name_len > 0 && uint64(s.name_len) < size {
 		out.Name = C.GoStringN(s.name, C.int(s.name_len))
 	}
-	if s.flags&C.PERFBUF_SIDEBAND_F_BUILD_ID != 0 && s.build_id != nil && uint64(s.build_id_size) < uint64(hdr.size) {
+	if s.flags&C.PERFBUF_SIDEBAND_F_BUILD_ID != 0 && s.build_id != nil && uint64(s.build_id_size) < size {
 		out.BuildID = C.GoBytes(unsafe.Pointer(s.build_id), C.int(s.build_id_size))
 	}
 	for i := range out.Tag {
 		out.Tag[i] = byte(s.tag[i])
 	}
-	if s.namespaces != nil && s.namespaces_nr > 0 && uint64(s.namespaces_nr)*16 < uint64(hdr.size) {
+	if s.namespaces != nil && s.namespaces_nr > 0 && uint64(s.namespaces_nr)*16 < size {
 		words := unsafe.Slice((*uint64)(unsafe.Pointer(s.namespaces)), 2*int(s.namespaces_nr))
 		out.Namespaces = make([][2]uint64, s.namespaces_nr)
 		for i := range out.Namespaces {
 			out.Namespaces[i] = [2]uint64{words[2*i], words[2*i+1]}
 		}
 	}
-	return out, int(s.event), uint64(s.time), 0
+	return out
 }

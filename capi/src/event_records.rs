@@ -10,8 +10,9 @@
 use super::abi::{perf_buffer, perf_event_header};
 use super::buffer::into_handle;
 use super::callbacks::CCallbacks;
-use super::decode::{perfbuf_sample, sample_to_c};
-use super::events::{perfbuf_events, set_mut};
+use super::decode::{perfbuf_sample, record_bytes, sample_to_c};
+use super::events::{perfbuf_events, set_mut, set_ref};
+use super::ffi::ret_errno;
 use super::print;
 use super::sideband::{perfbuf_sideband, to_c as sideband_to_c};
 use core::ffi::{c_int, c_void};
@@ -115,6 +116,43 @@ pub unsafe extern "C" fn perfbuf_events_decoded_reader(
         // and a record valid for the call while the reader lives.
         let each = boxed(move |cpu, rec: &[u8]| unsafe { deliver(f, ctx, &decoder, cpu, rec) })?;
         super::events::reader_of(set, CCallbacks::decoded(each))
+    })())
+}
+
+/// Hands `rec`, a whole record of the set's rings (`rec_len` readable
+/// bytes, 8-aligned) that the caller read some other way
+/// (`perfbuf_ring_peek`, a copy, a test's own bytes), to `record_fn`
+/// finished as `perfbuf_events_decoded_reader` would, as a record of
+/// `cpu`'s ring. Returns `record_fn`'s answer, or -EINVAL without calling
+/// it (a NULL argument, a record shorter than its header says).
+///
+/// # Safety
+/// `set` is NULL or a live set; `rec` is NULL or readable for `rec_len`
+/// bytes; `record_fn` is NULL or callable with `ctx` and a record valid
+/// for the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn perfbuf_events_decode_record(
+    set: *const perfbuf_events,
+    cpu: u32,
+    rec: *const perf_event_header,
+    rec_len: usize,
+    record_fn: perfbuf_event_record_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    ret_errno((|| {
+        // SAFETY: per this function's contract.
+        let (set, rec) = unsafe { (set_ref(set)?, record_bytes(rec, rec_len)?) };
+        let Some(f) = record_fn else {
+            return Err(print::invalid("perfbuf_events_decode_record needs a record_fn"));
+        };
+        let size = decode::header(rec).map_or(0, |h| usize::from(h.size));
+        if size < size_of::<perf_event_header>() || size > rec.len() {
+            return Err(print::invalid(
+                "perfbuf_events_decode_record: rec_len is shorter than the record's header.size",
+            ));
+        }
+        // SAFETY: per this function's contract.
+        Ok(unsafe { deliver(f, ctx, &set.decoder(), cpu, &rec[..size]) })
     })())
 }
 

@@ -10,6 +10,11 @@
 //! a record arrives), these return -EINVAL (NULL and EINVAL for pointers,
 //! 0 and EINVAL for positions) or drop the record instead.
 //!
+//! `PERFBUF_ADAPTIVE=1` in the environment opts `ring_buffer__new`'s ring
+//! buffers in to the fast mode ([`perfbuf::ringbuf`]'s `Builder::fast`),
+//! as it does `perf_buffer__new`'s perf buffers; by default they read as
+//! libbpf's.
+//!
 //! Handles start with a magic word that no libbpf object starts with (its
 //! `struct ring_buffer` starts with a heap pointer, its `struct ring` with
 //! a function pointer), so a handle of the other library, met when link
@@ -20,6 +25,7 @@
 
 use super::ffi::{check_tail, null_with, ret_errno, set_errno, sized_in};
 use super::handle::{Handle, Kind};
+use super::opts::env_adaptive;
 use super::print;
 use core::ffi::{c_int, c_uint, c_ulong, c_void};
 use core::ops::ControlFlow;
@@ -149,7 +155,12 @@ pub unsafe extern "C" fn ring_buffer__new(
     let opts = unsafe { sized_in(opts.cast()) };
     let built = opts
         .and_then(|o| o.map_or(Ok(()), |b| check_tail(b, size_of::<ring_buffer_opts>(), "ring_buffer_opts")))
-        .and_then(|()| Handle::into_raw(RbState { rb: RingBuffer::new()?, rings: Vec::new() }, ()));
+        .and_then(|()| env_adaptive(std::env::var("PERFBUF_ADAPTIVE").ok().as_deref()))
+        .and_then(|fast| {
+            let mut rb = RingBuffer::new()?;
+            rb.set_fast(fast);
+            Handle::into_raw(RbState { rb, rings: Vec::new() }, ())
+        });
     let rb = match built {
         Ok(rb) => rb,
         Err(e) => return null_with(&e),

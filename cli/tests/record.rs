@@ -165,8 +165,9 @@ fn record_sample_periods_agree_with_perf_record() {
         our_periods.len(),
         their_periods.len()
     );
-    let ratio = our_count as f64 / their_count as f64;
-    assert!((0.2..5.0).contains(&ratio), "event count {our_count} against perf record's {their_count}");
+    // The totals themselves are not compared: each stands for the CPU time
+    // its run of the spinner got, which the machine's load sets (seen 24
+    // times apart with suites running beside it).
     eprintln!(
         "perfbuf record: {} samples, median period {ours_median}, event count {our_count}; \
          perf record: {} samples, median period {theirs_median}, event count {their_count}",

@@ -31,6 +31,7 @@
 
 mod callback;
 pub(crate) mod channel;
+mod fast;
 mod layout;
 mod walk;
 
@@ -38,6 +39,7 @@ mod walk;
 mod tests;
 
 pub use callback::{BoxesSample, RingThreading, SampleResult};
+pub use fast::{MAX_TICK, MIN_TICK};
 pub use walk::Stats;
 
 #[cfg(feature = "internals")]
@@ -53,6 +55,7 @@ use core::ops::ControlFlow;
 use layout::RingMemory as Memory;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
+use walk::Publish;
 
 /// The most records one ring gives a call, and the most a call counts
 /// (libbpf's `INT_MAX`): reads stay bounded while the producer keeps up.
@@ -73,12 +76,15 @@ pub struct RingBuffer<'a, T: RingThreading = Sendable> {
     rings: Vec<Ring<'a, T>>,
     /// `epoll_wait`'s output, one slot per ring (as libbpf sizes it).
     events: Vec<libc::epoll_event>,
+    /// The fast mode's state, when it is on ([`Builder::fast`]).
+    pacer: Option<fast::Pacer>,
 }
 
 /// The maps and callbacks of a [`RingBuffer`]: see [`RingBuffer::builder`].
 #[must_use = "a builder does nothing until built"]
 pub struct Builder<'a, T: RingThreading = Sendable> {
     maps: Vec<(MapFd<'a>, T::Callback<'a>)>,
+    fast: bool,
 }
 
 /// One map of a [`RingBuffer`] (libbpf's `struct ring`): its positions,
@@ -91,12 +97,21 @@ pub struct Ring<'a, T: RingThreading = Sendable> {
     _map: Option<MapFd<'a>>,
     callback: T::Callback<'a>,
     stats: Stats,
+    /// Where reading stopped while `consumer_pos` is held one record
+    /// behind (the fast mode); `None`: the two are the same.
+    held: Option<u64>,
+    /// The map's id: two rings over one map (the same map added twice,
+    /// through a dup of its fd) share its `consumer_pos`.
+    map_id: u32,
+    /// Another ring of this ring buffer reads the same map: the fast mode
+    /// never holds its records (the other would read them again).
+    shared: bool,
 }
 
 impl<'a> RingBuffer<'a> {
     /// A builder; add maps with [`Builder::add`].
     pub fn builder() -> Builder<'a> {
-        Builder { maps: Vec::new() }
+        Builder { maps: Vec::new(), fast: false }
     }
 
     /// An empty ring buffer (its epoll instance only): add maps with
@@ -109,7 +124,29 @@ impl<'a> RingBuffer<'a> {
 impl<'a, T: RingThreading> RingBuffer<'a, T> {
     fn with_epoll() -> Result<Self> {
         let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
-        Ok(RingBuffer { epoll, rings: Vec::new(), events: Vec::new() })
+        Ok(RingBuffer { epoll, rings: Vec::new(), events: Vec::new(), pacer: None })
+    }
+
+    /// Turns the fast mode on or off (see [`Builder::fast`]); turning it
+    /// off gives back any record it holds.
+    pub fn set_fast(&mut self, on: bool) {
+        if !on {
+            self.stop_holding();
+        }
+        self.pacer = on.then(|| self.pacer.take().unwrap_or_else(fast::Pacer::new));
+    }
+
+    /// Whether the fast mode is on.
+    pub fn is_fast(&self) -> bool {
+        self.pacer.is_some()
+    }
+
+    fn pacer(&self) -> Option<&fast::Pacer> {
+        self.pacer.as_ref()
+    }
+
+    fn pacer_mut(&mut self) -> Option<&mut fast::Pacer> {
+        self.pacer.as_mut()
     }
 
     /// Adds `map`, a `BPF_MAP_TYPE_RINGBUF` (a reference to anything with
@@ -151,7 +188,21 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         fallible::reserve(&mut self.events, 1)?;
         let token = self.rings.len() as u64;
         let memory = map_ring(self.epoll.as_raw_fd(), map_fd, info.max_entries, token)?;
-        self.rings.push(Ring { memory, map_fd, _map: map, callback, stats: Stats::default() });
+        let shared = self.rings.iter().any(|r| r.map_id == info.id);
+        for ring in self.rings.iter_mut().filter(|r| r.map_id == info.id) {
+            ring.release();
+            ring.shared = true;
+        }
+        self.rings.push(Ring {
+            memory,
+            map_fd,
+            _map: map,
+            callback,
+            stats: Stats::default(),
+            held: None,
+            map_id: info.id,
+            shared,
+        });
         self.events.push(libc::epoll_event { events: 0, u64: 0 });
         Ok(())
     }
@@ -162,7 +213,13 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
     /// woke the wait is not committed yet). Fails with EINTR on a signal
     /// (not retried), with EINVAL while no map was added, and with
     /// [`crate::ErrorKind::Stopped`] when a callback stopped the read.
+    ///
+    /// In the fast mode ([`Builder::fast`]) a call made while records flow
+    /// sleeps up to a tick ([`MAX_TICK`] at most) and reads what came.
     pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
+        if self.pacer.is_some() {
+            return self.poll_fast(timeout);
+        }
         let ready =
             sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, self.rings.len(), timeout_ms(timeout))?;
         let mut total = 0u64;
@@ -179,6 +236,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
     /// at most 2^31 - 1 records per map, and no further map once more than
     /// that many were read in all. Returns the number of records read.
     pub fn consume(&mut self) -> Result<usize> {
+        self.stop_holding();
         let mut total = 0u64;
         for ring in &mut self.rings {
             total += ring.read(CALL_LIMIT)?;
@@ -195,6 +253,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
     /// between, so `n = 0` still reads a record of the first map that has
     /// one).
     pub fn consume_n(&mut self, n: usize) -> Result<usize> {
+        self.stop_holding();
         let (mut left, mut total) = (n as u64, 0u64);
         for ring in &mut self.rings {
             let got = ring.read(left)?;
@@ -239,11 +298,35 @@ fn map_ring(epoll: RawFd, map_fd: RawFd, max_entries: u32, token: u64) -> Result
 }
 
 impl<'a, T: RingThreading> Ring<'a, T> {
-    /// Reads up to `limit` records (see `walk`), counting them.
+    /// Reads up to `limit` records (see `walk`), counting them, and
+    /// publishes every record read.
     fn read(&mut self, limit: u64) -> Result<u64> {
-        match self.memory.walk(limit, &mut self.stats, &mut self.callback) {
+        self.read_publishing(limit, Publish::Each)
+    }
+
+    /// [`Self::read`], publishing as `publish` says (from where a holding
+    /// read stopped).
+    fn read_publishing(&mut self, limit: u64, publish: Publish) -> Result<u64> {
+        let publish = if self.shared { Publish::Each } else { publish };
+        let from = self.held.take();
+        let (flow, end) = self.memory.walk_from(from, publish, limit, &mut self.stats, &mut self.callback);
+        match publish {
+            Publish::HoldLast => self.held = Some(end),
+            // A read from a held position that found nothing new stored
+            // nothing: give the held record back here.
+            Publish::Each if from.is_some() => self.memory.publish(end),
+            Publish::Each => {}
+        }
+        match flow {
             ControlFlow::Continue(n) => Ok(n),
             ControlFlow::Break(v) => Err(Error::stopped(v)),
+        }
+    }
+
+    /// Gives back a record held by the fast mode.
+    fn release(&mut self) {
+        if let Some(end) = self.held.take() {
+            self.memory.publish(end);
         }
     }
 
@@ -297,7 +380,7 @@ impl<'a> Builder<'a> {
     /// `&RefCell`...), for a ring buffer that stays on this thread.
     pub fn local(self) -> Builder<'a, Local> {
         let maps = self.maps.into_iter().map(|(m, f)| (m, f as <Local as RingThreading>::Callback<'a>));
-        Builder { maps: maps.collect() }
+        Builder { maps: maps.collect(), fast: self.fast }
     }
 }
 
@@ -314,14 +397,38 @@ impl<'a, T: RingThreading> Builder<'a, T> {
         self
     }
 
+    /// Opts in to the fast mode: while records flow, [`RingBuffer::poll`]
+    /// reads on a tick of its own (at most [`MAX_TICK`], sized so a
+    /// quarter of the ring fills between reads) and holds `consumer_pos`
+    /// one record behind what it read, so the kernel sends no wake-ups and
+    /// the producer's CPU pays none. The costs: up to [`MAX_TICK`] more
+    /// delivery delay, one record's space held while records flow, and a
+    /// `poll` that sleeps rather than waits on the epoll fd (a reactor
+    /// watching the fd sees it readable while a record is held: use the
+    /// default mode there). `consume` and the other reads give the held
+    /// record back first.
+    pub fn fast(mut self) -> Self {
+        self.fast = true;
+        self
+    }
+
     /// Creates the epoll instance and maps every map added, in order; the
     /// first that fails is the error.
     pub fn build(self) -> Result<RingBuffer<'a, T>> {
         let mut rb = RingBuffer::with_epoll()?;
+        rb.set_fast(self.fast);
         for (map, f) in self.maps {
             rb.add_ring(map.as_raw_fd(), Some(map), f)?;
         }
         Ok(rb)
+    }
+}
+
+/// A record the fast mode holds goes back to the producer: nothing reads
+/// it twice, whoever reads the map next.
+impl<T: RingThreading> Drop for RingBuffer<'_, T> {
+    fn drop(&mut self) {
+        self.stop_holding();
     }
 }
 

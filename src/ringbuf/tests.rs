@@ -241,3 +241,40 @@ fn a_record_ending_exactly_at_the_producer_is_not_corrupt() {
     assert_eq!(walk_all(&ring, &mut stats).len(), 1);
     assert_eq!(stats.resyncs, 0);
 }
+
+/// The fast mode's walk: `consumer_pos` stays at the start of the last
+/// record read, the next walk from where reading stopped hands out only
+/// new records and gives the held one back, and `publish` gives it back
+/// when nothing new came.
+#[test]
+fn a_holding_walk_keeps_the_last_record_and_never_reads_it_twice() {
+    use super::walk::Publish;
+    let ring = RingMemory::heap(SIZE);
+    start_at(&ring, 64);
+    let first = push(&ring, 10, 0, 1);
+    let second = push(&ring, 20, 0, 2);
+    let mut stats = Stats::default();
+    let got = std::cell::RefCell::new(Vec::new());
+    let take = |data: &[u8]| {
+        got.borrow_mut().push(data.to_vec());
+        ControlFlow::Continue(())
+    };
+    let (flow, end) = ring.walk_from(None, Publish::HoldLast, u64::MAX, &mut stats, take);
+    assert_eq!(flow, ControlFlow::Continue(2));
+    assert_eq!(end, ring.producer().load(Ordering::Relaxed));
+    assert!(first < second);
+    assert_eq!(consumer(&ring), second, "held one record behind what was read");
+
+    // Nothing new: nothing handed out, and the position held.
+    let (flow, again) = ring.walk_from(Some(end), Publish::HoldLast, u64::MAX, &mut stats, take);
+    assert_eq!((flow, again, consumer(&ring)), (ControlFlow::Continue(0), end, second));
+
+    // A new record: only it is handed out, and the previous one is given back.
+    let third = push(&ring, 30, 0, 3);
+    let (flow, end) = ring.walk_from(Some(end), Publish::HoldLast, u64::MAX, &mut stats, take);
+    assert_eq!((flow, consumer(&ring)), (ControlFlow::Continue(1), third));
+    ring.publish(end);
+    assert_eq!(consumer(&ring), ring.producer().load(Ordering::Relaxed));
+    assert_eq!(*got.borrow(), vec![body(10, 1), body(20, 2), body(30, 3)]);
+    assert_eq!(stats.records, 3);
+}

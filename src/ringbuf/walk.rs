@@ -39,6 +39,19 @@ pub struct Stats {
     pub skipped_bytes: u64,
 }
 
+/// How a walk publishes `consumer_pos`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// After every record, as libbpf does: the next commit that finds the
+    /// reader caught up wakes it.
+    Each,
+    /// One record behind what was read: no commit finds the reader caught
+    /// up, so the kernel sends no wake-ups while the walk's caller reads on
+    /// a tick of its own (the fast mode). The held record's space returns
+    /// to the producer at the next walk, or by [`RingMemory::publish`].
+    HoldLast,
+}
+
 /// A record's total size in the ring for a header `len`: the busy and
 /// discard bits cleared, the header added, rounded up to 8.
 #[inline(always)]
@@ -56,72 +69,123 @@ impl RingMemory {
     ///
     /// Returns how many records `f` got, or `f`'s `Break` value: the record
     /// that stopped the walk counts as consumed, as in libbpf.
+    #[cfg(any(test, feature = "internals"))]
     #[inline]
-    pub fn walk<F>(&self, limit: u64, stats: &mut Stats, mut f: F) -> ControlFlow<i32, u64>
+    pub fn walk<F>(&self, limit: u64, stats: &mut Stats, f: F) -> ControlFlow<i32, u64>
     where
         F: FnMut(&[u8]) -> ControlFlow<i32>,
     {
-        self.walk_at(limit, stats, |_, body| f(body))
+        self.walk_from(None, Publish::Each, limit, stats, f).0
     }
 
-    /// [`Self::walk`], handing `f` each record's position (bytes since the
-    /// map's creation, as `consumer_pos` counts) with its body.
+    /// [`Self::walk`] from `from` (`None`: the published `consumer_pos`),
+    /// publishing as `publish` says. Also returns where the walk stopped
+    /// reading: with [`Publish::HoldLast`] the published position stays at
+    /// the start of the last record read, so pass this back as `from`.
+    #[inline]
+    pub fn walk_from<F>(
+        &self,
+        from: Option<u64>,
+        publish: Publish,
+        limit: u64,
+        stats: &mut Stats,
+        mut f: F,
+    ) -> (ControlFlow<i32, u64>, u64)
+    where
+        F: FnMut(&[u8]) -> ControlFlow<i32>,
+    {
+        self.walk_from_at(from, publish, limit, stats, |_, body| f(body))
+    }
+
+    /// [`Self::walk`] from the published `consumer_pos`, handing `f` each
+    /// record's position (bytes since the map's creation, as
+    /// `consumer_pos` counts) with its body.
     #[inline(always)]
-    pub fn walk_at<B, F>(&self, limit: u64, stats: &mut Stats, mut f: F) -> ControlFlow<B, u64>
+    pub fn walk_at<B, F>(&self, limit: u64, stats: &mut Stats, f: F) -> ControlFlow<B, u64>
+    where
+        F: FnMut(u64, &[u8]) -> ControlFlow<B>,
+    {
+        self.walk_from_at(None, Publish::Each, limit, stats, f).0
+    }
+
+    /// [`Self::walk_from`], handing `f` each record's position with its
+    /// body, and stopping with whatever `f` breaks with.
+    #[inline(always)]
+    fn walk_from_at<B, F>(
+        &self,
+        from: Option<u64>,
+        publish: Publish,
+        limit: u64,
+        stats: &mut Stats,
+        mut f: F,
+    ) -> (ControlFlow<B, u64>, u64)
     where
         F: FnMut(u64, &[u8]) -> ControlFlow<B>,
     {
         let (size, mask) = (self.size(), self.size() - 1);
-        let mut cons = self.consumer().load(Ordering::Acquire);
+        let mut cons = from.unwrap_or_else(|| self.consumer().load(Ordering::Acquire));
         let mut delivered = 0u64;
+        // Publishes that every record before `at` is read: up to `at`
+        // itself, or, holding, up to the start of the record just read.
+        let done = |start: u64, at: u64| {
+            let pos = if publish == Publish::HoldLast { start } else { at };
+            self.consumer().store(pos, Ordering::Release);
+        };
         loop {
             let prod = self.producer().load(Ordering::Acquire);
             let avail = prod.wrapping_sub(cons);
             if avail == 0 {
-                return ControlFlow::Continue(delivered);
+                return (ControlFlow::Continue(delivered), cons);
             }
             // Records are multiples of 8 and the kernel never lets the
             // producer get more than a ring ahead.
             if cons % 8 != 0 || prod % 8 != 0 || avail > size {
                 self.resync(prod, avail, stats);
-                return ControlFlow::Continue(delivered);
+                return (ControlFlow::Continue(delivered), prod);
             }
             while cons != prod {
                 let offset = cons & mask;
                 // SAFETY: offset is 8-aligned (cons is) and below size.
                 let len = unsafe { self.header_len(offset) }.load(Ordering::Acquire);
                 if len & BUSY_BIT != 0 {
-                    return ControlFlow::Continue(delivered); // not committed yet
+                    return (ControlFlow::Continue(delivered), cons); // not committed yet
                 }
                 let total = record_size(len);
                 let left = prod.wrapping_sub(cons);
                 if total > left {
                     self.resync(prod, left, stats);
-                    return ControlFlow::Continue(delivered);
+                    return (ControlFlow::Continue(delivered), prod);
                 }
                 let next = cons.wrapping_add(total);
                 if len & DISCARD_BIT == 0 {
                     // SAFETY: offset < size and 8 + len <= total <= left <=
                     // size, so the body lies in the double mapping; it is
-                    // committed and below consumer_pos until the store below.
+                    // committed and at or above consumer_pos until the store
+                    // below.
                     let body = unsafe { self.body(offset, len as usize) };
                     stats.records += 1;
                     stats.bytes += total;
                     if let ControlFlow::Break(v) = f(cons, body) {
-                        self.consumer().store(next, Ordering::Release);
-                        return ControlFlow::Break(v);
+                        done(cons, next);
+                        return (ControlFlow::Break(v), next);
                     }
                     delivered += 1;
                 } else {
                     stats.discarded += 1;
                 }
+                done(cons, next);
                 cons = next;
-                self.consumer().store(cons, Ordering::Release);
                 if delivered >= limit {
-                    return ControlFlow::Continue(delivered);
+                    return (ControlFlow::Continue(delivered), cons);
                 }
             }
         }
+    }
+
+    /// Publishes that everything before `pos` (a position a
+    /// [`Publish::HoldLast`] walk returned) is read.
+    pub fn publish(&self, pos: u64) {
+        self.consumer().store(pos, Ordering::Release);
     }
 
     /// Gives up on what lies between the consumer and `prod`: the consumer

@@ -89,9 +89,7 @@ def test_only_perfbuf_names(monkeypatch: pytest.MonkeyPatch) -> None:
             return getattr(real, name)
 
     real = perfbuf._LIB
-    from perfbuf import _events
-    monkeypatch.setattr(_events, "_LIB", Recorder())
-    monkeypatch.setattr(perfbuf, "_LIB", Recorder())
+    monkeypatch.setattr(perfbuf._library, "LIB", Recorder())  # every module calls the library through it
     with EventSet() as s:
         ev = s.add_tracepoint("sched:sched_process_exec")
         with s.reader(order_by_time=True) as r:
@@ -102,7 +100,7 @@ def test_only_perfbuf_names(monkeypatch: pytest.MonkeyPatch) -> None:
             s.info(ev)
             s.read(ev)
             s.disable()
-    assert "perfbuf_events_reader" in used and all(n.startswith("perfbuf_") for n in used), sorted(used)
+    assert "perfbuf_events_decoded_reader" in used and all(n.startswith("perfbuf_") for n in used), sorted(used)
 
 
 # ---- a tracepoint ----------------------------------------------------------------------

@@ -33,7 +33,7 @@ class _Recorder:
 def test_only_perfbuf_names_are_declared_or_called(producer, monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(name.startswith("perfbuf_") for name in _lib.SIGNATURES)
     rec = _Recorder(perfbuf._LIB)
-    monkeypatch.setattr(perfbuf, "_LIB", rec)
+    monkeypatch.setattr(perfbuf._library, "LIB", rec)  # every module calls the library through it
     pb = PerfBuffer(producer.map_fd, on_sample=lambda cpu, data: None)
     producer.emit(0, 8, 1)
     pb.poll(100)

@@ -274,10 +274,9 @@ def test_every_field_of_a_kernel_sample(kind: str) -> None:
             caught: list[tuple[int, bytes]] = []
             deliver = r._on_event_record
 
-            def catching(cpu: int, rec: int) -> None:  # the bytes the binding decodes, as it gets them
-                size = ctypes.c_uint16.from_address(rec + 6).value
-                caught.append((cpu, ctypes.string_at(rec, size)))
-                deliver(cpu, rec)
+            def catching(rec: Any) -> None:  # the record the library decoded for the binding, whole
+                caught.append((rec.cpu, ctypes.string_at(rec.record, rec.size)))
+                deliver(rec)
 
             r._on_event_record = catching  # type: ignore[method-assign]
             s.enable()
@@ -379,9 +378,10 @@ def test_undecodable_sample_comes_raw_and_counted() -> None:
         with s.reader() as r:
             got: list[Any] = []
             r._collect = got
-            for rec in (short, throttle):
+            for rec in (short, throttle):  # decoded by the library, as the reader's records are
                 buf = ctypes.create_string_buffer(rec, len(rec))
-                r._on_event_record(0, ctypes.addressof(buf))
+                assert perfbuf._LIB.perfbuf_events_decode_record(s._h, 0, buf, len(rec), r._callback, None) == \
+                    _lib.LIBBPF_PERF_EVENT_CONT
             r._collect = None
             assert [type(g) for g in got] == [RawRecord, RawRecord]
             assert got[0].data == short and got[0].record_type == PERF_RECORD_SAMPLE and got[0].error in (

@@ -13,13 +13,16 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
-from . import _LIB, LostFn, _as_int, _as_u32, _callable_or_none, _lib, _os_error, _RingReader
+from . import _lib, _library
+from ._args import as_int, as_u32, callable_or_none
+from ._library import os_error
+from ._ring_reader import LostFn, RingReader
 from . import _sideband
 from . import _sample_fields
 from ._sample_fields import Branch, ReadValue, ReadValues
 from ._sideband import RawRecord, SidebandRecord
 
-_HAS_SIDEBAND = _LIB is not None and _sideband.declare(_LIB.lib)
+_HAS_SIDEBAND = _library.LIB is not None and _sideband.declare(_library.LIB.lib)
 
 __all__ = ["EventSet", "EventReader", "EventSample", "EventInfo", "Counts", "HARDWARE", "SOFTWARE", "SidebandRecord",
            "RawRecord", "ReadValues", "ReadValue", "Branch"]
@@ -43,18 +46,19 @@ _KINDS = {
     _lib.PERFBUF_EVENT_UPROBE: "uprobe", _lib.PERFBUF_EVENT_RAW: "raw",
 }
 
-PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_RECORD_LOST_SAMPLES = 2, 9, 13
+# RawRecord.record_type of a sample handed over whole (the rest of the record is the library's to read).
+PERF_RECORD_SAMPLE = 9
 PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_PERIOD = 1 << 3, 1 << 5, 1 << 8
 
 
 def _as_u64(name: str, value: Any) -> int:
-    return _as_u32(name, value, 0, 2**64 - 1)
+    return as_u32(name, value, 0, 2**64 - 1)
 
 
 def _need_library() -> None:
-    missing = _lib.missing_optional(_LIB)
+    missing = _lib.missing_optional(_library.LIB)
     if missing:
-        raise OSError(errno.ENOSYS, f"this libperfbuf ({_LIB.perfbuf_version().decode()}) has no event sets: it "
+        raise OSError(errno.ENOSYS, f"this libperfbuf ({_library.LIB.perfbuf_version().decode()}) has no event sets: it "
                                     f"lacks {', '.join(missing)}; install a newer one")
 
 
@@ -85,7 +89,7 @@ def _path(name: str, value: Any) -> bytes:
 def _ints(name: str, values: Optional[Iterable[int]]) -> Optional[list[int]]:
     if values is None:
         return None
-    out = [_as_int(f"{name}[]", v) for v in values]
+    out = [as_int(f"{name}[]", v) for v in values]
     if not out:
         raise ValueError(f"{name} is empty: give some, or None for all")
     return out
@@ -306,16 +310,16 @@ class EventSet:
         sideband_flags = _sideband.flags_of(sideband)
         if sideband_flags and not _HAS_SIDEBAND:
             raise OSError(errno.ENOSYS, "this libperfbuf has no side-band records")
-        pages = _as_int("pages", pages)
+        pages = as_int("pages", pages)
         if pages < 1 or pages & (pages - 1):
             raise ValueError(f"pages must be a power of two (1, 2, 4, 8, ...), got {pages}")
         for name, flag in (("rings", rings), ("inherit", inherit)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
         opts = _lib.EventsOpts(sz=ctypes.sizeof(_lib.EventsOpts), page_cnt=pages,
-                               wakeup_events=_as_u32("wakeup_events", wakeup_events),
-                               wakeup_bytes=_as_u32("wakeup_bytes", wakeup_bytes),
-                               max_delay_ms=_as_u32("max_delay_ms", max_delay_ms, 0, 60_000),
+                               wakeup_events=as_u32("wakeup_events", wakeup_events),
+                               wakeup_bytes=as_u32("wakeup_bytes", wakeup_bytes),
+                               max_delay_ms=as_u32("max_delay_ms", max_delay_ms, 0, 60_000),
                                flags=(0 if rings else _lib.PERFBUF_EVENTS_NO_RINGS)
                                | (_lib.PERFBUF_EVENTS_INHERIT if inherit else 0) | sideband_flags)
         cpu_list, pid_list = _ints("cpus", cpus), _ints("pids", pids)
@@ -336,9 +340,9 @@ class EventSet:
         self._reader_open = False
         self._events: dict[int, _Meta] = {}
         self._weak = weakref.ref(self)  # what samples hold
-        h = _LIB.perfbuf_events_new(ctypes.byref(opts))  # the arrays above are alive until here
+        h = _library.LIB.perfbuf_events_new(ctypes.byref(opts))  # the arrays above are alive until here
         if not h:
-            raise _os_error(ctypes.get_errno(), "perfbuf_events_new")
+            raise os_error(ctypes.get_errno(), "perfbuf_events_new")
         self._h = h
 
     # -- internals --------------------------------------------------------------------
@@ -352,11 +356,11 @@ class EventSet:
         with self._lock:
             ret = fn(self._handle(), *args)
         if ret < 0:
-            raise _os_error(-ret, fn.__name__)
+            raise os_error(-ret, fn.__name__)
         return int(ret)
 
     def _event(self, ev: Any) -> int:
-        ev = _as_int("event id", ev)
+        ev = as_int("event id", ev)
         if ev < 0:
             raise ValueError(f"event ids are >= 0, got {ev}")
         return ev
@@ -390,7 +394,7 @@ class EventSet:
         if attr is not None:
             attr_buf = ctypes.create_string_buffer(attr, len(attr))
             desc.attr = ctypes.cast(attr_buf, ctypes.c_void_p)
-        ev = self._call(_LIB.perfbuf_events_add, ctypes.byref(desc))
+        ev = self._call(_library.LIB.perfbuf_events_add, ctypes.byref(desc))
         meta = _Meta(_KINDS[kind], label)
         if kind == _lib.PERFBUF_EVENT_TRACEPOINT or args is not None:
             # A probe with arguments is a tracepoint too: its fields by name.
@@ -403,7 +407,7 @@ class EventSet:
         with self._lock:
             if self._h is None:
                 raise ValueError("the EventSet this sample came from is closed (and its reader too)")
-            ret = _LIB.perfbuf_events_field(self._h, ev, raw, len(raw), name.encode(), ctypes.byref(f))
+            ret = _library.LIB.perfbuf_events_field(self._h, ev, raw, len(raw), name.encode(), ctypes.byref(f))
             if ret == -errno.ENOENT:
                 meta = self._events.get(ev)
                 no_fields = meta and meta.kind != "tracepoint" and meta.field_names is None
@@ -411,7 +415,7 @@ class EventSet:
                     else f"tracepoint {meta.name if meta else ev} has no field {name!r}"
                 raise KeyError(f"{name!r}: {what}")
             if ret < 0:
-                raise _os_error(-ret, "perfbuf_events_field")
+                raise os_error(-ret, "perfbuf_events_field")
             if f.kind == _lib.PERFBUF_FIELD_INT:
                 return int(f.i)
             if f.kind == _lib.PERFBUF_FIELD_UINT:
@@ -426,7 +430,7 @@ class EventSet:
         buf = ctypes.create_string_buffer(64)
         with self._lock:
             while True:
-                n = _LIB.perfbuf_events_field_name(self._handle(), ev, len(names), buf, len(buf))
+                n = _library.LIB.perfbuf_events_field_name(self._handle(), ev, len(names), buf, len(buf))
                 if n == -errno.ENOENT:
                     return tuple(names)
                 if n < 0:
@@ -445,13 +449,6 @@ class EventSet:
                                         "field(name) still works")
         return meta.field_names
 
-    def _decode(self, rec: int, size: int, out: _lib.Sample) -> int:
-        """perfbuf_events_decode, for the reader's callback."""
-        with self._lock:
-            if self._h is None:
-                return -errno.EBADF
-            return int(_LIB.perfbuf_events_decode(self._h, rec, size, ctypes.byref(out)))
-
     def _layout(self, ev: int) -> Optional[_sample_fields.Layout]:
         """Event ``ev``'s read_format and register masks (cached), for the
         reader's callback; None if the library cannot tell."""
@@ -460,21 +457,12 @@ class EventSet:
             return meta.layout
         a = _lib.DecodeAttr(sz=ctypes.sizeof(_lib.DecodeAttr))
         with self._lock:
-            if self._h is None or _LIB.perfbuf_events_decode_attr(self._h, ev, ctypes.byref(a)) < 0:
+            if self._h is None or _library.LIB.perfbuf_events_decode_attr(self._h, ev, ctypes.byref(a)) < 0:
                 return None
         layout = _sample_fields.Layout(a.read_format, a.sample_regs_user, a.sample_regs_intr)
         if meta is not None:
             meta.layout = layout
         return layout
-
-    def _decode_sideband(self, rec: int, size: int, out: _sideband.Sideband) -> int:
-        """perfbuf_events_decode_sideband, for the reader's callback."""
-        if not _HAS_SIDEBAND:
-            return -errno.EOPNOTSUPP
-        with self._lock:
-            if self._h is None:
-                return -errno.EBADF
-            return int(_LIB.perfbuf_events_decode_sideband(self._h, rec, size, ctypes.byref(out)))
 
     def _reader_closed(self) -> None:
         """The reader freed its rings: free the set if it was closed meanwhile."""
@@ -484,7 +472,7 @@ class EventSet:
             if h is not None:
                 self._h = None
         if h is not None:
-            _LIB.perfbuf_events_free(h)
+            _library.LIB.perfbuf_events_free(h)
 
     # -- adding events ------------------------------------------------------------------
 
@@ -582,39 +570,39 @@ class EventSet:
     def remove(self, ev: int) -> None:
         """Removes event ``ev`` (``OSError(EBUSY)`` for a group leader with
         members). Its samples still in the rings are not delivered."""
-        self._call(_LIB.perfbuf_events_remove, self._event(ev))
+        self._call(_library.LIB.perfbuf_events_remove, self._event(ev))
         self._events.pop(ev, None)
 
     def set_filter(self, ev: int, filter: Optional[str]) -> None:
         """Changes the ftrace filter of tracing event ``ev`` (None clears it):
         the event is opened again with it (the kernel sets a filter once).
         ``OSError(EINVAL)`` for a filter the kernel refuses, nothing changed."""
-        self._call(_LIB.perfbuf_events_set_filter, self._event(ev), _optional_str("filter", filter))
+        self._call(_library.LIB.perfbuf_events_set_filter, self._event(ev), _optional_str("filter", filter))
 
     def enable(self, ev: Optional[int] = None) -> None:
         """Enables event ``ev``, or every event."""
-        self._call(_LIB.perfbuf_events_enable, -1 if ev is None else self._event(ev))
+        self._call(_library.LIB.perfbuf_events_enable, -1 if ev is None else self._event(ev))
 
     def disable(self, ev: Optional[int] = None) -> None:
         """Disables event ``ev``, or every event."""
-        self._call(_LIB.perfbuf_events_disable, -1 if ev is None else self._event(ev))
+        self._call(_library.LIB.perfbuf_events_disable, -1 if ev is None else self._event(ev))
 
     def attach_bpf(self, ev: int, prog: Any) -> None:
         """Attaches BPF program ``prog`` (an fd, or an object with
         ``fileno()``) to event ``ev`` on every CPU and target; do it before
         :meth:`enable`. ``FileExistsError`` if one is attached already,
         ``OSError(EINVAL)`` if its type does not suit the event."""
-        fd = prog.fileno() if hasattr(prog, "fileno") else _as_int("prog", prog)
-        self._call(_LIB.perfbuf_events_attach_bpf, self._event(ev), fd)
+        fd = prog.fileno() if hasattr(prog, "fileno") else as_int("prog", prog)
+        self._call(_library.LIB.perfbuf_events_attach_bpf, self._event(ev), fd)
 
     # -- what was opened ------------------------------------------------------------------
 
     def info(self, ev: int) -> EventInfo:
         """What was opened for event ``ev``."""
         i = _lib.EventInfo(sz=ctypes.sizeof(_lib.EventInfo))
-        self._call(_LIB.perfbuf_events_info, self._event(ev), ctypes.byref(i))
+        self._call(_library.LIB.perfbuf_events_info, self._event(ev), ctypes.byref(i))
         progs = (_lib.BpfProg * 64)()  # the kernel attaches at most 64 to a tracepoint
-        n = min(self._call(_LIB.perfbuf_events_bpf_progs, self._event(ev), progs, len(progs)), len(progs))
+        n = min(self._call(_library.LIB.perfbuf_events_bpf_progs, self._event(ev), progs, len(progs)), len(progs))
         attached = tuple(BpfProgram(p.id, p.name.decode(errors="replace"), bool(p.ours)) for p in progs[:n])
         return EventInfo(kind=_KINDS.get(i.kind, f"kind {i.kind}"), attr_type=i.attr_type, config=i.config,
                          fallback_errno=i.fallback_errno, instances=i.instances, sample_type=i.sample_type,
@@ -625,17 +613,17 @@ class EventSet:
         """The fd of kernel event ``index`` of ``ev`` (CPU by CPU, each CPU's
         targets in order; ``info(ev).instances`` of them), for your own
         ioctls. The set keeps owning it."""
-        return self._call(_LIB.perfbuf_events_fd, self._event(ev), _as_int("index", index))
+        return self._call(_library.LIB.perfbuf_events_fd, self._event(ev), as_int("index", index))
 
     def read(self, ev: int, cpu: Optional[int] = None) -> Counts:
         """Event ``ev``'s counts on ``cpu``, or summed over every CPU and
         target; a group leader's members come along."""
-        ev, c = self._event(ev), -1 if cpu is None else _as_int("cpu", cpu)
+        ev, c = self._event(ev), -1 if cpu is None else as_int("cpu", cpu)
         cnt = 8
         while True:
             times = _lib.Counts(sz=ctypes.sizeof(_lib.Counts))
             values = (_lib.Count * cnt)()
-            n = self._call(_LIB.perfbuf_events_read, ev, c, ctypes.byref(times), values, cnt)
+            n = self._call(_library.LIB.perfbuf_events_read, ev, c, ctypes.byref(times), values, cnt)
             if n <= cnt:
                 return Counts(times.time_enabled, times.time_running, {v.event: v.value for v in values[:n]})
             cnt = n
@@ -644,13 +632,13 @@ class EventSet:
         """The layout of event ``ev``'s records (``struct
         perfbuf_decode_attr``): sample_type, read_format, ..."""
         a = _lib.DecodeAttr(sz=ctypes.sizeof(_lib.DecodeAttr))
-        self._call(_LIB.perfbuf_events_decode_attr, self._event(ev), ctypes.byref(a))
+        self._call(_library.LIB.perfbuf_events_decode_attr, self._event(ev), ctypes.byref(a))
         return {name: getattr(a, name) for name, _ in _lib.DecodeAttr._fields_ if name not in ("sz", "reserved")}
 
     def _cpu_list(self, offline: int) -> list[int]:
-        n = self._call(_LIB.perfbuf_events_cpus, offline, None, 0)
+        n = self._call(_library.LIB.perfbuf_events_cpus, offline, None, 0)
         buf = (ctypes.c_int * max(n, 1))()
-        n = min(n, self._call(_LIB.perfbuf_events_cpus, offline, buf, n))
+        n = min(n, self._call(_library.LIB.perfbuf_events_cpus, offline, buf, n))
         return list(buf[:n])
 
     @property
@@ -701,10 +689,10 @@ class EventSet:
                 return
             self._closed = True
             if self._reader_open:
-                _LIB.perfbuf_events_disable(self._h, -1)
+                _library.LIB.perfbuf_events_disable(self._h, -1)
                 return
             h, self._h = self._h, None
-        _LIB.perfbuf_events_free(h)
+        _library.LIB.perfbuf_events_free(h)
 
     def __enter__(self) -> "EventSet":
         return self
@@ -719,7 +707,7 @@ class EventSet:
             pass
 
 
-class EventReader(_RingReader):
+class EventReader(RingReader):
     """The reader of an :class:`EventSet`'s rings: a ``struct perf_buffer``
     like :class:`~perfbuf.PerfBuffer`'s, with the same methods (``poll``,
     ``consume``, ``read``, ``records``, ``run``, ``wake``, ``pause``,
@@ -742,9 +730,9 @@ class EventReader(_RingReader):
                  on_other: Optional[Callable[[Any], None]] = None) -> None:
         if not isinstance(events, EventSet):
             raise TypeError(f"events must be an EventSet, not {type(events).__name__}")
-        _callable_or_none("on_sample", on_sample)
-        _callable_or_none("on_lost", on_lost)
-        _callable_or_none("on_other", on_other)
+        callable_or_none("on_sample", on_sample)
+        callable_or_none("on_lost", on_lost)
+        callable_or_none("on_other", on_other)
         self._on_other = on_other
         self.other = 0
         """Records other than samples and lost counts delivered (side-band, raw)."""
@@ -765,26 +753,26 @@ class EventReader(_RingReader):
         # last reference to the reader frees it at once.
         ref = weakref.ref(self)
 
-        def record(_ctx: Optional[int], cpu: int, rec: Optional[int]) -> int:
+        def record(_ctx: Optional[int], rec: Optional[int]) -> int:
             r = ref()
             if r is not None and rec is not None:
-                r._on_event_record(cpu, rec)
+                r._on_event_record(_lib.EventRecord.from_address(rec))
             return _lib.LIBBPF_PERF_EVENT_CONT
 
-        self._callback = _lib.EVENT_FN(record)  # alive as long as the handle
+        self._callback = _lib.RECORD_FN(record)  # alive as long as the handle
         with events._lock:
             h = events._handle()
-            pb = _LIB.perfbuf_events_reader(h, self._callback, None)
+            pb = _library.LIB.perfbuf_events_decoded_reader(h, self._callback, None)
             if not pb:
-                raise _os_error(ctypes.get_errno(), "perfbuf_events_reader")
+                raise os_error(ctypes.get_errno(), "perfbuf_events_decoded_reader")
             events._reader_open = True
         self._set = events  # kept alive (and unfreed) while the reader is open
         if order_by_time:
             order = _lib.OrderOpts(sz=ctypes.sizeof(_lib.OrderOpts), flags=_lib.PERFBUF_ORDER_SAMPLE_TIME)
-            ret = _LIB.perfbuf_set_order(pb, ctypes.byref(order))
+            ret = _library.LIB.perfbuf_set_order(pb, ctypes.byref(order))
             if ret < 0:
-                err = _os_error(-ret, "perfbuf_set_order")
-                _LIB.perfbuf_free(pb)
+                err = os_error(-ret, "perfbuf_set_order")
+                _library.LIB.perfbuf_free(pb)
                 self._set = None
                 events._reader_closed()
                 raise err
@@ -797,47 +785,17 @@ class EventReader(_RingReader):
             raise ValueError("EventReader is closed")
         return self._set
 
-    def _on_event_record(self, cpu: int, rec: int) -> None:
+    def _on_event_record(self, rec: _lib.EventRecord) -> None:
+        # The library decoded the record (perfbuf_events_decoded_reader):
+        # its kind, event and fields, valid during this call only.
         try:
             events = self._set
             if events is None:
                 return
-            rtype = ctypes.c_uint32.from_address(rec).value
-            size = ctypes.c_uint16.from_address(rec + 6).value
-            s = _lib.Sample(sz=ctypes.sizeof(_lib.Sample))
-            ev = events._decode(rec, size, s)
+            kind, cpu, ev = rec.kind, rec.cpu, rec.event
             sample: EventSample
-            if rtype in (PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES):
-                if ev >= 0:
-                    lost = s.lost
-                elif rtype == PERF_RECORD_LOST and size >= 24:  # header, id, lost
-                    lost = ctypes.c_uint64.from_address(rec + 16).value
-                else:  # header, lost
-                    lost = ctypes.c_uint64.from_address(rec + 8).value if size >= 16 else 0
-                self.lost += lost
-                sample = EventSample(events._weak, ev if ev >= 0 else None, cpu, lost=lost)
-            elif rtype != PERF_RECORD_SAMPLE:
-                sb = _sideband.Sideband(sz=ctypes.sizeof(_sideband.Sideband))
-                err = -events._decode_sideband(rec, size, sb) if rtype in _sideband.KINDS else errno.EOPNOTSUPP
-                if err == 0:
-                    other: Any = SidebandRecord(cpu, sb)
-                else:  # THROTTLE, UNTHROTTLE, a kind not decoded: whole
-                    if err not in (errno.EOPNOTSUPP, errno.ENOENT):  # malformed
-                        self.undecodable += 1
-                    else:
-                        err = 0
-                    other = RawRecord(cpu, rtype, ctypes.string_at(rec, size), err)
-                self.other += 1
-                self._accept(other)
-                return
-            elif ev == -errno.ENOENT:
-                self.unattributed += 1
-                return
-            elif ev < 0:  # handed over whole, never dropped
-                self.undecodable += 1
-                self._accept(RawRecord(cpu, rtype, ctypes.string_at(rec, size), -ev))
-                return
-            else:
+            if kind == _lib.PERFBUF_EVENT_RECORD_SAMPLE:
+                s = _lib.Sample.from_address(rec.sample)
                 chain: tuple[int, ...] = ()
                 if s.present & PERF_SAMPLE_CALLCHAIN and s.callchain_nr:
                     chain = tuple(s.callchain[:s.callchain_nr])
@@ -848,6 +806,28 @@ class EventReader(_RingReader):
                     raw=ctypes.string_at(s.raw, s.raw_size) if s.raw and s.raw_size else b"")
                 layout = events._layout(ev) if s.present & _sample_fields.NEEDS_LAYOUT else None
                 _sample_fields.fill(sample, s, layout)
+            elif kind == _lib.PERFBUF_EVENT_RECORD_LOST:
+                self.lost += rec.lost
+                sample = EventSample(events._weak, ev if ev >= 0 else None, cpu, lost=rec.lost)
+            elif kind == _lib.PERFBUF_EVENT_RECORD_SIDEBAND:
+                self.other += 1
+                self._accept(SidebandRecord(cpu, _sideband.Sideband.from_address(rec.sideband)))
+                return
+            else:  # whole: rec.error says why
+                err = rec.error
+                if rec.record_type == PERF_RECORD_SAMPLE:
+                    if err == errno.ENOENT:  # of an event removed from the set
+                        self.unattributed += 1
+                        return
+                    self.undecodable += 1  # handed over whole, never dropped
+                else:  # throttling, a kind not decoded, of no event, or malformed
+                    if err in (errno.EOPNOTSUPP, errno.ENOENT):
+                        err = 0
+                    if err:
+                        self.undecodable += 1
+                    self.other += 1
+                self._accept(RawRecord(cpu, rec.record_type, ctypes.string_at(rec.record, rec.size), err))
+                return
         except BaseException as e:  # never let an exception reach C
             if self._error is None:
                 self._error = e
@@ -872,7 +852,7 @@ class EventReader(_RingReader):
         if not self._ordered:
             self._handle()
             return 0
-        return self._drain(_LIB.perfbuf_ordered_flush)
+        return self._drain(_library.LIB.perfbuf_ordered_flush)
 
     def close(self) -> None:
         """Frees the rings (idempotent); frees the set too if it was closed

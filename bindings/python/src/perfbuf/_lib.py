@@ -24,6 +24,8 @@ c_int, c_void_p, c_size_t, c_uint32, c_uint64 = (
 SAMPLE_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_void_p, c_uint32)
 # typedef void (*perf_buffer_lost_fn)(void *ctx, int cpu, __u64 cnt);
 LOST_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_uint64)
+# typedef int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size);
+RB_SAMPLE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
 # typedef void (*perfbuf_print_fn)(int level, const char *msg, void *ctx);
 PRINT_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_void_p)
 
@@ -175,6 +177,23 @@ class Sample(ctypes.Structure):
     ]
 
 
+class EventRecord(ctypes.Structure):
+    """struct perfbuf_event_record: one record of an event set's rings,
+    decoded by the library (perfbuf_events_decoded_reader)."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("kind", c_uint32), ("event", ctypes.c_int32), ("cpu", c_uint32), ("error", ctypes.c_int32),
+        ("record_type", c_uint32), ("misc", _u16), ("size", _u16), ("lost", c_uint64), ("record", c_void_p),
+        ("sample", c_void_p), ("sideband", c_void_p),
+    ]
+
+
+# typedef int (*perfbuf_event_record_fn)(void *ctx, const struct perfbuf_event_record *rec);
+RECORD_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)
+(PERFBUF_EVENT_RECORD_SAMPLE, PERFBUF_EVENT_RECORD_LOST, PERFBUF_EVENT_RECORD_SIDEBAND,
+ PERFBUF_EVENT_RECORD_OTHER) = range(1, 5)
+
+
 # The structs of include/perfbuf.h mirrored here, by their C names (tests compare the layouts).
 C_STRUCTS = {
     "perfbuf_opts": Opts, "perfbuf_ring_stats": RingStats, "perfbuf_events_opts": EventsOpts,
@@ -182,6 +201,7 @@ C_STRUCTS = {
     "perfbuf_counts": Counts,
     "perfbuf_count": Count, "perfbuf_field": Field, "perfbuf_order_opts": OrderOpts,
     "perfbuf_decode_attr": DecodeAttr, "perfbuf_sample": Sample, "perfbuf_sideband": _Sideband,
+    "perfbuf_event_record": EventRecord,
 }
 
 
@@ -272,6 +292,8 @@ OPTIONAL_SIGNATURES = {
     "perfbuf_events_read": (c_int, [c_void_p, c_int, c_int, ctypes.POINTER(Counts), ctypes.POINTER(Count),
                                     c_size_t]),
     "perfbuf_events_reader": (c_void_p, [c_void_p, EVENT_FN, c_void_p]),
+    "perfbuf_events_decoded_reader": (c_void_p, [c_void_p, RECORD_FN, c_void_p]),
+    "perfbuf_events_decode_record": (c_int, [c_void_p, c_uint32, c_void_p, c_size_t, RECORD_FN, c_void_p]),
     "perfbuf_events_decode": (c_int, [c_void_p, c_void_p, c_size_t, ctypes.POINTER(Sample)]),
     "perfbuf_events_decode_attr": (c_int, [c_void_p, c_int, ctypes.POINTER(DecodeAttr)]),
     "perfbuf_events_field": (c_int, [c_void_p, c_int, c_void_p, c_size_t, _char_p, ctypes.POINTER(Field)]),
@@ -288,6 +310,17 @@ OPTIONAL_SIGNATURES = {
 # without them); the methods that need one say so.
 LATER_SIGNATURES = {
     "perfbuf_drain_final": (c_int, [c_void_p, ctypes.POINTER(c_uint64)]),
+    # The ring buffer (BPF_MAP_TYPE_RINGBUF), libbpf's names: looked up in
+    # libperfbuf's own handle, so libbpf's definitions are never the ones called.
+    "ring_buffer__new": (c_void_p, [c_int, RB_SAMPLE_FN, c_void_p, c_void_p]),
+    "ring_buffer__add": (c_int, [c_void_p, c_int, RB_SAMPLE_FN, c_void_p]),
+    "ring_buffer__free": (None, [c_void_p]),
+    "ring_buffer__poll": (c_int, [c_void_p, c_int]),
+    "ring_buffer__consume": (c_int, [c_void_p]),
+    "ring_buffer__epoll_fd": (c_int, [c_void_p]),
+    "ring_buffer__ring": (c_void_p, [c_void_p, ctypes.c_uint]),
+    "ring__avail_data_size": (c_size_t, [c_void_p]),
+    "ring__size": (c_size_t, [c_void_p]),
 }
 
 

@@ -7,7 +7,9 @@ import os
 import threading
 from typing import Any, Optional, Union
 
-from . import _LIB, _RingReader, _pending, _take_pending
+from . import _library
+from ._library import pending, take_pending
+from ._ring_reader import RingReader
 from ._events import EventSet
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -43,12 +45,12 @@ class PerfDataWriter:
         self._h: Optional[int] = None
         raw = os.fsencode(self._path)
         if _bpf_output:
-            h = _LIB.perfbuf_perfdata_new_bpf_output(raw)
+            h = _library.LIB.perfbuf_perfdata_new_bpf_output(raw)
         else:
             if not isinstance(events, EventSet):
                 raise TypeError(f"events must be an EventSet, not {type(events).__name__}")
             with events._lock:
-                h = _LIB.perfbuf_perfdata_new_events(raw, events._handle())
+                h = _library.LIB.perfbuf_perfdata_new_events(raw, events._handle())
         if not h:
             raise self._error(ctypes.get_errno(), "create")
         self._h = h
@@ -65,10 +67,10 @@ class PerfDataWriter:
 
     def _error(self, err: int, what: str) -> OSError:
         # libperfbuf's warning names the file and what failed (it is held
-        # back for the exception: see perfbuf._Library).
-        pending = _pending()
-        text = pending[-1] if pending else f"cannot {what} {self._path}: {os.strerror(err)}"
-        _take_pending(text)
+        # back for the exception: see _library._Library).
+        held = pending()
+        text = held[-1] if held else f"cannot {what} {self._path}: {os.strerror(err)}"
+        take_pending(text)
         return OSError(err, text, self._path)
 
     def _handle(self) -> int:
@@ -76,21 +78,21 @@ class PerfDataWriter:
             raise ValueError("PerfDataWriter is closed")
         return self._h
 
-    def drain(self, reader: _RingReader) -> int:
+    def drain(self, reader: RingReader) -> int:
         """Writes every record ``reader``'s rings hold now, then ends the
         round; returns the records written."""
-        return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_drain(h, pb))
+        return self._run(reader, "write", lambda h, pb: _library.LIB.perfbuf_perfdata_drain(h, pb))
 
-    def poll(self, reader: _RingReader, timeout_ms: int = -1) -> int:
+    def poll(self, reader: RingReader, timeout_ms: int = -1) -> int:
         """Waits up to ``timeout_ms`` (-1: forever) for ``reader``'s rings to
         hold records, then :meth:`drain`s; returns the records written (0:
         the timeout passed, or a signal came). ``OSError(ECANCELED)`` after
         ``reader.wake()`` or when ``reader.close()`` in another thread ends
         the poll; ``ValueError`` once the reader is closed."""
         ms = int(timeout_ms)
-        return self._run(reader, "write", lambda h, pb: _LIB.perfbuf_perfdata_poll(h, pb, ms))
+        return self._run(reader, "write", lambda h, pb: _library.LIB.perfbuf_perfdata_poll(h, pb, ms))
 
-    def _run(self, reader: _RingReader, what: str, call: Any) -> int:
+    def _run(self, reader: RingReader, what: str, call: Any) -> int:
         """``call(writer, buffer)`` with both to itself: the reader's lock
         keeps its close (which wakes this call) from freeing it meanwhile."""
         pb = reader._acquire()
@@ -110,7 +112,7 @@ class PerfDataWriter:
             h, self._h = self._h, None
         if h is None:
             return
-        ret = _LIB.perfbuf_perfdata_close(h)
+        ret = _library.LIB.perfbuf_perfdata_close(h)
         if ret < 0:
             raise self._error(-ret, "finish")
 

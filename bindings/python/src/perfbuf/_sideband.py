@@ -1,6 +1,6 @@
 """Side-band records of an event set: what happens to processes and their
-address spaces (``EventSet(sideband=...)``), decoded by
-``perfbuf_events_decode_sideband`` into :class:`SidebandRecord`; and
+address spaces (``EventSet(sideband=...)``), decoded by the library
+(``perfbuf_events_decoded_reader``) into :class:`SidebandRecord`; and
 :class:`RawRecord` for any record the binding does not decode (handed
 over whole, never dropped)."""
 from __future__ import annotations
