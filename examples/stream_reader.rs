@@ -8,34 +8,14 @@
 //!
 //! With `--fast`, the buffer uses the fast mode (`.adaptive(true)`).
 
+#[path = "support/pinned.rs"]
+mod pinned;
 #[path = "support/producer.rs"]
 mod producer;
 
 use perfbuf::PerfBuffer;
 use std::cell::Cell;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
-
-/// Opens a pinned map (`BPF_OBJ_GET`).
-fn open_pinned(path: &str) -> std::io::Result<OwnedFd> {
-    #[repr(C)]
-    struct ObjGet {
-        pathname: u64,
-        bpf_fd: u32,
-        file_flags: u32,
-    }
-    let c = std::ffi::CString::new(path)?;
-    let mut attr = ObjGet { pathname: c.as_ptr() as u64, bpf_fd: 0, file_flags: 0 };
-    const BPF_OBJ_GET: libc::c_long = 7;
-    // SAFETY: `attr` is a valid bpf_attr prefix for BPF_OBJ_GET, `c` lives
-    // across the call.
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_OBJ_GET, &mut attr, size_of::<ObjGet>()) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new fd nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some(path) => {
             let seconds: u64 = args.get(1).map_or(Ok(10), |s| s.parse())?;
-            let map = open_pinned(path)?;
+            let map = pinned::open_pinned(path)?;
             let (samples, lost) = (Cell::new(0u64), Cell::new(0u64));
             // Cells are not Send: `local()` keeps the buffer on this thread.
             let mut pb = PerfBuffer::builder(&map)

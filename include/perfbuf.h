@@ -2030,6 +2030,19 @@ int perfbuf_buffer(struct perf_buffer *pb, int buf_idx, void **buf, size_t *buf_
  any loop waiting on `perf_buffer__epoll_fd`) drain every ring holding
  data at least every `max_delay_ms`, so no record waits longer.
 
+ `map_fd` may also be a `BPF_MAP_TYPE_RINGBUF` (unlike
+ `perf_buffer__new`, which refuses it as libbpf does): the same
+ callbacks get its records, with `cpu` -1 (a ring buffer is one ring for
+ all CPUs), each sample's data exactly as the program wrote it (no
+ padding), and `lost_cb` only for records dropped while
+ `perfbuf_pause`d (the kernel counts no losses of a ring buffer: a full
+ ring fails the program's output). Such a buffer has one ring (index 0);
+ `page_cnt`, `wakeup_*`, `max_delay_ms` and the fast mode are ignored,
+ `PERFBUF_F_OVERWRITE` and `cpus` fail with EINVAL, and the calls about
+ per-CPU perf events and rings (`perfbuf_buffer_fd`, `perfbuf_buffer`,
+ `perfbuf_snapshot`, `perfbuf_ring_peek`..., `perfbuf_consume_batch`)
+ with -EOPNOTSUPP.
+
  Returns a handle, or NULL with `errno` (EINVAL for bad options, with a
  message saying which; see `perfbuf_last_error`).
 
@@ -2053,7 +2066,9 @@ int perfbuf_wake(const struct perf_buffer *pb);
 /*
  Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`),
  the fast mode's spill rings included: records produced meanwhile are
- dropped and reported later as lost.
+ dropped and reported later as lost. A ring buffer, which the kernel
+ cannot pause, has its reader drop the records reserved until
+ `perfbuf_resume` instead, reported lost once read past.
 
  # Safety
  `pb` is a live handle.
@@ -2101,7 +2116,8 @@ int perfbuf_snapshot(struct perf_buffer *pb, size_t buf_idx);
 int perfbuf_drain_final(struct perf_buffer *pb, uint64_t *lost);
 
 /*
- The CPU id ring `buf_idx` reads, or -EINVAL.
+ The CPU id ring `buf_idx` reads, or -EINVAL; -1 for a ring buffer's
+ ring (no CPU: the callbacks get -1 too).
 
  # Safety
  `pb` is a live handle.

@@ -459,6 +459,9 @@ CONTEXTS_PYTHON = {
     # a buffer over a map
     "ring": (FIXTURES + "import struct\nfrom perfbuf import PerfBuffer\nproducer = fixtures.Producer()\n"
              "pb = PerfBuffer(producer.map_fd)\n", "assert head == 0 and tail == 0\n"),
+    # a BPF ring buffer (map_fd) that gets 5 records half a second later
+    "ringbuf": (FIXTURES + "producer = fixtures.RingProducer()\nmap_fd = producer.map_fd\n"
+                "fixtures.later(0.5, producer.emit)\n", ""),
     # execs to see, and done once they came
     "execs": (FIXTURES + "done = False\ndef finish():\n    global done\n    done = True\n"
               "fixtures.later(0.3, fixtures.exec_true, finish)\n", ""),

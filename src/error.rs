@@ -125,6 +125,14 @@ pub enum What {
     NotOutputCounts(i32, u32, u32),
     /// Adding or replacing the ring of a CPU that came online failed.
     Hotplug(i32),
+    /// The map is neither a `BPF_MAP_TYPE_PERF_EVENT_ARRAY` nor a
+    /// `BPF_MAP_TYPE_RINGBUF` (its fd, its type).
+    NotEventMap(i32, u32),
+    /// What a BPF ring buffer has nothing for (an operation of per-CPU
+    /// perf rings).
+    NotForRingBuf(&'static str),
+    /// A ring buffer record too long to be made a perf record (its length).
+    RingBufRecordTooLong(usize),
 }
 
 /// The steps of opening an event set, for messages.
@@ -299,6 +307,13 @@ impl Error {
                 Some("pass the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY map (bpftool map show lists map types)")
             }
             (_, What::PageCount(_)) => Some("use a power of two, e.g. 64"),
+            (_, What::NotEventMap(..)) => Some(
+                "pass the fd of a BPF_MAP_TYPE_PERF_EVENT_ARRAY or BPF_MAP_TYPE_RINGBUF map (bpftool map show \
+                 lists map types)",
+            ),
+            (_, What::RingBufRecordTooLong(_)) => {
+                Some("read it with on_sample (a sample callback), which takes records of any length")
+            }
             (_, What::NotRingBuf(..)) => {
                 Some("pass the fd of a BPF_MAP_TYPE_RINGBUF map (bpftool map show lists map types)")
             }
@@ -413,6 +428,18 @@ impl fmt::Display for Error {
             What::RingBufSize(fd, size) => {
                 write!(f, "ringbuf: map fd={fd} has a size of {size} bytes, not a power of two pages: ")?
             }
+            What::NotEventMap(fd, t) => write!(
+                f,
+                "map fd={fd} should be BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4) or BPF_MAP_TYPE_RINGBUF \
+                 (type 27), but is of type {t}: "
+            )?,
+            What::NotForRingBuf(what) => {
+                write!(f, "{what}: a BPF ring buffer has none (one ring for all CPUs, no perf events): ")?
+            }
+            What::RingBufRecordTooLong(len) => write!(
+                f,
+                "a ring buffer record of {len} bytes is too long for a perf record (on_record, raw callbacks): "
+            )?,
         }
         let mut buf = [0u8; 128];
         write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;

@@ -86,6 +86,11 @@ pub use reader::sink::Sink;
 pub use reader::stats::RingStats;
 pub use ringbuf::RingBuffer;
 
+/// The CPU a [`PerfBuffer`] over a BPF ring buffer (`BPF_MAP_TYPE_RINGBUF`)
+/// hands its closures: a ring buffer is one ring for all CPUs, and its
+/// records do not say which CPU wrote them (the C library passes -1).
+pub const NO_CPU: u32 = u32::MAX;
+
 /// The perf uapi constants a caller building its own [`PerfEventAttr`]
 /// needs: event types, `PERF_SAMPLE_*`, `PERF_FORMAT_*`, attr flag bits.
 pub mod uapi {

@@ -13,7 +13,7 @@ use crate::perf_buffer::{Builder, Reader};
 use crate::reader::config::{AttrChoice, CpuSelection};
 use crate::reader::sink::Sink;
 use crate::reader::waker::WakeFd;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 pub use crate::kernel::fallible::{boxed, collect, reserve};
 pub use crate::kernel::sys::CallerAttr;
@@ -23,9 +23,18 @@ pub use crate::log::format_into;
 
 /// A builder over `map_fd`, which the reader does not hold (the caller
 /// keeps it) and which may be invalid: the reader reports that as libbpf
-/// does.
+/// does. Like libbpf's `perf_buffer__new`, the reader it builds refuses a
+/// map other than a `BPF_MAP_TYPE_PERF_EVENT_ARRAY` with EINVAL
+/// ([`accepting_ring_buffers`] lets it read a ring buffer too).
 pub fn builder(map_fd: RawFd) -> Builder<'static> {
     Builder::over_raw_fd(map_fd)
+}
+
+/// `b` reads a `BPF_MAP_TYPE_RINGBUF` too, as a Rust builder does (see
+/// [`Builder`]): perfbuf's own constructors, not libbpf's.
+pub fn accepting_ring_buffers(mut b: Builder<'_>) -> Builder<'_> {
+    b.ring_buffers = true;
+    b
 }
 
 /// The caller's attr, passed to the kernel untouched
@@ -53,7 +62,7 @@ pub fn with_cpus(mut b: Builder<'_>, cpus: Vec<i32>) -> Builder<'_> {
 /// libbpf's `perf_event_read_simple` then returns
 /// `libbpf_err(LIBBPF_PERF_EVENT_CONT)`, which leaves errno at ENOENT.
 pub fn reached_head<S: Sink>(reader: &mut Reader<'_, S>) -> bool {
-    reader.ring_set().reached_head()
+    reader.ring_set("reached_head").is_ok_and(|rings| rings.reached_head())
 }
 
 /// Ring `idx`'s mapping (`perf_buffer__buffer`): the address of its
@@ -61,7 +70,7 @@ pub fn reached_head<S: Sink>(reader: &mut Reader<'_, S>) -> bool {
 /// later) and the size of its data area. In the fast mode, the ring goes
 /// back to libbpf's event for good.
 pub fn ring_region<S: Sink>(reader: &mut Reader<'_, S>, idx: usize) -> Result<(*mut u8, usize)> {
-    let ring = reader.ring_set().raw_ring(idx)?;
+    let ring = reader.ring_set("a perf ring's mapping")?.raw_ring(idx)?;
     Ok((ring.base(), ring.data_size()))
 }
 
@@ -76,7 +85,7 @@ pub struct BorrowedWaker(WakeFd);
 /// No [`BorrowedWaker::wake`] may run once `reader` is dropped (it writes
 /// to the reader's epoll instance by its fd number).
 pub unsafe fn borrowed_waker<S: Sink>(reader: &mut Reader<'_, S>) -> BorrowedWaker {
-    BorrowedWaker(WakeFd::borrowing(reader.ring_set().epoll_fd()))
+    BorrowedWaker(WakeFd::borrowing(reader.as_raw_fd()))
 }
 
 impl BorrowedWaker {

@@ -115,6 +115,37 @@ fn ring_buffer_losses_are_countable_only_through_the_header() {
 }
 
 #[test]
+fn a_perf_buffer_over_a_ring_buffer_accounts_for_it_too() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(prog) = program(4 * 4096) else { return };
+    let read = Arc::new(Mutex::new(0u64));
+    let seen = read.clone();
+    // The same PerfBuffer code over the ring buffer map (one ring, index 0).
+    let mut pb = PerfBuffer::builder(prog.ringbuf())
+        .output_counts(prog.ringbuf_counts())
+        .on_sample(move |_, _| *seen.lock().unwrap() += 1)
+        .build()
+        .unwrap();
+    assert!(pb.is_ring_buffer());
+    // 16 KiB, records of 128 (+8) bytes: 500 do not fit.
+    assert_eq!(prog.run(Prog::Ringbuf, 0, 128, 500).unwrap(), -libc::EAGAIN);
+    pb.consume().unwrap();
+    pb.count_dropped(0, 3).unwrap();
+    let s = pb.stats(0).unwrap();
+    assert_eq!(s.produced, Some(500));
+    assert_eq!((s.samples, s.dropped), (*read.lock().unwrap(), 3));
+    assert!(s.output_failed > 0, "{s:?}");
+    assert_eq!(s.produced.unwrap(), s.delivered() + s.lost_total(), "{s:?}");
+    let per_cpu = pb.output_counts().expect("the counts map").unwrap();
+    assert_eq!(per_cpu[0].failed, s.output_failed, "all on CPU 0");
+    let h = pb.health(0).unwrap();
+    assert_eq!(h.cpu, -1);
+    assert!(h.needed_bytes > 4 * 4096, "what was refused counts: {h:?}");
+    assert!(h.suggested_pages > 4, "{h:?}");
+    assert_eq!(pb.health(1).unwrap_err().errno(), libc::EINVAL);
+}
+
+#[test]
 fn a_burst_replayed_with_the_suggested_size_loses_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(prog) = program(0) else { return };

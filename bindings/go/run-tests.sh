@@ -27,27 +27,28 @@ cd "$here"
 go vet ./...
 # Without cgo neither package builds, and the go command says why (README's
 # promise): every file of both, doc.go and poller.go included, needs cgo.
-for pkg in . ./perf; do
+for pkg in . ./perf ./ringbuf; do
 	if out=$(CGO_ENABLED=0 go build "$pkg" 2>&1) || ! grep -q "build constraints exclude all Go files" <<< "$out"; then
 		echo "go-test: CGO_ENABLED=0 go build $pkg: want 'build constraints exclude all Go files', got: $out" >&2
 		exit 1
 	fi
 done
-echo "pass: with CGO_ENABLED=0 both packages say: build constraints exclude all Go files"
+echo "pass: with CGO_ENABLED=0 the packages say: build constraints exclude all Go files"
 # The C shims compile warning-free (cgo's own export wrappers leave a
 # parameter unused, hence the one exception).
-CGO_CFLAGS="-O2 -Wall -Wextra -Werror -Wno-unused-parameter" go build ./ ./perf/
+CGO_CFLAGS="-O2 -Wall -Wextra -Werror -Wno-unused-parameter" go build ./ ./perf/ ./ringbuf/
 unformatted=$(gofmt -l . )
 [ -z "$unformatted" ] || { echo "go-test: not gofmt'ed: $unformatted" >&2; exit 1; }
 echo "pass: go vet, gofmt and the C shims without warnings"
 go test -count=1 -v ./... 2>&1 | grep -v "^=== RUN"
 # The lifetime of the C buffer under concurrent Close, with the race detector.
 go test -count=1 -race -run 'TestCloseDuringControls|TestCloseUnblocksRead|TestPauseResume|TestEventLifetimes|TestEventTracepointExecOrdered|TestStats|TestRawRingAccess' ./ 2>&1 | grep -v "^=== RUN"
-go test -count=1 -race ./perf/ 2>&1 | grep -v "^=== RUN"
+go test -count=1 -race ./perf/ ./ringbuf/ 2>&1 | grep -v "^=== RUN"
 
 # The differential suite (its own module: it depends on Debian's
 # cilium/ebpf 0.9.1): the same scenarios through cilium's perf.Reader and
-# perfbuf.dev/perfbuf/perf.
+# perfbuf.dev/perfbuf/perf, and through cilium's ringbuf.Reader and
+# perfbuf.dev/perfbuf/ringbuf.
 (
 	cd difftest
 	go vet ./...
@@ -75,6 +76,15 @@ case "$(readelf -d "$build/perfbuf_go_perf_libbpf_first.test" | sed -n 's/.*NEED
 esac
 "$build/perfbuf_go_perf_libbpf_first.test" -test.count=1 -test.run 'TestRecordsInOrder|TestPastDeadlineDrains|TestPauseDeletes|TestFastMode'
 echo "pass: perfbuf.dev/perfbuf/perf linked with -lbpf first"
+# The ring buffer reader calls libbpf's own names (ring_buffer__*, ring__*):
+# the shim takes them from libperfbuf, so -lbpf first must not matter.
+CGO_LDFLAGS="-Wl,--no-as-needed -lbpf $CGO_LDFLAGS" go test -c -o "$build/perfbuf_go_ringbuf_libbpf_first.test" ./ringbuf/
+case "$(readelf -d "$build/perfbuf_go_ringbuf_libbpf_first.test" | sed -n 's/.*NEEDED.*\[\(lib[a-z]*\).*/\1/p' | tr '\n' ' ')" in
+*libbpf*libperfbuf*) ;;
+*) echo "go-test: ringbuf: libbpf is not linked before libperfbuf" >&2; exit 1 ;;
+esac
+"$build/perfbuf_go_ringbuf_libbpf_first.test" -test.count=1
+echo "pass: perfbuf.dev/perfbuf/ringbuf linked with -lbpf first"
 
 # README's steps for depending on the unpublished module: make install into
 # a prefix, a scratch module with a replace directive and go mod tidy,
@@ -149,10 +159,20 @@ readelf -d "$build/perfbuf-go-switch" | grep -q 'NEEDED.*libperfbuf' || { echo "
 CGO_LDFLAGS= go build -ldflags '-linkmode external -extldflags "-static"' -o "$build/perfbuf-go-switch-static" . 2> "$build/switch-static.log" ||
 	{ cat "$build/switch-static.log" >&2; exit 1; }
 ! readelf -d "$build/perfbuf-go-switch-static" | grep -q NEEDED || { echo "go-test: the static build needs shared libraries" >&2; exit 1; }
+# The same switch for ring buffers: examples/ringbuf, cilium's ringbuf
+# package or perfbuf.dev/perfbuf/ringbuf by the import line alone.
+cd "$here/examples/ringbuf"
+delta=$(diff main.go main_cilium.go || true)
+[ "$delta" = "$(printf '1c1\n< //go:build !cilium\n---\n> //go:build cilium\n31c31\n< \t"perfbuf.dev/perfbuf/ringbuf"\n---\n> \t"github.com/cilium/ebpf/ringbuf"')" ] ||
+	{ echo "go-test: examples/ringbuf: main.go and main_cilium.go differ beyond the build tag and import:" >&2; echo "$delta" >&2; exit 1; }
+go vet ./... && go vet -tags cilium ./...
+go build -o "$build/perfbuf-go-ringbuf" .
+go build -tags cilium -o "$build/perfbuf-go-ringbuf-cilium" .
+readelf -d "$build/perfbuf-go-ringbuf" | grep -q 'NEEDED.*libperfbuf' || { echo "go-test: examples/ringbuf does not link libperfbuf" >&2; exit 1; }
 # execmon has no dependency: it is part of the package's module (vetted above).
 cd "$here"
 go build -o "$build/perfbuf-go-execmon" ./examples/execmon
-echo "pass: the examples build (dump, profile, switch both ways and static, execmon)"
+echo "pass: the examples build (dump, profile, switch both ways and static, ringbuf both ways, execmon)"
 if [ "$(id -u)" != 0 ] && [ "${CI:-}" != true ]; then
 	echo "skip: go-test's examples: they open perf events and load BPF programs: run as root"
 	exit 0
@@ -165,6 +185,12 @@ for variant in switch switch-cilium switch-static; do
 	echo "go-test: examples/switch ($variant) -obj $bpf_obj -runs 3"
 	"$build/perfbuf-go-$variant" -obj "$bpf_obj" -runs 3
 	echo "pass: examples/switch ($variant)"
+done
+
+for variant in ringbuf ringbuf-cilium; do
+	echo "go-test: examples/ringbuf ($variant) -runs 3"
+	"$build/perfbuf-go-$variant" -runs 3
+	echo "pass: examples/ringbuf ($variant)"
 done
 
 # execmon runs a command and shows its execs, in time order, with the

@@ -1,4 +1,7 @@
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
@@ -87,4 +90,118 @@ int perfbuf_go_field(const struct perfbuf_events *set, int ev, const void *raw, 
 	*off = f.data ? (size_t)((const char *)f.data - (const char *)raw) : 0;
 	*len = f.len;
 	return 0;
+}
+
+/* ---- BPF ring buffers ---- */
+
+static struct {
+	struct ring_buffer *(*new_rb)(int, ring_buffer_sample_fn, void *, const struct ring_buffer_opts *);
+	void (*free_rb)(struct ring_buffer *);
+	struct ring *(*ring)(struct ring_buffer *, unsigned int);
+	int (*consume_n)(struct ring *, size_t);
+	size_t (*avail)(const struct ring *);
+	size_t (*size)(const struct ring *);
+} rbf;
+static pthread_once_t rbf_once = PTHREAD_ONCE_INIT;
+
+/* The global lookup binds these names to whichever library came first on
+ * the link line; a handle on libperfbuf looks in it first. */
+static void rbf_resolve(void)
+{
+	rbf.new_rb = ring_buffer__new;
+	rbf.free_rb = ring_buffer__free;
+	rbf.ring = ring_buffer__ring;
+	rbf.consume_n = ring__consume_n;
+	rbf.avail = ring__avail_data_size;
+	rbf.size = ring__size;
+	void *lib = dlopen("libperfbuf.so.0", RTLD_LAZY | RTLD_NOLOAD);
+	if (!lib)
+		return;
+	void *f[6] = {dlsym(lib, "ring_buffer__new"),	   dlsym(lib, "ring_buffer__free"),
+		      dlsym(lib, "ring_buffer__ring"),	   dlsym(lib, "ring__consume_n"),
+		      dlsym(lib, "ring__avail_data_size"), dlsym(lib, "ring__size")};
+	for (int i = 0; i < 6; i++)
+		if (!f[i])
+			return;
+	memcpy(&rbf.new_rb, &f[0], sizeof(f[0]));
+	memcpy(&rbf.free_rb, &f[1], sizeof(f[1]));
+	memcpy(&rbf.ring, &f[2], sizeof(f[2]));
+	memcpy(&rbf.consume_n, &f[3], sizeof(f[3]));
+	memcpy(&rbf.avail, &f[4], sizeof(f[4]));
+	memcpy(&rbf.size, &f[5], sizeof(f[5]));
+	/* The handle stays open: the library is linked in for good anyway. */
+}
+
+static int rb_sample(void *ctx, void *data, size_t size)
+{
+	struct perfbuf_go_rb *h = ctx;
+	h->size = size;
+	h->spilled = size > h->cap;
+	if (!h->spilled) {
+		if (size)
+			memcpy(h->dst, data, size);
+		return 0;
+	}
+	if (size > h->spill_cap) {
+		void *p = realloc(h->spill, size);
+		if (!p)
+			return -ENOMEM; /* the record is lost: libbpf's rule for a failing callback */
+		h->spill = p;
+		h->spill_cap = size;
+	}
+	memcpy(h->spill, data, size);
+	return 0;
+}
+
+struct perfbuf_go_rb *perfbuf_go_rb_new(int map_fd, int *err)
+{
+	pthread_once(&rbf_once, rbf_resolve);
+	struct perfbuf_go_rb *h = calloc(1, sizeof(*h));
+	if (!h) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	h->rb = rbf.new_rb(map_fd, rb_sample, h, NULL);
+	if (!h->rb) {
+		*err = errno;
+		free(h);
+		return NULL;
+	}
+	h->ring = rbf.ring(h->rb, 0);
+	if (!h->ring) {
+		*err = errno ? errno : EINVAL;
+		rbf.free_rb(h->rb);
+		free(h);
+		return NULL;
+	}
+	*err = 0;
+	return h;
+}
+
+int perfbuf_go_rb_read(uintptr_t rb, void *dst, size_t cap)
+{
+	struct perfbuf_go_rb *h = (struct perfbuf_go_rb *)rb;
+	h->dst = dst;
+	h->cap = dst ? cap : 0;
+	h->size = 0;
+	int ret = rbf.consume_n(h->ring, 1);
+	h->dst = NULL;
+	if (ret <= 0)
+		return ret;
+	h->remaining = rbf.avail(h->ring);
+	return h->spilled ? PERFBUF_GO_RB_SPILLED : PERFBUF_GO_RB_RECORD;
+}
+
+size_t perfbuf_go_rb_size(const struct perfbuf_go_rb *rb)
+{
+	return rbf.size(rb->ring);
+}
+
+void perfbuf_go_rb_free(struct perfbuf_go_rb *rb)
+{
+	if (!rb)
+		return;
+	rbf.free_rb(rb->rb);
+	free(rb->spill);
+	free(rb);
 }

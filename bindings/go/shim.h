@@ -40,4 +40,38 @@ int perfbuf_go_decode_record(const struct perfbuf_events *set, uint32_t cpu, con
 int perfbuf_go_field(const struct perfbuf_events *set, int ev, const void *raw, size_t raw_size, const char *name,
 		     uint32_t *kind, int64_t *i, uint64_t *u, size_t *off, size_t *len);
 
+/* ---- BPF ring buffers (ringbuf.go) ----
+ * libbpf's ring_buffer__* and ring__* names, taken from libperfbuf itself
+ * (dlsym on its soname) so that a program linking libbpf first still reads
+ * through libperfbuf; a static build, with one library, calls them as
+ * linked. */
+
+/* One map read record by record. The record being read goes to dst (Go
+ * memory, set for the call only) when it fits in cap bytes, else to spill
+ * (C memory, grown as needed). */
+struct perfbuf_go_rb {
+	struct ring_buffer *rb;
+	struct ring *ring;
+	void *dst;
+	size_t cap;
+	void *spill;
+	size_t spill_cap;
+	size_t size;	    /* the record's bytes */
+	uint64_t remaining; /* bytes left in the ring after it */
+	int spilled;
+};
+
+#define PERFBUF_GO_RB_EMPTY 0
+#define PERFBUF_GO_RB_RECORD 1	/* in dst */
+#define PERFBUF_GO_RB_SPILLED 2 /* in spill: it needed more than cap bytes */
+
+/* ring_buffer__new on map_fd; NULL with *err = errno on failure. */
+struct perfbuf_go_rb *perfbuf_go_rb_new(int map_fd, int *err);
+/* Consumes the next committed record (discarded ones are stepped over):
+ * a PERFBUF_GO_RB_* value or -errno. rb is a struct perfbuf_go_rb *. */
+int perfbuf_go_rb_read(uintptr_t rb, void *dst, size_t cap);
+/* The ring's data size in bytes. */
+size_t perfbuf_go_rb_size(const struct perfbuf_go_rb *rb);
+void perfbuf_go_rb_free(struct perfbuf_go_rb *rb);
+
 #endif

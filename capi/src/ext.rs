@@ -57,6 +57,19 @@ unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Resul
 /// any loop waiting on `perf_buffer__epoll_fd`) drain every ring holding
 /// data at least every `max_delay_ms`, so no record waits longer.
 ///
+/// `map_fd` may also be a `BPF_MAP_TYPE_RINGBUF` (unlike
+/// `perf_buffer__new`, which refuses it as libbpf does): the same
+/// callbacks get its records, with `cpu` -1 (a ring buffer is one ring for
+/// all CPUs), each sample's data exactly as the program wrote it (no
+/// padding), and `lost_cb` only for records dropped while
+/// `perfbuf_pause`d (the kernel counts no losses of a ring buffer: a full
+/// ring fails the program's output). Such a buffer has one ring (index 0);
+/// `page_cnt`, `wakeup_*`, `max_delay_ms` and the fast mode are ignored,
+/// `PERFBUF_F_OVERWRITE` and `cpus` fail with EINVAL, and the calls about
+/// per-CPU perf events and rings (`perfbuf_buffer_fd`, `perfbuf_buffer`,
+/// `perfbuf_snapshot`, `perfbuf_ring_peek`..., `perfbuf_consume_batch`)
+/// with -EOPNOTSUPP.
+///
 /// Returns a handle, or NULL with `errno` (EINVAL for bad options, with a
 /// message saying which; see `perfbuf_last_error`).
 ///
@@ -82,7 +95,7 @@ pub unsafe extern "C" fn perfbuf_new(
             // SAFETY: per this function's contract.
             Some(bytes) => unsafe { ext_builder(map_fd, page_cnt, opts::ext_opts(Some(bytes))?) }?,
         };
-        builder.build_with(callbacks)
+        compat::accepting_ring_buffers(builder).build_with(callbacks)
     }))
 }
 
@@ -101,7 +114,9 @@ pub unsafe extern "C" fn perfbuf_wake(pb: *const perf_buffer) -> c_int {
 
 /// Pauses the kernel's output into every ring (`PERF_EVENT_IOC_PAUSE_OUTPUT`),
 /// the fast mode's spill rings included: records produced meanwhile are
-/// dropped and reported later as lost.
+/// dropped and reported later as lost. A ring buffer, which the kernel
+/// cannot pause, has its reader drop the records reserved until
+/// `perfbuf_resume` instead, reported lost once read past.
 ///
 /// # Safety
 /// `pb` is a live handle.
@@ -163,7 +178,8 @@ pub unsafe extern "C" fn perfbuf_drain_final(pb: *mut perf_buffer, lost: *mut u6
     }))
 }
 
-/// The CPU id ring `buf_idx` reads, or -EINVAL.
+/// The CPU id ring `buf_idx` reads, or -EINVAL; -1 for a ring buffer's
+/// ring (no CPU: the callbacks get -1 too).
 ///
 /// # Safety
 /// `pb` is a live handle.

@@ -11,6 +11,8 @@ const BPF_OBJ_GET_INFO_BY_FD: i32 = 15;
 
 /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`.
 pub const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+/// `BPF_MAP_TYPE_RINGBUF`.
+pub const MAP_TYPE_RINGBUF: u32 = 27;
 
 /// What `BPF_OBJ_GET_INFO_BY_FD` tells of a map (the leading fields of
 /// `struct bpf_map_info`).
@@ -117,6 +119,36 @@ pub fn other_holders(id: u32) -> Vec<Holder> {
         }
     }
     found
+}
+
+/// The other processes holding ring buffer map `id` that map some BPF
+/// map's memory (the kernel's `/proc/PID/maps` does not say which map: a
+/// ring buffer's reader maps its map, so these may be reading it).
+pub fn ring_buffer_readers(id: u32) -> Vec<Holder> {
+    let me = std::process::id() as i32;
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let pids = procs.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()));
+    pids.filter(|&pid| pid != me && holds_map(pid, id) && maps_bpf_maps(pid))
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            Holder { pid, comm: comm.trim().to_string(), reads: true }
+        })
+        .collect()
+}
+
+fn holds_map(pid: i32, id: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    let want = format!("map_id:\t{id}\n");
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|t| t.to_str() == Some("anon_inode:bpf-map"))
+            && std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()))
+                .is_ok_and(|t| t.contains(&want))
+    })
+}
+
+fn maps_bpf_maps(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.lines().any(|l| l.ends_with("anon_inode:bpf-map")))
 }
 
 /// Whether the process has a perf event's ring mapped.

@@ -1,5 +1,6 @@
 //! `perfbuf dump`: any BPF_MAP_TYPE_PERF_EVENT_ARRAY, read as
-//! `bpftool map event_pipe` reads it, through a PerfBuffer.
+//! `bpftool map event_pipe` reads it, or BPF_MAP_TYPE_RINGBUF (which
+//! `bpftool` cannot read), through the same PerfBuffer code.
 
 use crate::bpf;
 use crate::fail::{Failure, Result, check_pages, need_root};
@@ -49,6 +50,9 @@ pub struct DumpArgs {
 
 struct Sink {
     out: Box<dyn Write + Send>,
+    /// A ring buffer's records have no CPU: `ring:` instead of `cpu N:`,
+    /// `"cpu": null` in JSON.
+    ring_buffer: bool,
     format: Format,
     raw: bool,
     samples: u64,
@@ -72,11 +76,11 @@ impl Sink {
             writeln!(
                 self.out,
                 "{}",
-                json!({"type": "sample", "cpu": cpu, "size": data.len(), "data": hex(data)})
+                json!({"type": "sample", "cpu": self.cpu(cpu), "size": data.len(), "data": hex(data)})
             )
         } else {
             let spaced: Vec<String> = data.iter().map(|b| format!("{b:02x}")).collect();
-            writeln!(self.out, "cpu {cpu}: {} bytes: {}", data.len(), spaced.join(" "))
+            writeln!(self.out, "{}: {} bytes: {}", self.source(cpu), data.len(), spaced.join(" "))
         };
         if let Err(e) = r {
             self.failed = Some(e);
@@ -88,24 +92,32 @@ impl Sink {
             return;
         }
         let r = if self.format == Format::Json {
-            writeln!(self.out, "{}", json!({"type": "lost", "cpu": cpu, "lost": lost}))
+            writeln!(self.out, "{}", json!({"type": "lost", "cpu": self.cpu(cpu), "lost": lost}))
         } else {
-            writeln!(self.out, "cpu {cpu}: LOST {lost} records")
+            writeln!(self.out, "{}: LOST {lost} records", self.source(cpu))
         };
         if let Err(e) = r {
             self.failed = Some(e);
         }
     }
+
+    fn cpu(&self, cpu: u32) -> Option<u32> {
+        (!self.ring_buffer).then_some(cpu)
+    }
+
+    fn source(&self, cpu: u32) -> String {
+        if self.ring_buffer { "ring".into() } else { format!("cpu {cpu}") }
+    }
 }
 
 /// The map named by `id:N` or a pinned path, checked to be a perf event
-/// array.
+/// array or a ring buffer.
 fn open_map(name: &str) -> Result<(OwnedFd, bpf::MapInfo)> {
     let (fd, info) = open_any_map(name)?;
-    if info.type_ != bpf::MAP_TYPE_PERF_EVENT_ARRAY {
+    if info.type_ != bpf::MAP_TYPE_PERF_EVENT_ARRAY && info.type_ != bpf::MAP_TYPE_RINGBUF {
         return Err(Failure::usage(format!(
-            "{name} (map id {}, \"{}\") is a map of type {}, not a BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4): dump \
-             reads perf event arrays only",
+            "{name} (map id {}, \"{}\") is a map of type {}, not a BPF_MAP_TYPE_PERF_EVENT_ARRAY (type 4) or a \
+             BPF_MAP_TYPE_RINGBUF (type 27): dump reads these two kinds only",
             info.id, info.name, info.type_
         )));
     }
@@ -193,6 +205,47 @@ fn taking_slots_note(info: &bpf::MapInfo, holders: &[bpf::Holder]) -> String {
     note
 }
 
+/// A perf event array: refuses to take the slots of another reader
+/// without --force, and says what taking them does.
+fn check_slot_holders(fd: std::os::fd::RawFd, info: &bpf::MapInfo, args: &DumpArgs) -> Result<()> {
+    let holders = slot_holders(fd, info)?;
+    let readers = named(&holders, true);
+    if !readers.is_empty() && !args.force {
+        return Err(Failure::run(format!(
+            "map id {} (\"{}\") is read now by {readers} (it maps perf rings): dump would take its slots; pass \
+             --force to take them anyway",
+            info.id, info.name
+        )));
+    }
+    eprintln!("{}", taking_slots_note(info, &holders));
+    Ok(())
+}
+
+/// A ring buffer has one read position for all its readers: two readers
+/// each get part of the records. Refuses beside a process that may be
+/// reading it, without --force; refuses what cannot apply to it.
+fn check_ring_buffer_readers(info: &bpf::MapInfo, args: &DumpArgs) -> Result<()> {
+    if args.cpus.is_some() {
+        return Err(Failure::usage(
+            "--cpu: a BPF ring buffer is one ring for all CPUs; its records do not say which CPU wrote them",
+        ));
+    }
+    let readers = named(&bpf::ring_buffer_readers(info.id), true);
+    if readers.is_empty() {
+        return Ok(());
+    }
+    let what = format!(
+        "ring buffer map id {} (\"{}\") may be read now by {readers} (it holds the map and maps BPF map \
+         memory): a ring buffer's readers share one read position, so each would get only part of the records",
+        info.id, info.name
+    );
+    if !args.force {
+        return Err(Failure::run(format!("{what}; pass --force to read it anyway")));
+    }
+    eprintln!("perfbuf dump: {what}");
+    Ok(())
+}
+
 pub fn run(args: DumpArgs) -> Result<()> {
     check_pages(args.pages)?;
     if args.wakeup_records.is_some() && args.wakeup_bytes.is_some() {
@@ -206,16 +259,12 @@ pub fn run(args: DumpArgs) -> Result<()> {
     }
     need_root("dump")?;
     let (fd, info) = open_map(&args.map)?;
-    let holders = slot_holders(fd.as_raw_fd(), &info)?;
-    let readers = named(&holders, true);
-    if !readers.is_empty() && !args.force {
-        return Err(Failure::run(format!(
-            "map id {} (\"{}\") is read now by {readers} (it maps perf rings): dump would take its slots; pass \
-             --force to take them anyway",
-            info.id, info.name
-        )));
+    let ring_buffer = info.type_ == bpf::MAP_TYPE_RINGBUF;
+    if ring_buffer {
+        check_ring_buffer_readers(&info, &args)?;
+    } else {
+        check_slot_holders(fd.as_raw_fd(), &info, &args)?;
     }
-    eprintln!("{}", taking_slots_note(&info, &holders));
     let out: Box<dyn Write + Send> = match &args.raw {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -225,6 +274,7 @@ pub fn run(args: DumpArgs) -> Result<()> {
     };
     let sink = Arc::new(Mutex::new(Sink {
         out,
+        ring_buffer,
         format: args.format,
         raw: args.raw.is_some(),
         samples: 0,
@@ -267,9 +317,16 @@ pub fn run(args: DumpArgs) -> Result<()> {
             .map_err(|e| Failure::lib("cannot order the records", &e))?;
     }
     catch_stop_signals();
-    let cpus: Vec<String> =
-        (0..pb.rings()).filter_map(|i| pb.ring_cpu(i).ok()).map(|c| c.to_string()).collect();
-    eprintln!("perfbuf dump: reading map id {} on CPUs {} (Ctrl-C to stop)", info.id, cpus.join(","));
+    if ring_buffer {
+        eprintln!(
+            "perfbuf dump: reading map id {} (ring buffer of {} bytes) (Ctrl-C to stop)",
+            info.id, info.max_entries
+        );
+    } else {
+        let cpus: Vec<String> =
+            (0..pb.rings()).filter_map(|i| pb.ring_cpu(i).ok()).map(|c| c.to_string()).collect();
+        eprintln!("perfbuf dump: reading map id {} on CPUs {} (Ctrl-C to stop)", info.id, cpus.join(","));
+    }
     let started = Instant::now();
     let mut status = Status::new();
     let why = loop {
@@ -322,6 +379,14 @@ pub fn run(args: DumpArgs) -> Result<()> {
     );
     for line in figures.lines(args.pages) {
         eprintln!("{line}");
+    }
+    if ring_buffer {
+        // The kernel counts no losses of a ring buffer: a full ring fails
+        // the program's output, which only perfbuf.bpf.h's counts see.
+        eprintln!(
+            "  ring buffer: the kernel counts no losses; a full ring fails the program's output{}",
+            if args.output_counts.is_some() { "" } else { " (give --output-counts to count those)" }
+        );
     }
     Ok(())
 }

@@ -18,8 +18,8 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
-const ABOUT: &str = "Trace kernel tracepoints and uprobes, dump what BPF programs send to a perf event array, \
-or record a profile to perf.data, through the perfbuf library. Needs root.";
+const ABOUT: &str = "Trace kernel tracepoints and uprobes, dump what BPF programs send to a perf event array or \
+a ring buffer, or record a profile to perf.data, through the perfbuf library. Needs root.";
 
 const AFTER: &str = "\
 Examples:
@@ -28,7 +28,7 @@ Examples:
   perfbuf trace --json --count 10 sched:sched_switch     ten context switches as JSON lines
   perfbuf trace 'u:/bin/bash:readline%return line=+0($retval):string'   each line bash's readline returns
   perfbuf trace --task -- sh -c 'ls; date'               forks, execs and exits of a command
-  perfbuf dump /sys/fs/bpf/events                        a pinned perf event array, as hex
+  perfbuf dump /sys/fs/bpf/events                        a pinned perf event array or ring buffer, as hex
   perfbuf dump id:42 --json --order                      map id 42 as JSON, ordered by timestamp
   perfbuf record -g -- ./myprog                          profile a command into perf.data (perf report)
 
@@ -106,6 +106,13 @@ Whoever read the map before stops receiving records (until it opens its perf buf
 before it starts, and refuses when another process reads the map (it holds the map and has perf rings
 mapped), unless --force. A process that only holds the map (a loader that attached its programs and
 waits, its perf events not mapped) reads nothing and loses nothing: dump starts and names it.
+
+It reads a BPF_MAP_TYPE_RINGBUF too (bpftool cannot), with the same output: one ring for all CPUs, whose
+records come in the order their space was reserved and say no CPU (`ring:`, \"cpu\":null), exactly as the
+program wrote them. The kernel counts no losses of a ring buffer: a full ring fails the program's output.
+A ring buffer's readers share one read position: dump refuses when another process may read it (it holds
+the map and maps BPF map memory), unless --force. --pages, --wakeup-*, --max-delay and --fast do not
+apply to it and are ignored; --cpu is refused.
 
 Output: `cpu N: SIZE bytes: xx xx ...` per record, `cpu N: LOST N records` when the kernel dropped some;
 --json: {\"type\":\"sample\",\"cpu\":N,\"size\":N,\"data\":\"HEX\"} and {\"type\":\"lost\",\"cpu\":N,\"lost\":N};
@@ -204,7 +211,7 @@ enum Command {
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
-    /// Dump a BPF perf event array (pinned path or id:N) on all CPUs
+    /// Dump a BPF perf event array or ring buffer (pinned path or id:N)
     #[command(after_help = DUMP_AFTER)]
     Dump {
         /// The map: a pinned path (/sys/fs/bpf/NAME) or id:N

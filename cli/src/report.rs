@@ -30,6 +30,8 @@ impl Figures {
         let rings: Vec<_> =
             (0..pb.rings()).filter_map(|i| Some((pb.stats(i).ok()?, pb.health(i).ok()?))).collect();
         let unread = match pb.output_counts() {
+            // A ring buffer's one ring takes every CPU's records.
+            _ if pb.is_ring_buffer() => Vec::new(),
             Some(Ok(all)) => all
                 .into_iter()
                 .enumerate()
@@ -83,8 +85,21 @@ impl Figures {
 /// `N delivered, M lost (kernel K, refused at the BPF side R, dropped D)`,
 /// the refusals only where perfbuf.bpf.h counted them.
 fn buckets(delivered: u64, lost: u64, kernel: u64, failed: Option<u64>, dropped: u64) -> String {
+    buckets_named("kernel", delivered, lost, kernel, failed, dropped)
+}
+
+/// [`buckets`] with the first bucket named `first` (a ring buffer's is
+/// what the reader dropped while paused: the kernel counts none).
+fn buckets_named(
+    first: &str,
+    delivered: u64,
+    lost: u64,
+    kernel: u64,
+    failed: Option<u64>,
+    dropped: u64,
+) -> String {
     let refused = failed.map(|n| format!(", refused at the BPF side {n}")).unwrap_or_default();
-    format!("{delivered} delivered, {lost} lost (kernel {kernel}{refused}, dropped {dropped})")
+    format!("{delivered} delivered, {lost} lost ({first} {kernel}{refused}, dropped {dropped})")
 }
 
 /// The totals as the summary's first line says them.
@@ -101,18 +116,20 @@ pub fn ring_lines(rings: &[(RingStats, RingHealth)], pages: usize) -> Vec<String
     let mut lines = Vec::new();
     for (s, h) in rings {
         let failed = s.produced.map(|_| s.output_failed);
+        // A ring buffer's one ring is no CPU's.
+        let (name, first) =
+            if s.cpu < 0 { ("ring".into(), "paused") } else { (format!("cpu {}", s.cpu), "kernel") };
         let mut line = format!(
-            "  cpu {}: {} records, {} bytes, {}",
-            s.cpu,
+            "  {name}: {} records, {} bytes, {}",
             s.records,
             s.bytes,
-            buckets(s.delivered(), s.lost_total(), s.lost, failed, s.dropped)
+            buckets_named(first, s.delivered(), s.lost_total(), s.lost, failed, s.dropped)
         );
         if let Some(p) = s.produced {
             line.push_str(&format!(", of {p} produced"));
         }
         lines.push(line);
-        lines.push(format!("  cpu {}: {}", s.cpu, sizing(h, pages)));
+        lines.push(format!("  {name}: {}", sizing(h, pages)));
     }
     lines
 }

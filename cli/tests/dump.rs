@@ -368,3 +368,95 @@ fn lost_burst(one_more: bool) {
     let line = seen.last().unwrap();
     assert!(line.contains("give --pages 32") || line.contains("give --pages 64"), "{seen:?}");
 }
+
+#[test]
+fn dump_reads_a_ring_buffer_with_the_same_output_and_no_cpu() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_reads_a_ring_buffer_with_the_same_output_and_no_cpu") {
+        return;
+    }
+    let ring = producer::RingbufProducer::open(65536).unwrap();
+    let fs = Bpffs::mount("ringbuf");
+    let path = fs.pin(ring.map().as_raw_fd(), "events");
+    // JSON: every record exactly as the program wrote it, no CPU.
+    let sizes = [8u32, 13, 100, 3000];
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--json", "--count", &sizes.len().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    wait_for(&rx, "(ring buffer of 65536 bytes)", &mut seen);
+    for (i, &n) in sizes.iter().enumerate() {
+        assert_eq!(ring.emit(0, n, i as u8, 1).unwrap(), 0);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    wait_for(&rx, "ring buffer: 4 records", &mut seen);
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert_eq!(lines.len(), sizes.len(), "{lines:?}");
+    for (i, (line, &n)) in lines.iter().zip(&sizes).enumerate() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (r["type"].as_str(), r["cpu"].is_null(), r["size"].as_u64()),
+            (Some("sample"), true, Some(n as u64))
+        );
+        let want: String = ring.expected(n, i as u8).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(r["data"].as_str().unwrap(), want);
+    }
+    // Hex: `ring:` where a perf event array says `cpu N:`.
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--count", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept until the command exits: its summary goes to stderr.
+    let rx = stderr_lines(&mut child);
+    wait_for(&rx, "reading map id", &mut Vec::new());
+    assert_eq!(ring.emit(0, 16, 3, 2).unwrap(), 0);
+    let out = child.wait_with_output().unwrap();
+    let want: Vec<String> = ring.expected(16, 3).iter().map(|b| format!("{b:02x}")).collect();
+    let want = format!("ring: 16 bytes: {}", want.join(" "));
+    assert_eq!(text(&out.stdout).lines().collect::<Vec<_>>(), vec![want.as_str(); 2]);
+    // --cpu cannot apply to it.
+    let out = run(&["dump", &path, "--cpu", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("one ring for all CPUs"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn dump_refuses_a_ring_buffer_another_process_reads_without_force() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("dump_refuses_a_ring_buffer_another_process_reads_without_force") {
+        return;
+    }
+    let ring = producer::RingbufProducer::open(65536).unwrap();
+    let fs = Bpffs::mount("ringbuf-reader");
+    let path = fs.pin(ring.map().as_raw_fd(), "events");
+    // This process reads it: it holds the map and maps its memory.
+    let mut reader = perfbuf::PerfBuffer::builder(ring.map()).on_sample(|_, _| {}).build().unwrap();
+    let out = run(&["dump", &path, "--count", "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let who = format!("may be read now by {}", std::process::id());
+    assert!(err.contains("share one read position") && err.contains("--force"), "{err}");
+    assert!(err.contains(&format!("(pid {})", std::process::id())), "{err} ({who})");
+    // With --force it reads (here, the records this process does not read first).
+    let mut child = Command::new(BIN)
+        .args(["dump", &path, "--count", "1", "--force"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept until the command exits: its summary goes to stderr.
+    let rx = stderr_lines(&mut child);
+    wait_for(&rx, "reading map id", &mut Vec::new());
+    assert_eq!(ring.emit(0, 8, 1, 1).unwrap(), 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout).lines().count(), 1);
+    reader.consume().unwrap();
+}

@@ -46,7 +46,7 @@ impl EventSet {
     /// [`Self::decoder`] when it likes (see [`Self::reader`] for the rest).
     pub fn reader_with<'a, S: Sink>(&mut self, sink: S) -> Result<Reader<'a, S>> {
         let mut reader = Reader::over_rings(self.take_rings()?, sink, BASE_SAMPLE_TYPE, self.max_delay())?;
-        self.serve_cpus(reader.ring_set())?;
+        self.serve_cpus(reader.ring_set("an event set's rings")?)?;
         Ok(reader)
     }
 }

@@ -4,16 +4,37 @@ use super::closures::Closures;
 use super::map_fd::MapFd;
 use super::reader::Reader;
 use super::threading::{Boxes, Local, Sendable, Threading};
-use crate::error::Result;
-use crate::kernel::PerfEventAttr;
+use crate::error::{Error, Result, What};
+use crate::kernel::sys::{self, MapInfo};
+use crate::kernel::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, BPF_MAP_TYPE_RINGBUF, PerfEventAttr};
+use crate::log;
 use crate::reader::RingSet;
 use crate::reader::config::{AttrChoice, CpuSelection, Options, Wakeup};
 use crate::reader::sink::{Keyed, Sink};
+use crate::ringbuf::channel::{Channel, check_options};
 use core::ops::ControlFlow;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::time::Duration;
 
 /// The options of a [`super::PerfBuffer`]: see [`super::PerfBuffer::builder`].
+///
+/// The map may be a `BPF_MAP_TYPE_PERF_EVENT_ARRAY` or a
+/// `BPF_MAP_TYPE_RINGBUF`: [`Self::build`] asks the kernel which, so a tool
+/// switches by changing its map's type, not this code. With a ring buffer
+/// the same closures get the records, with what differs: one ring for all
+/// CPUs, whose records come in the order their space was reserved, with
+/// the CPU `u32::MAX` ([`crate::NO_CPU`]); each sample's data exactly as
+/// the program wrote it (a perf buffer's is padded to 8 bytes with its
+/// 4-byte size); and no lost reports from the kernel, which counts no
+/// losses of a ring buffer (a full ring makes the program's output fail:
+/// only the program sees it; `on_lost` hears only of the records dropped
+/// while [`Reader::pause`]d). Of the options, those that size or batch
+/// per-CPU perf rings have nothing to act on and are ignored: [`Self::pages`]
+/// (the map's `max_entries` sizes the ring), [`Self::wakeup`] and
+/// [`Self::max_delay`] (the program's `bpf_ringbuf_output` flags decide
+/// its wake-ups), [`Self::adaptive`] and [`Self::count_lost`]. Those a ring
+/// buffer cannot honour fail the build with a message naming them:
+/// [`Self::cpus`], [`Self::slots`], [`Self::overwrite`], [`Self::attr`].
 ///
 /// ```no_run
 /// # fn main() -> perfbuf::Result<()> {
@@ -36,6 +57,8 @@ pub struct Builder<'a, T: Threading = Sendable> {
     map: Option<MapFd<'a>>,
     /// perfbuf.bpf.h's output counts map, until built.
     counts: Option<MapFd<'a>>,
+    /// A `BPF_MAP_TYPE_RINGBUF` is read too (not by libbpf's constructors).
+    pub(crate) ring_buffers: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -44,13 +67,19 @@ impl<'a> Builder<'a> {
     pub(super) fn new(map: MapFd<'a>) -> Builder<'a> {
         let mut opts = Options::new(map.as_raw_fd());
         opts.hotplug = true;
-        Builder { opts, closures: Closures::default(), map: Some(map), counts: None }
+        Builder { opts, closures: Closures::default(), map: Some(map), counts: None, ring_buffers: true }
     }
 
     /// A builder over a map fd nobody holds for the reader (the fd may
     /// even be invalid: the reader reports that as libbpf does).
     pub(crate) fn over_raw_fd(map_fd: RawFd) -> Builder<'a> {
-        Builder { opts: Options::new(map_fd), closures: Closures::default(), map: None, counts: None }
+        Builder {
+            opts: Options::new(map_fd),
+            closures: Closures::default(),
+            map: None,
+            counts: None,
+            ring_buffers: false,
+        }
     }
 
     /// A builder over a map fd the caller vouches for.
@@ -69,7 +98,13 @@ impl<'a> Builder<'a> {
             lost: lost.map(|f| -> <Local as Threading>::LostFn<'a> { f }),
             record: record.map(|f| -> <Local as Threading>::RecordFn<'a> { f }),
         };
-        Builder { opts: self.opts, closures, map: self.map, counts: self.counts }
+        Builder {
+            opts: self.opts,
+            closures,
+            map: self.map,
+            counts: self.counts,
+            ring_buffers: self.ring_buffers,
+        }
     }
 }
 
@@ -212,13 +247,13 @@ impl<'a, T: Threading> Builder<'a, T> {
     /// Opens the buffer: one event and ring per CPU, stored in the map.
     pub fn build(self) -> Result<super::PerfBuffer<'a, T>> {
         let closures = self.closures;
-        Self::open(self.opts, self.map, self.counts, closures)
+        Self::open(self.opts, self.map, self.counts, closures, self.ring_buffers)
     }
 
     /// Opens the buffer delivering to `sink` instead of closures (those
     /// given to this builder are dropped): see [`Sink`].
     pub fn build_with<S: Sink>(self, sink: S) -> Result<Reader<'a, S>> {
-        Self::open(self.opts, self.map, self.counts, sink)
+        Self::open(self.opts, self.map, self.counts, sink, self.ring_buffers)
     }
 
     fn open<S: Sink>(
@@ -226,9 +261,20 @@ impl<'a, T: Threading> Builder<'a, T> {
         map: Option<MapFd<'a>>,
         counts: Option<MapFd<'a>>,
         sink: S,
+        ring_buffers: bool,
     ) -> Result<Reader<'a, S>> {
         // Borrowed for the call only: the reader keeps a duplicate.
         opts.counts_map = counts.as_ref().map(MapFd::as_raw_fd);
+        if ring_buffers && let Some(info) = ring_buffer_map(opts.map_fd)? {
+            check_options(&opts)?;
+            let mut channel = Channel::open(opts.map_fd, info.max_entries, info.id)?;
+            if let Some(counts) = &counts {
+                // SAFETY: the map's fd is open while `counts` lives, through this
+                // call; the channel keeps a duplicate.
+                channel.set_output_counts(unsafe { BorrowedFd::borrow_raw(counts.as_raw_fd()) })?;
+            }
+            return Ok(Reader::over_ring_buffer(channel, sink, map));
+        }
         let rings = RingSet::open(opts, Keyed { sink, key: None })?;
         Ok(Reader::new(rings, map))
     }
@@ -247,5 +293,19 @@ impl<'a, T: Threading> Builder<'a, T> {
     pub fn cpu_list(mut self, cpus: Vec<i32>) -> Self {
         self.opts.cpus = CpuSelection::Subset(cpus);
         self
+    }
+}
+
+/// The map's description when it is a `BPF_MAP_TYPE_RINGBUF`; `None` for a
+/// perf event array, or when the kernel cannot describe it (the perf
+/// reader then decides, as libbpf does); EINVAL naming both kinds for a
+/// map of any other type.
+fn ring_buffer_map(map_fd: RawFd) -> Result<Option<MapInfo>> {
+    match sys::map_info(map_fd) {
+        Ok(info) if info.map_type == BPF_MAP_TYPE_RINGBUF => Ok(Some(info)),
+        Ok(info) if info.map_type != BPF_MAP_TYPE_PERF_EVENT_ARRAY => {
+            Err(log::failed(Error::new(libc::EINVAL, What::NotEventMap(map_fd, info.map_type))))
+        }
+        _ => Ok(None),
     }
 }

@@ -7,7 +7,7 @@ use super::closures::Closures;
 use super::map_fd::MapFd;
 use super::threading::Sendable;
 use super::timeout_ms;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, What};
 use crate::reader::batch::Batch;
 use crate::reader::health::RingHealth;
 use crate::reader::order::{OrderBy, OrderKey, OrderStats};
@@ -16,6 +16,7 @@ use crate::reader::sink::{Keyed, Sink};
 use crate::reader::stats::RingStats;
 use crate::reader::waker::WakeFd;
 use crate::reader::{BatchStop, OwnedRing, RingSet};
+use crate::ringbuf::channel::{Channel, not_for_ring_buffer};
 use core::ops::ControlFlow;
 use once_cell::sync::OnceCell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -23,8 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Per-CPU perf rings over a `BPF_MAP_TYPE_PERF_EVENT_ARRAY` (or an event
-/// set's), read through one epoll instance, delivering to the sink `S`:
-/// what libbpf's `struct perf_buffer` is, for Rust.
+/// set's), or a `BPF_MAP_TYPE_RINGBUF`, read through one epoll instance,
+/// delivering to the sink `S`: what libbpf's `struct perf_buffer` is, for
+/// Rust, and what a tool reads either kind of map with.
+///
+/// Over a ring buffer (see [`super::Builder`] for what changes) the reader
+/// has one ring, 0, whose CPU is `u32::MAX` ([`crate::NO_CPU`]); the calls
+/// about per-CPU perf rings and their events ([`Self::ring_event`],
+/// [`Self::ring`], [`Self::consume_batch`], [`Self::snapshot`]) fail with
+/// [`crate::ErrorKind::Unsupported`] (EOPNOTSUPP), naming what it lacks.
 ///
 /// Records go to the sink ([`super::PerfBuffer`]: the closures given to
 /// the [`super::Builder`]; [`super::Builder::build_with`]: any [`Sink`]);
@@ -33,7 +41,7 @@ use std::time::Duration;
 /// It is `Send` when its sink is, and never `Sync`: one thread at a time
 /// polls it.
 pub struct Reader<'a, S> {
-    rings: RingSet<Keyed<'a, S>>,
+    rings: Rings<'a, S>,
     /// Made when a [`Waker`] is first asked for.
     wake: OnceCell<Arc<WakeFd>>,
     /// The map's fd: borrowed for `'a`, owned and closed with the reader,
@@ -41,10 +49,51 @@ pub struct Reader<'a, S> {
     _map: Option<MapFd<'a>>,
 }
 
+/// What a reader reads: per-CPU perf rings, or a BPF ring buffer (with
+/// the sink beside it).
+enum Rings<'a, S> {
+    Perf(RingSet<Keyed<'a, S>>),
+    RingBuf(Channel, Keyed<'a, S>),
+}
+
 impl<'a, S: Sink> Reader<'a, S> {
     /// A reader over `rings`, delivering to `sink`.
     pub(super) fn new(rings: RingSet<Keyed<'a, S>>, map: Option<MapFd<'a>>) -> Self {
-        Reader { rings, wake: OnceCell::new(), _map: map }
+        Reader { rings: Rings::Perf(rings), wake: OnceCell::new(), _map: map }
+    }
+
+    /// A reader over a BPF ring buffer, delivering to `sink`.
+    pub(super) fn over_ring_buffer(channel: Channel, sink: S, map: Option<MapFd<'a>>) -> Self {
+        let handler = Keyed { sink, key: None };
+        Reader { rings: Rings::RingBuf(channel, handler), wake: OnceCell::new(), _map: map }
+    }
+
+    /// The perf rings, or EOPNOTSUPP naming `what` for a ring buffer.
+    fn perf(&mut self, what: &'static str) -> Result<&mut RingSet<Keyed<'a, S>>> {
+        match &mut self.rings {
+            Rings::Perf(rings) => Ok(rings),
+            Rings::RingBuf(..) => Err(not_for_ring_buffer(what)),
+        }
+    }
+
+    fn handler(&self) -> &Keyed<'a, S> {
+        match &self.rings {
+            Rings::Perf(rings) => rings.handler(),
+            Rings::RingBuf(_, handler) => handler,
+        }
+    }
+
+    fn handler_mut(&mut self) -> &mut Keyed<'a, S> {
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.handler_mut(),
+            Rings::RingBuf(_, handler) => handler,
+        }
+    }
+
+    /// Whether the map is a BPF ring buffer (`BPF_MAP_TYPE_RINGBUF`)
+    /// rather than a perf event array.
+    pub fn is_ring_buffer(&self) -> bool {
+        matches!(self.rings, Rings::RingBuf(..))
     }
 
     /// A reader over rings mapped by someone else (an event set's), their
@@ -62,12 +111,12 @@ impl<'a, S: Sink> Reader<'a, S> {
 
     /// Where the records go.
     pub fn sink(&self) -> &S {
-        &self.rings.handler().sink
+        &self.handler().sink
     }
 
     /// Where the records go, to change it between reads.
     pub fn sink_mut(&mut self) -> &mut S {
-        &mut self.rings.handler_mut().sink
+        &mut self.handler_mut().sink
     }
 
     /// Waits up to `timeout` (`None`: forever) for rings the kernel
@@ -75,23 +124,33 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// the timeout passed). Fails with [`crate::ErrorKind::Cancelled`] after
     /// a [`Waker::wake`], and with EINTR on a signal (not retried).
     pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
-        self.rings.poll(timeout_ms(timeout))
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.poll(timeout_ms(timeout)),
+            Rings::RingBuf(channel, handler) => channel.poll(handler, timeout_ms(timeout)),
+        }
     }
 
     /// Waits for rings to hold records without reading them (the
     /// perf.data writer's poll, which then drains them run by run).
     pub(crate) fn wait_ready(&mut self, timeout_ms: i32) -> Result<usize> {
-        self.rings.wait_ready(timeout_ms)
+        self.perf("waiting without reading")?.wait_ready(timeout_ms)
     }
 
     /// Reads every ring without waiting.
     pub fn consume(&mut self) -> Result<()> {
-        self.rings.consume()
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.consume(),
+            Rings::RingBuf(channel, handler) => channel.read(handler).map(drop),
+        }
     }
 
     /// Reads ring `idx` without waiting.
     pub fn consume_ring(&mut self, idx: usize) -> Result<()> {
-        self.rings.consume_buffer(idx)
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.consume_buffer(idx),
+            Rings::RingBuf(channel, handler) if idx == 0 => channel.read(handler).map(drop),
+            Rings::RingBuf(..) => Err(Error::new(libc::EINVAL, What::RingIndex(idx))),
+        }
     }
 
     /// Reads every ring, handing `f` runs of whole records contiguous in
@@ -99,7 +158,7 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// `Break` stops after that run. Returns the number of records read.
     pub fn consume_batch(&mut self, mut f: impl FnMut(&Batch<'_>) -> ControlFlow<()>) -> Result<usize> {
         let mut stopped = false;
-        let counted = self.rings.consume_batch(|b| {
+        let counted = self.perf("batches of perf records")?.consume_batch(|b| {
             f(b).map_break(|()| {
                 stopped = true;
                 0
@@ -113,21 +172,29 @@ impl<'a, S: Sink> Reader<'a, S> {
         }
     }
 
-    /// Number of rings (the online CPUs, bounded by the map's size).
+    /// Number of rings (the online CPUs, bounded by the map's size; 1 for
+    /// a ring buffer).
     pub fn rings(&self) -> usize {
-        self.rings.buffer_cnt()
+        match &self.rings {
+            Rings::Perf(rings) => rings.buffer_cnt(),
+            Rings::RingBuf(..) => 1,
+        }
     }
 
-    /// The CPU ring `idx` reads.
+    /// The CPU ring `idx` reads ([`crate::NO_CPU`] for a ring buffer's).
     pub fn ring_cpu(&self, idx: usize) -> Result<u32> {
-        self.rings.cpu_of(idx).map(|c| c as u32)
+        match &self.rings {
+            Rings::Perf(rings) => rings.cpu_of(idx).map(|c| c as u32),
+            Rings::RingBuf(..) if idx == 0 => Ok(crate::NO_CPU),
+            Rings::RingBuf(..) => Err(Error::new(libc::EINVAL, What::RingIndex(idx))),
+        }
     }
 
     /// Ring `idx`'s perf event, for ioctls or an event loop of your own
     /// (libbpf's `perf_buffer__buffer_fd`). In the fast mode, this ring
     /// goes back to libbpf's event for good.
     pub fn ring_event(&mut self, idx: usize) -> Result<BorrowedFd<'_>> {
-        let fd = self.rings.event_fd(idx)?;
+        let fd = self.perf("per-CPU perf events")?.event_fd(idx)?;
         // SAFETY: the fd is the reader's own event, open while self is
         // borrowed.
         Ok(unsafe { BorrowedFd::borrow_raw(fd) })
@@ -137,14 +204,18 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// it, publish what was read (see [`RingReader`]). In the fast mode,
     /// this ring goes back to libbpf's event for good.
     pub fn ring(&mut self, idx: usize) -> Result<RingReader<'_, 'a, S>> {
-        self.rings.cpu_buf(idx)?;
+        self.perf("per-CPU perf rings read record by record")?.cpu_buf(idx)?;
         Ok(RingReader { pb: self, idx })
     }
 
     /// Ring `idx`'s figures (see [`RingStats::lost`] for what `lost`
     /// counts).
     pub fn stats(&self, idx: usize) -> Result<RingStats> {
-        self.rings.figures(idx)
+        match &self.rings {
+            Rings::Perf(rings) => rings.figures(idx),
+            Rings::RingBuf(channel, _) if idx == 0 => channel.figures(),
+            Rings::RingBuf(..) => Err(Error::new(libc::EINVAL, What::RingIndex(idx))),
+        }
     }
 
     /// Ring `idx`'s health: its backlog now and at its peak, records,
@@ -152,7 +223,11 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// smallest ring that would have held what it had to hold (see
     /// [`RingHealth`]). Cheap: the reader keeps these as it reads.
     pub fn health(&self, idx: usize) -> Result<RingHealth> {
-        self.rings.health(idx)
+        match &self.rings {
+            Rings::Perf(rings) => rings.health(idx),
+            Rings::RingBuf(channel, _) if idx == 0 => channel.health(),
+            Rings::RingBuf(..) => Err(Error::new(libc::EINVAL, What::RingIndex(idx))),
+        }
     }
 
     /// Counts `n` samples of ring `idx` the caller read and then dropped
@@ -160,14 +235,24 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// from delivered to the `dropped` bucket of [`RingStats`], so the
     /// loss identity still adds up.
     pub fn count_dropped(&mut self, idx: usize, n: u64) -> Result<()> {
-        self.rings.count_dropped(idx, n)
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.count_dropped(idx, n),
+            Rings::RingBuf(channel, _) if idx == 0 => {
+                channel.count_dropped(n);
+                Ok(())
+            }
+            Rings::RingBuf(..) => Err(Error::new(libc::EINVAL, What::RingIndex(idx))),
+        }
     }
 
     /// What the BPF program's output wrappers counted on every CPU,
     /// indexed by CPU id (see [`super::Builder::output_counts`]); `None`
     /// without that map.
     pub fn output_counts(&self) -> Option<Result<Vec<OutputCounts>>> {
-        self.rings.output_counts()
+        match &self.rings {
+            Rings::Perf(rings) => rings.output_counts(),
+            Rings::RingBuf(channel, _) => channel.output_counts(),
+        }
     }
 
     /// The final drain, once the producers have stopped: reads every ring
@@ -181,24 +266,56 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// A LOST record the kernel writes afterwards is reduced by what was
     /// reported here. Returns the number of records reported lost by that
     /// last step.
+    ///
+    /// A ring buffer's final drain reads it, and reports what was dropped
+    /// while paused once the read has passed it (the kernel counts no
+    /// losses of a ring buffer).
     pub fn drain_final(&mut self) -> Result<u64> {
-        self.rings.drain_final()
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.drain_final(),
+            Rings::RingBuf(channel, handler) => channel.drain_final(handler),
+        }
     }
 
     /// Stops the kernel's output into every ring: records produced
     /// meanwhile are dropped, and reported lost after [`Self::resume`].
+    /// The kernel cannot pause a ring buffer: its reader drops the records
+    /// reserved from now until [`Self::resume`] instead (those reserved
+    /// before are still delivered), and reports them lost once read past;
+    /// the program's output keeps succeeding while the reader keeps
+    /// reading.
     pub fn pause(&self) -> Result<()> {
-        self.rings.set_paused(true)
+        match &self.rings {
+            Rings::Perf(rings) => rings.set_paused(true),
+            Rings::RingBuf(channel, _) => {
+                channel.pause();
+                Ok(())
+            }
+        }
     }
 
     /// Resumes output after [`Self::pause`].
     pub fn resume(&self) -> Result<()> {
-        self.rings.set_paused(false)
+        match &self.rings {
+            Rings::Perf(rings) => rings.set_paused(false),
+            Rings::RingBuf(channel, _) => {
+                channel.resume();
+                Ok(())
+            }
+        }
+    }
+
+    /// The epoll fd over the rings.
+    fn epoll_fd(&self) -> RawFd {
+        match &self.rings {
+            Rings::Perf(rings) => rings.epoll_fd(),
+            Rings::RingBuf(channel, _) => channel.epoll_fd(),
+        }
     }
 
     /// A handle that wakes this reader's [`Self::poll`] from another thread.
     pub fn waker(&self) -> Result<Waker> {
-        let shared = self.wake.get_or_try_init(|| WakeFd::owning(self.rings.epoll_fd()).map(Arc::new))?;
+        let shared = self.wake.get_or_try_init(|| WakeFd::owning(self.epoll_fd()).map(Arc::new))?;
         Ok(Waker(shared.clone()))
     }
 
@@ -207,41 +324,55 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// every ring has shown a newer key or been idle for `idle_wait`;
     /// records stay in their rings until delivered. In the fast mode every
     /// ring goes back to libbpf's wake-ups.
+    ///
+    /// A ring buffer's records are in one order already, the order their
+    /// space was reserved in: there this does nothing (and the key is not
+    /// asked for).
     pub fn set_order(&mut self, key: OrderKey<'a>, idle_wait: Duration) -> Result<()> {
+        let Rings::Perf(rings) = &mut self.rings else { return Ok(()) };
         let by = match key {
             OrderKey::RawPrefix => OrderBy::RawPrefix,
             OrderKey::SampleTime => OrderBy::SampleTime,
             OrderKey::Sink => OrderBy::Handler,
             OrderKey::Fn(f) => {
-                self.rings.handler_mut().key = Some(f);
+                rings.handler_mut().key = Some(f);
                 OrderBy::Handler
             }
         };
-        self.rings.set_order(by, idle_wait)
+        rings.set_order(by, idle_wait)
     }
 
     /// In ordered mode, delivers everything already in the rings, in key
-    /// order, ignoring the horizon (at shutdown).
+    /// order, ignoring the horizon (at shutdown). A ring buffer is read
+    /// (it is always in order).
     pub fn flush_ordered(&mut self) -> Result<usize> {
-        self.rings.flush_ordered()
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.flush_ordered(),
+            Rings::RingBuf(channel, handler) => channel.read(handler),
+        }
     }
 
-    /// The ordered reader's counters, if ordering is on.
+    /// The ordered reader's counters, if ordering is on (never for a ring
+    /// buffer).
     pub fn order_stats(&self) -> Option<OrderStats> {
-        self.rings.order_stats()
+        match &self.rings {
+            Rings::Perf(rings) => rings.order_stats(),
+            Rings::RingBuf(..) => None,
+        }
     }
 
     /// Reads overwritable ring `idx` ([`super::Builder::overwrite`]):
     /// pauses its output, delivers what was written since the last read,
     /// oldest first, resumes. Returns the number of records.
     pub fn snapshot(&mut self, idx: usize) -> Result<usize> {
-        self.rings.snapshot(idx)
+        self.perf("overwritable rings")?.snapshot(idx)
     }
 
-    /// The rings, for what only libbpf's C API needs
-    /// ([`crate::libbpf_compat`]).
-    pub(crate) fn ring_set(&mut self) -> &mut RingSet<Keyed<'a, S>> {
-        &mut self.rings
+    /// The perf rings, for what only libbpf's C API needs
+    /// ([`crate::libbpf_compat`]); EOPNOTSUPP naming `what` for a ring
+    /// buffer.
+    pub(crate) fn ring_set(&mut self, what: &'static str) -> Result<&mut RingSet<Keyed<'a, S>>> {
+        self.perf(what)
     }
 }
 
@@ -258,13 +389,13 @@ impl<S> Drop for Reader<'_, S> {
 impl<S: Sink> AsFd for Reader<'_, S> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the reader's epoll fd is open while self lives.
-        unsafe { BorrowedFd::borrow_raw(self.rings.epoll_fd()) }
+        unsafe { BorrowedFd::borrow_raw(self.epoll_fd()) }
     }
 }
 
 impl<S: Sink> AsRawFd for Reader<'_, S> {
     fn as_raw_fd(&self) -> RawFd {
-        self.rings.epoll_fd()
+        self.epoll_fd()
     }
 }
 
@@ -314,16 +445,16 @@ impl<S: Sink> RingReader<'_, '_, S> {
     /// The next record, whole (header included; a copy when it wraps the
     /// ring's end), without consuming it; `None` when the ring is empty.
     pub fn peek(&mut self) -> Result<Option<&[u8]>> {
-        self.pb.rings.cpu_buf(self.idx)?.peek()
+        self.pb.perf("per-CPU perf rings")?.cpu_buf(self.idx)?.peek()
     }
 
     /// Moves past the next record (ENODATA when there is none).
     pub fn advance(&mut self) -> Result<()> {
-        self.pb.rings.cpu_buf(self.idx)?.advance()
+        self.pb.perf("per-CPU perf rings")?.cpu_buf(self.idx)?.advance()
     }
 
     /// Frees the space of every record advanced past.
     pub fn publish(&mut self) -> Result<()> {
-        self.pb.rings.publish(self.idx)
+        self.pb.perf("per-CPU perf rings")?.publish(self.idx)
     }
 }

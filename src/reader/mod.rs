@@ -1125,7 +1125,7 @@ pub enum BatchStop {
 }
 
 /// The error a drain's outcome means: `Done` stops a ring quietly.
-fn halted(flow: Flow) -> Result<()> {
+pub(crate) fn halted(flow: Flow) -> Result<()> {
     match flow {
         ControlFlow::Continue(()) | ControlFlow::Break(Stop::By(Halt::Done)) => Ok(()),
         ControlFlow::Break(Stop::By(halt)) => Err(halt_error(halt)),

@@ -10,6 +10,7 @@ use super::deliver::{self, Flow, Halt, Handler};
 use super::order::KeyFn;
 use crate::ring::record::DispatchStats;
 use crate::ring::{PerfRing, Stop as RingStop};
+use crate::ringbuf::channel::RingRead;
 use core::ops::ControlFlow;
 
 /// Where a reader's records go.
@@ -66,24 +67,33 @@ pub trait Sink {
     }
 }
 
-/// Records for a [`Sink`]: the unread records of one ring, or one record.
+/// Records for a [`Sink`]: the unread records of one ring (a CPU's perf
+/// ring, or a BPF ring buffer, which has no CPU), or one record.
 pub struct Records<'r> {
     source: Source<'r>,
     cpu: i32,
-    stats: &'r mut DispatchStats,
 }
 
 enum Source<'r> {
     /// A ring, read up to `head`.
-    Ring { ring: &'r mut PerfRing, head: u64 },
+    Ring { ring: &'r mut PerfRing, head: u64, stats: &'r mut DispatchStats },
     /// One whole record.
-    One(&'r [u8]),
+    One(&'r [u8], &'r mut DispatchStats),
+    /// A BPF ring buffer's records, which are samples' data only.
+    RingBuf(RingRead<'r>),
 }
 
 /// What a [`Sink`] did with its [`Records`]: read them all, or stopped.
 /// Made only by [`Records`]'s methods.
 #[must_use = "a sink returns what its records' method returned"]
 pub struct Taken(Flow);
+
+impl Taken {
+    /// What the read's loop made of it.
+    pub(crate) fn into_flow(self) -> Flow {
+        self.0
+    }
+}
 
 /// Why a record callback stops a read (see [`Records::each`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,15 +108,19 @@ pub enum Stop {
 
 impl<'r> Records<'r> {
     pub(crate) fn ring(ring: &'r mut PerfRing, head: u64, cpu: i32, stats: &'r mut DispatchStats) -> Self {
-        Records { source: Source::Ring { ring, head }, cpu, stats }
+        Records { source: Source::Ring { ring, head, stats }, cpu }
     }
 
     pub(crate) fn one(record: &'r [u8], cpu: i32, stats: &'r mut DispatchStats) -> Self {
-        Records { source: Source::One(record), cpu, stats }
+        Records { source: Source::One(record, stats), cpu }
+    }
+
+    pub(crate) fn ring_buffer(read: RingRead<'r>) -> Self {
+        Records { source: Source::RingBuf(read), cpu: -1 }
     }
 
     /// The CPU of the ring these records come from (`None` for a ring
-    /// that is not one CPU's).
+    /// that is not one CPU's: a BPF ring buffer's records carry no CPU).
     #[inline(always)]
     pub fn cpu(&self) -> Option<u32> {
         u32::try_from(self.cpu).ok()
@@ -119,13 +133,20 @@ impl<'r> Records<'r> {
     /// with [`crate::ErrorKind::UnknownRecord`], libbpf's
     /// `LIBBPF_PERF_EVENT_ERROR`). Give `move` closures: a callable whose
     /// address escapes is reloaded from memory after every call.
+    ///
+    /// From a BPF ring buffer, `sample` gets each record's bytes exactly as
+    /// the program wrote them (no padding), and `lost` the records the
+    /// reader dropped while paused (the kernel counts no losses there).
     #[inline(always)]
     pub fn samples<S: FnMut(&[u8]), L: FnMut(u64)>(self, mut sample: S, mut lost: L) -> Taken {
         match self.source {
-            Source::Ring { ring, head } => Taken(deliver::drain_parsed(ring, head, self.stats, sample, lost)),
-            Source::One(rec) => Taken(
-                deliver::deliver_parsed(rec, self.stats, &mut sample, &mut lost).map_break(RingStop::By),
-            ),
+            Source::Ring { ring, head, stats } => {
+                Taken(deliver::drain_parsed(ring, head, stats, sample, lost))
+            }
+            Source::One(rec, stats) => {
+                Taken(deliver::deliver_parsed(rec, stats, &mut sample, &mut lost).map_break(RingStop::By))
+            }
+            Source::RingBuf(read) => Taken(read.samples(sample, lost)),
         }
     }
 
@@ -133,14 +154,21 @@ impl<'r> Records<'r> {
     /// `PERF_RECORD_LOST` reporting losses already reported by a final
     /// drain comes reduced by them (a record made here), or not at all.
     /// `record`'s `Break` stops the read as [`Stop`] says.
+    ///
+    /// From a BPF ring buffer, each record comes as the `PERF_RECORD_SAMPLE`
+    /// a perf buffer's default event would make of it (header, `u32` raw
+    /// size, the bytes, zeros to 8; copied, up to 65516 bytes: a longer
+    /// record fails the read), and the records dropped while paused as a
+    /// `PERF_RECORD_LOST` made here.
     #[inline(always)]
     pub fn each<R: FnMut(&[u8]) -> ControlFlow<Stop>>(self, mut record: R) -> Taken {
         let mut halting = move |rec: &[u8]| record(rec).map_break(Halt::from);
         match self.source {
-            Source::Ring { ring, head } => Taken(deliver::drain_raw(ring, head, self.stats, halting)),
-            Source::One(rec) => {
-                Taken(deliver::deliver_raw(rec, self.stats, &mut halting).map_break(RingStop::By))
+            Source::Ring { ring, head, stats } => Taken(deliver::drain_raw(ring, head, stats, halting)),
+            Source::One(rec, stats) => {
+                Taken(deliver::deliver_raw(rec, stats, &mut halting).map_break(RingStop::By))
             }
+            Source::RingBuf(read) => Taken(read.whole(halting)),
         }
     }
 }

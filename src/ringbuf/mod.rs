@@ -32,6 +32,7 @@
 //! for sizes, this module reads several maps through epoll.
 
 mod callback;
+pub(crate) mod channel;
 mod fast;
 mod layout;
 mod walk;
@@ -205,16 +206,8 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         }
         fallible::reserve(&mut self.rings, 1)?;
         fallible::reserve(&mut self.events, 1)?;
-        // SAFETY: the kernel just described this fd, so it is open (and not
-        // -1); it stays open while the ring lives (a borrow for 'a, an fd
-        // the ring owns, or add_raw_fd's contract). The mappings taken from
-        // it outlive any use of the fd itself.
-        let fd = unsafe { BorrowedFd::borrow_raw(map_fd) };
-        let memory = Memory::map(fd, info.max_entries, cpu::page_size()).map_err(log::failed)?;
         let token = self.rings.len() as u64;
-        sys::epoll_add(self.epoll.as_raw_fd(), map_fd, token).map_err(|e| {
-            log::failed(e.about(format_args!("ringbuf: failed to epoll add map fd={map_fd}")))
-        })?;
+        let memory = map_ring(self.epoll.as_raw_fd(), map_fd, info.max_entries, token)?;
         let mut health = Tracker::default();
         health.current.at = self.window_at;
         let shared = self.rings.iter().any(|r| r.map_id == info.id);
@@ -338,6 +331,20 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
     pub fn ring_mut(&mut self, idx: usize) -> Option<&mut Ring<'a, T>> {
         self.rings.get_mut(idx)
     }
+}
+
+/// Maps the ring buffer map `map_fd` (the kernel just described it: open,
+/// `max_entries` bytes of data) and adds it to `epoll` under `token`.
+fn map_ring(epoll: RawFd, map_fd: RawFd, max_entries: u32, token: u64) -> Result<Memory> {
+    // SAFETY: the kernel just described this fd, so it is open (and not
+    // -1); it stays open while the ring lives (a borrow for 'a, an fd the
+    // reader owns, or the raw fd's contract). The mappings taken from it
+    // outlive any use of the fd itself.
+    let fd = unsafe { BorrowedFd::borrow_raw(map_fd) };
+    let memory = Memory::map(fd, max_entries, cpu::page_size()).map_err(log::failed)?;
+    sys::epoll_add(epoll, map_fd, token)
+        .map_err(|e| log::failed(e.about(format_args!("ringbuf: failed to epoll add map fd={map_fd}"))))?;
+    Ok(memory)
 }
 
 impl<'a, T: RingThreading> Ring<'a, T> {

@@ -94,6 +94,34 @@ impl RingMemory {
     where
         F: FnMut(&[u8]) -> ControlFlow<i32>,
     {
+        self.walk_from_at(from, publish, limit, stats, |_, body| f(body))
+    }
+
+    /// [`Self::walk`] from the published `consumer_pos`, handing `f` each
+    /// record's position (bytes since the map's creation, as
+    /// `consumer_pos` counts) with its body.
+    #[inline(always)]
+    pub fn walk_at<B, F>(&self, limit: u64, stats: &mut Stats, f: F) -> ControlFlow<B, u64>
+    where
+        F: FnMut(u64, &[u8]) -> ControlFlow<B>,
+    {
+        self.walk_from_at(None, Publish::Each, limit, stats, f).0
+    }
+
+    /// [`Self::walk_from`], handing `f` each record's position with its
+    /// body, and stopping with whatever `f` breaks with.
+    #[inline(always)]
+    fn walk_from_at<B, F>(
+        &self,
+        from: Option<u64>,
+        publish: Publish,
+        limit: u64,
+        stats: &mut Stats,
+        mut f: F,
+    ) -> (ControlFlow<B, u64>, u64)
+    where
+        F: FnMut(u64, &[u8]) -> ControlFlow<B>,
+    {
         let (size, mask) = (self.size(), self.size() - 1);
         let mut cons = from.unwrap_or_else(|| self.consumer().load(Ordering::Acquire));
         let mut delivered = 0u64;
@@ -137,7 +165,7 @@ impl RingMemory {
                     let body = unsafe { self.body(offset, len as usize) };
                     stats.records += 1;
                     stats.bytes += total;
-                    if let ControlFlow::Break(v) = f(body) {
+                    if let ControlFlow::Break(v) = f(cons, body) {
                         done(cons, next);
                         return (ControlFlow::Break(v), next);
                     }

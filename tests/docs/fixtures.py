@@ -37,6 +37,26 @@ class Producer:
             raise OSError(-(err or ret.value), "producer_emit_det")
 
 
+class RingProducer:
+    """The same producer writing into a BPF_MAP_TYPE_RINGBUF
+    (producer_open_ringbuf) with bpf_ringbuf_output."""
+
+    def __init__(self, size: int = 16384) -> None:
+        self.lib = ctypes.CDLL(os.environ["PERFBUF_PRODUCER_LIBRARY"], use_errno=True)
+        self.p = (ctypes.c_int * 5)()
+        err = self.lib.producer_open_ringbuf(self.p, size)
+        if err:
+            raise OSError(-err, "cannot create the BPF ring buffer producer (root with BPF?)")
+        self.map_fd = self.p[0]
+
+    def emit(self, n: int = 5, size: int = 16) -> None:
+        """n records of `size` bytes."""
+        ret = ctypes.c_int(0)
+        err = self.lib.producer_emit_ringbuf(self.p, 0, size, 1, n, ctypes.byref(ret))
+        if err or ret.value:
+            raise OSError(-(err or ret.value), "producer_emit_ringbuf")
+
+
 def later(seconds: float, *actions) -> threading.Thread:
     """Runs each action after `seconds`, in a thread (records to read,
     execs to see, a flag to set once they are in)."""

@@ -25,9 +25,10 @@ from ._events import (BpfProgram, Branch, Counts, EventInfo, EventReader, EventS
 from ._library import last_error, library_version, use_logging
 from ._perf_buffer import PerfBuffer
 from ._perfdata import PerfDataWriter
+from ._ring_buffer import RingBuffer
 from ._ring_reader import LostFn, Record, SampleFn
 
-__all__ = ["PerfBuffer", "Record", "library_version", "last_error", "use_logging", "EventSet", "EventReader",
+__all__ = ["PerfBuffer", "RingBuffer", "Record", "library_version", "last_error", "use_logging", "EventSet", "EventReader",
            "PerfDataWriter",
            "EventSample", "EventInfo", "BpfProgram", "Counts", "SidebandRecord", "RawRecord", "ReadValues", "ReadValue", "Branch"]
 

@@ -24,6 +24,8 @@ c_int, c_void_p, c_size_t, c_uint32, c_uint64 = (
 SAMPLE_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_void_p, c_uint32)
 # typedef void (*perf_buffer_lost_fn)(void *ctx, int cpu, __u64 cnt);
 LOST_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_uint64)
+# typedef int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size);
+RB_SAMPLE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
 # typedef void (*perfbuf_print_fn)(int level, const char *msg, void *ctx);
 PRINT_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_void_p)
 
@@ -326,6 +328,17 @@ LATER_SIGNATURES = {
     "perfbuf_drain_final": (c_int, [c_void_p, ctypes.POINTER(c_uint64)]),
     "perfbuf_ring_health": (c_int, [c_void_p, c_size_t, ctypes.POINTER(RingHealth)]),
     "perfbuf_count_dropped": (c_int, [c_void_p, c_size_t, c_uint64]),
+    # The ring buffer (BPF_MAP_TYPE_RINGBUF), libbpf's names: looked up in
+    # libperfbuf's own handle, so libbpf's definitions are never the ones called.
+    "ring_buffer__new": (c_void_p, [c_int, RB_SAMPLE_FN, c_void_p, c_void_p]),
+    "ring_buffer__add": (c_int, [c_void_p, c_int, RB_SAMPLE_FN, c_void_p]),
+    "ring_buffer__free": (None, [c_void_p]),
+    "ring_buffer__poll": (c_int, [c_void_p, c_int]),
+    "ring_buffer__consume": (c_int, [c_void_p]),
+    "ring_buffer__epoll_fd": (c_int, [c_void_p]),
+    "ring_buffer__ring": (c_void_p, [c_void_p, ctypes.c_uint]),
+    "ring__avail_data_size": (c_size_t, [c_void_p]),
+    "ring__size": (c_size_t, [c_void_p]),
 }
 
 

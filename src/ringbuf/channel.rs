@@ -1,0 +1,428 @@
+//! A BPF ring buffer read for a [`Sink`]: what a [`crate::Reader`] (and so
+//! a [`crate::PerfBuffer`], and the C library's `perfbuf_new`) holds when
+//! its map is a `BPF_MAP_TYPE_RINGBUF`, so that a tool reads either kind
+//! of map with the same code.
+//!
+//! The ring is one for all CPUs: its records reach the sink with no CPU
+//! (`u32::MAX` to the Rust closures, -1 to C), in the order their space
+//! was reserved. The kernel counts no losses: a full ring makes the
+//! program's output fail. What this reader counts lost is its own doing:
+//! the records reserved between [`Channel::pause`] and [`Channel::resume`]
+//! (the kernel cannot pause a ring buffer, so the reader drops them, as a
+//! perf ring's paused output is dropped), reported to the lost callback
+//! once the read passes them.
+
+use super::layout::RingMemory;
+use super::walk::{Stats, record_size};
+use super::{CALL_LIMIT, map_ring};
+use crate::error::{Error, Result, What};
+use crate::kernel::clock::Moment;
+use crate::kernel::cpu;
+use crate::kernel::{PERF_RECORD_SAMPLE, fallible, sys};
+use crate::log;
+use crate::reader::config::{AttrChoice, CpuSelection, Options};
+use crate::reader::deliver::{Flow, Halt};
+use crate::reader::health::{RATE_WINDOW, RingHealth, Snapshot, Tracker, pages_for};
+use crate::reader::output_counts::{CountsMap, OutputCounts};
+use crate::reader::sink::{Keyed, Records, Sink};
+use crate::reader::stats::RingStats;
+use crate::reader::waker::{WAKE_TAG, clear_wake};
+use crate::ring::Stop;
+use crate::ring::record::LostRecord;
+use core::cell::Cell;
+use core::ops::ControlFlow;
+use core::sync::atomic::Ordering;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+/// No pause window edge.
+const NONE: u64 = u64::MAX;
+
+/// The longest record a `PERF_RECORD_SAMPLE` can carry (its header's
+/// `u16` size, 8-aligned, less the header and the raw size).
+const MAX_WHOLE: usize = (u16::MAX as usize & !7) - 12;
+
+/// The ring token in the epoll set (the waker's carries [`WAKE_TAG`]).
+const RING_TOKEN: u64 = 0;
+
+/// One ring buffer map read through its own epoll instance.
+pub(crate) struct Channel {
+    memory: RingMemory,
+    state: ReadState,
+    pause: Pause,
+    wakeups: u64,
+    events: [libc::epoll_event; 2],
+    epoll: OwnedFd,
+    /// perfbuf.bpf.h's counts of the outputs into this map, if given:
+    /// a ring buffer's only losses (the refused outputs).
+    counts: Option<CountsMap>,
+    /// Records the caller read and dropped by its own policy.
+    caller_dropped: u64,
+    health: Tracker,
+}
+
+/// What reads of the ring counted and carry over.
+#[derive(Default)]
+pub(crate) struct ReadState {
+    stats: Stats,
+    /// Records dropped while paused, and how many of them the lost
+    /// callback was told about.
+    dropped: u64,
+    reported: u64,
+    /// Records handed out by the last read.
+    read: u64,
+    /// A record too long to be made a perf record of (the whole-record
+    /// mode), which stopped the read: its length.
+    too_long: Option<usize>,
+    /// The whole-record mode's copy of the record.
+    scratch: Vec<u8>,
+}
+
+/// The positions between which records are dropped: from the producer's
+/// position at `pause` to its position at `resume` ([`NONE`] while
+/// paused, or for no window).
+#[derive(Default)]
+struct Pause {
+    from: Cell<u64>,
+    to: Cell<u64>,
+}
+
+/// One read of a ring buffer, for [`Records`]: the ring and what its reads
+/// count.
+pub struct RingRead<'r> {
+    memory: &'r RingMemory,
+    state: &'r mut ReadState,
+    pause: &'r Pause,
+}
+
+/// Refuses, with a message naming it, an option a ring buffer cannot
+/// honour (the others are ignored: see [`crate::Builder`]).
+pub(crate) fn check_options(opts: &Options) -> Result<()> {
+    if !matches!(opts.attr, AttrChoice::Default) {
+        return Err(log::invalid(
+            "a BPF ring buffer has no perf events: a perf_event_attr does not apply to it",
+        ));
+    }
+    if !matches!(opts.cpus, CpuSelection::AllOnline) {
+        return Err(log::invalid(
+            "a BPF ring buffer is one ring for all CPUs: it cannot be read for some CPUs only",
+        ));
+    }
+    if opts.overwrite {
+        return Err(log::invalid("a BPF ring buffer cannot be overwritable"));
+    }
+    Ok(())
+}
+
+/// An operation a ring buffer has nothing for: EOPNOTSUPP naming it.
+pub(crate) fn not_for_ring_buffer(what: &'static str) -> Error {
+    Error::new(libc::EOPNOTSUPP, What::NotForRingBuf(what))
+}
+
+impl Channel {
+    /// Maps the ring buffer map `map_fd` of `max_entries` bytes and
+    /// watches it with a new epoll instance.
+    pub(crate) fn open(map_fd: RawFd, max_entries: u32, id: u32) -> Result<Channel> {
+        let epoll = sys::epoll_create().map_err(|e| log::failed(e.with(What::EpollCreate)))?;
+        let memory = map_ring(epoll.as_raw_fd(), map_fd, max_entries, RING_TOKEN)?;
+        log::info(format_args!("ring buffer on map {id}: {max_entries} bytes"));
+        let pause = Pause { from: Cell::new(NONE), to: Cell::new(NONE) };
+        // The first rate window starts now.
+        let mut health = Tracker::default();
+        health.current.at = Moment::coarse();
+        Ok(Channel {
+            memory,
+            state: ReadState::default(),
+            pause,
+            wakeups: 0,
+            events: [libc::epoll_event { events: 0, u64: 0 }; 2],
+            epoll,
+            counts: None,
+            caller_dropped: 0,
+            health,
+        })
+    }
+
+    /// Reads perfbuf.bpf.h's output counts map `counts` for the figures
+    /// (see [`crate::Builder::output_counts`]).
+    pub(crate) fn set_output_counts(&mut self, counts: BorrowedFd<'_>) -> Result<()> {
+        self.counts = Some(CountsMap::open(counts)?);
+        Ok(())
+    }
+
+    /// What perfbuf.bpf.h counted on every CPU, if given its map.
+    pub(crate) fn output_counts(&self) -> Option<Result<Vec<OutputCounts>>> {
+        self.counts.as_ref().map(CountsMap::read)
+    }
+
+    /// Counts `n` records the caller read and dropped by its own policy.
+    pub(crate) fn count_dropped(&mut self, n: u64) {
+        self.caller_dropped = self.caller_dropped.saturating_add(n);
+    }
+
+    /// Bytes waiting in the ring now.
+    fn pending(&self) -> u64 {
+        let pending = self.producer_pos().wrapping_sub(self.memory.consumer().load(Ordering::Acquire));
+        pending.min(self.memory.size())
+    }
+
+    fn snapshot(&self, at: Moment) -> Snapshot {
+        let s = &self.state.stats;
+        Snapshot { at, records: s.records, bytes: s.bytes, wakeups: self.wakeups }
+    }
+
+    /// The ring's health, as a perf ring's ([`RingHealth`]'s `cpu` is -1:
+    /// one ring for every CPU). Its losses are what perfbuf.bpf.h counted
+    /// refused (and what a pause dropped), so sizing from evidence needs
+    /// its counts.
+    pub(crate) fn health(&self) -> Result<RingHealth> {
+        let now = Moment::coarse();
+        let (records_per_sec, bytes_per_sec, wakeups_per_sec) = self.health.rates(self.snapshot(now));
+        let failed = self.refused()?.map_or(0, |(_, failed)| failed);
+        let s = &self.state.stats;
+        let needed =
+            self.health.needed(failed + self.state.dropped, s.bytes.checked_div(s.records).unwrap_or(0));
+        let pending = self.pending();
+        Ok(RingHealth {
+            cpu: -1,
+            online: true,
+            pending_bytes: pending,
+            peak_pending_bytes: self.health.peak_pending.max(pending),
+            data_size: self.memory.size(),
+            records_per_sec,
+            bytes_per_sec,
+            wakeups_per_sec,
+            since_last_record: self.health.last_record.map(|t| now.since(t)),
+            needed_bytes: needed,
+            suggested_pages: pages_for(needed, cpu::page_size()),
+            replaced: 0,
+        })
+    }
+
+    /// perfbuf.bpf.h's output calls and refusals over every CPU, if given
+    /// its map.
+    fn refused(&self) -> Result<Option<(u64, u64)>> {
+        let Some(counts) = &self.counts else { return Ok(None) };
+        let all = counts.read()?;
+        Ok(Some(all.iter().fold((0, 0), |(calls, failed), c| (calls + c.calls, failed + c.failed))))
+    }
+
+    /// The epoll fd.
+    pub(crate) fn epoll_fd(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever) for records and reads them;
+    /// returns 1 when the ring was read, 0 when the timeout passed. After a
+    /// wake-up from another thread, fails with ECANCELED (the ring, if
+    /// signalled in the same wait, read first).
+    pub(crate) fn poll<S: Sink>(&mut self, handler: &mut Keyed<'_, S>, timeout_ms: i32) -> Result<usize> {
+        let cnt = sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, 2, timeout_ms)?;
+        let (mut read, mut woken) = (0, None);
+        for i in 0..cnt {
+            let token = self.events[i].u64; // a copy: the struct is packed
+            if token & WAKE_TAG != 0 {
+                woken = Some(token);
+            } else {
+                self.wakeups += 1;
+                self.read(handler)?;
+                read = 1;
+            }
+        }
+        if let Some(token) = woken {
+            clear_wake(token);
+            return Err(Error::from_errno(libc::ECANCELED));
+        }
+        Ok(read)
+    }
+
+    /// Reads the ring without waiting (at most 2^31 - 1 records); returns
+    /// how many records the sink got.
+    pub(crate) fn read<S: Sink>(&mut self, handler: &mut Keyed<'_, S>) -> Result<usize> {
+        let now = Moment::coarse();
+        self.health.drain_begins(self.pending(), now);
+        if now.since(self.health.current.at) >= RATE_WINDOW {
+            let snap = self.snapshot(now);
+            self.health.rotate(snap);
+        }
+        let read = RingRead { memory: &self.memory, state: &mut self.state, pause: &self.pause };
+        let flow = handler.sink.take(Records::ring_buffer(read)).into_flow();
+        if let Some(len) = self.state.too_long.take() {
+            return Err(log::failed(Error::new(libc::E2BIG, What::RingBufRecordTooLong(len))));
+        }
+        crate::reader::halted(flow)?;
+        Ok(self.state.read as usize)
+    }
+
+    /// The final drain: reads the ring, reporting what was dropped while
+    /// paused once the read has passed it. Returns the number reported
+    /// lost by this read.
+    pub(crate) fn drain_final<S: Sink>(&mut self, handler: &mut Keyed<'_, S>) -> Result<u64> {
+        let before = self.state.reported;
+        self.read(handler)?;
+        Ok(self.state.reported - before)
+    }
+
+    /// From now on, records reserved are dropped (counted lost) instead of
+    /// delivered, until [`Self::resume`]; those reserved before are still
+    /// delivered. A pause after a resume whose window the reads have not
+    /// passed yet reopens that window (what was reserved in between is
+    /// dropped too, and counted).
+    pub(crate) fn pause(&self) {
+        if self.pause.from.get() == NONE {
+            self.pause.from.set(self.producer_pos());
+        }
+        self.pause.to.set(NONE);
+    }
+
+    /// Records reserved from now on are delivered again.
+    pub(crate) fn resume(&self) {
+        if self.pause.from.get() != NONE && self.pause.to.get() == NONE {
+            self.pause.to.set(self.producer_pos());
+        }
+    }
+
+    fn producer_pos(&self) -> u64 {
+        self.memory.producer().load(Ordering::Acquire)
+    }
+
+    /// The ring's figures, as a perf ring's (`cpu` -1).
+    /// The ring's figures: every record is a sample; `lost` is what a
+    /// pause dropped; with perfbuf.bpf.h's counts, `produced` and
+    /// `output_failed` are every CPU's (a full ring refuses the output,
+    /// and the kernel counts nothing).
+    pub(crate) fn figures(&self) -> Result<RingStats> {
+        let s = &self.state;
+        let counts = self.refused()?;
+        Ok(RingStats {
+            cpu: -1,
+            produced: counts.map(|(calls, _)| calls),
+            samples: s.stats.records,
+            dropped: self.caller_dropped,
+            output_failed: counts.map_or(0, |(_, failed)| failed),
+            records: s.stats.records,
+            bytes: s.stats.bytes,
+            lost: s.dropped,
+            lost_unreported: s.dropped - s.reported,
+            wakeups: self.wakeups,
+            pending_bytes: self.pending(),
+            data_size: self.memory.size(),
+            resyncs: s.stats.resyncs,
+            skipped_bytes: s.stats.skipped_bytes,
+            ..RingStats::default()
+        })
+    }
+}
+
+impl RingRead<'_> {
+    /// libbpf's sample/lost split over the ring (see [`Records::samples`]).
+    #[inline(always)]
+    pub(crate) fn samples<S: FnMut(&[u8]), L: FnMut(u64)>(self, mut sample: S, mut lost: L) -> Flow {
+        self.walk(
+            move |_, data| {
+                sample(data);
+                ControlFlow::Continue(())
+            },
+            move |_, n| {
+                lost(n);
+                ControlFlow::Continue(())
+            },
+        )
+    }
+
+    /// Every record as the perf record a perf buffer would hold (see
+    /// [`Records::each`]).
+    #[inline(always)]
+    pub(crate) fn whole<R: FnMut(&[u8]) -> ControlFlow<Halt>>(self, record: R) -> Flow {
+        let record = core::cell::RefCell::new(record);
+        self.walk(
+            |scratch, data| {
+                let rec = as_sample(scratch, data)?;
+                (record.borrow_mut())(rec).map_break(Stop::By)
+            },
+            |_, n| (record.borrow_mut())(LostRecord::new(n).bytes()).map_break(Stop::By),
+        )
+    }
+
+    /// Walks the ring: records reserved in the pause window are dropped and
+    /// counted; the first record past a closed window (or the end of the
+    /// walk, once past it) reports them to `lost` first.
+    #[inline(always)]
+    fn walk<F, L>(self, mut f: F, mut lost: L) -> Flow
+    where
+        F: FnMut(&mut Vec<u8>, &[u8]) -> ControlFlow<Stop<Halt>>,
+        L: FnMut(&mut Vec<u8>, u64) -> ControlFlow<Stop<Halt>>,
+    {
+        let RingRead { memory, state, pause } = self;
+        let ReadState { stats, dropped, reported, read, too_long, scratch } = state;
+        let (mut from, to) = (pause.from.get(), pause.to.get());
+        let (mut skipped, mut skipped_bytes) = (0u64, 0u64);
+        let mut report = |dropped: u64, reported: &mut u64, scratch: &mut Vec<u8>| {
+            let n = dropped - *reported;
+            *reported = dropped;
+            pause.from.set(NONE);
+            pause.to.set(NONE);
+            if n > 0 { lost(scratch, n) } else { ControlFlow::Continue(()) }
+        };
+        let walked = memory.walk_at(CALL_LIMIT, stats, |pos, data| {
+            if pos >= from {
+                if pos < to {
+                    *dropped += 1;
+                    skipped += 1;
+                    skipped_bytes += record_size(data.len() as u32);
+                    return ControlFlow::Continue(());
+                }
+                from = NONE;
+                report(*dropped, reported, scratch)?;
+            }
+            f(scratch, data).map_break(|stop| {
+                // Only `as_sample` stops with `Unknown`: the sink's own
+                // `Stop` has no such value.
+                if matches!(stop, Stop::By(Halt::Unknown(_))) {
+                    *too_long = Some(data.len());
+                }
+                stop
+            })
+        });
+        stats.records -= skipped;
+        stats.bytes -= skipped_bytes;
+        match walked {
+            ControlFlow::Continue(n) => {
+                *read = n - skipped;
+                // Past a closed window with nothing after it yet.
+                let cons = memory.consumer().load(Ordering::Acquire);
+                if from != NONE && to != NONE && cons >= to {
+                    report(*dropped, reported, scratch)
+                } else {
+                    ControlFlow::Continue(())
+                }
+            }
+            ControlFlow::Break(stop) => {
+                *read = 0;
+                ControlFlow::Break(stop)
+            }
+        }
+    }
+}
+
+/// `data` as the `PERF_RECORD_SAMPLE` of a perf buffer's default event
+/// (`PERF_SAMPLE_RAW`), in `scratch`. Too long a record stops the read
+/// with `Halt::Unknown` (told apart by the caller), no memory with
+/// `Stop::NoMemory`.
+#[inline(never)]
+fn as_sample<'s>(scratch: &'s mut Vec<u8>, data: &[u8]) -> ControlFlow<Stop<Halt>, &'s [u8]> {
+    if data.len() > MAX_WHOLE {
+        return ControlFlow::Break(Stop::By(Halt::Unknown(PERF_RECORD_SAMPLE)));
+    }
+    let size = (12 + data.len() + 7) & !7;
+    scratch.clear();
+    if fallible::reserve(scratch, size).is_err() {
+        return ControlFlow::Break(Stop::NoMemory);
+    }
+    scratch.extend_from_slice(&PERF_RECORD_SAMPLE.to_ne_bytes());
+    scratch.extend_from_slice(&0u16.to_ne_bytes());
+    scratch.extend_from_slice(&(size as u16).to_ne_bytes());
+    scratch.extend_from_slice(&(data.len() as u32).to_ne_bytes());
+    scratch.extend_from_slice(data);
+    scratch.resize(size, 0);
+    ControlFlow::Continue(scratch)
+}
