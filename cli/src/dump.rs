@@ -384,8 +384,8 @@ pub fn run(args: DumpArgs) -> Result<()> {
         // The kernel counts no losses of a ring buffer: a full ring fails
         // the program's output, which only perfbuf.bpf.h's counts see.
         eprintln!(
-            "  ring buffer: the kernel counts no losses; a full ring fails the program's output{}",
-            if args.output_counts.is_some() { "" } else { " (give --output-counts to count those)" }
+            "  the kernel counts no ring buffer losses: a full ring fails the program's output{}",
+            if args.output_counts.is_some() { "" } else { " (give --output-counts to count it)" }
         );
     }
     Ok(())

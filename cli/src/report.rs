@@ -118,7 +118,7 @@ pub fn ring_lines(rings: &[(RingStats, RingHealth)], pages: usize) -> Vec<String
         let failed = s.produced.map(|_| s.output_failed);
         // A ring buffer's one ring is no CPU's.
         let (name, first) =
-            if s.cpu < 0 { ("ring".into(), "paused") } else { (format!("cpu {}", s.cpu), "kernel") };
+            if s.cpu < 0 { ("ring buffer".into(), "paused") } else { (format!("cpu {}", s.cpu), "kernel") };
         let mut line = format!(
             "  {name}: {} records, {} bytes, {}",
             s.records,

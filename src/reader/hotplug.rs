@@ -207,7 +207,7 @@ impl<H: Handler> RingSet<H> {
     /// the read); the ring stays until the CPU comes back.
     fn cpu_went_offline(&mut self, idx: usize) {
         self.bufs[idx].online = false;
-        if let Some(Hotplug { opener: Opener::Source(source), .. }) = &mut self.hotplug {
+        if let Some(Opener::Source(source)) = self.hotplug.as_deref_mut().map(|h| &mut h.opener) {
             source.cpu_gone(self.bufs[idx].cpu);
         }
         let _ = self.process_records(idx);
@@ -272,8 +272,10 @@ impl<H: Handler> RingSet<H> {
         let new = self.open_ring(cpu)?;
         let idx = self.bufs.len();
         self.grow_wait_list(idx + 1)?;
-        let overwrite =
-            matches!(&self.hotplug, Some(Hotplug { opener: Opener::Event { overwrite: true, .. }, .. }));
+        let overwrite = matches!(
+            self.hotplug.as_deref(),
+            Some(Hotplug { opener: Opener::Event { overwrite: true, .. }, .. })
+        );
         let mut buf = CpuBuf::new(cpu, cpu, new.fd, new.ring, overwrite);
         buf.kernel_lost = new.lost;
         buf.health.current.at = Moment::coarse();

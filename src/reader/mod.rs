@@ -88,8 +88,9 @@ pub struct RingSet<H> {
     claim: Option<Claim>,
     /// perfbuf.bpf.h's output counts, when the caller gave the map.
     counts: Option<CountsMap>,
-    /// CPUs coming and going are served (perfbuf's own API).
-    hotplug: Option<Hotplug>,
+    /// CPUs coming and going are served (perfbuf's own API). Boxed: cold,
+    /// and a reader over a ring buffer sits beside this set in an enum.
+    hotplug: Option<Box<Hotplug>>,
     /// The coarse clock when the current poll or consume began.
     clock: Moment,
     /// When the rings' rate windows last began.
@@ -163,7 +164,7 @@ impl<H: Handler> RingSet<H> {
         }
         if let (Some(wanted), Some(attr)) = (wanted, plan.attr) {
             let opener = hotplug::Opener::Event { attr, pages: opts.pages, overwrite: opts.overwrite };
-            reader.hotplug = Some(Hotplug::new(reader.epoll.as_raw_fd(), opener, wanted)?);
+            reader.hotplug = Some(fallible::boxed(Hotplug::new(reader.epoll.as_raw_fd(), opener, wanted)?)?);
         }
         if let Some(bound) = plan.max_delay {
             // Ticking at half the bound keeps a record's wait, tick plus the
@@ -214,7 +215,7 @@ impl<H: Handler> RingSet<H> {
     /// online or back.
     pub fn watch_cpus(&mut self, source: Box<dyn hotplug::RingSource>, wanted: Vec<i32>) -> Result<()> {
         let opener = hotplug::Opener::Source(source);
-        self.hotplug = Some(Hotplug::new(self.epoll.as_raw_fd(), opener, wanted)?);
+        self.hotplug = Some(fallible::boxed(Hotplug::new(self.epoll.as_raw_fd(), opener, wanted)?)?);
         Ok(())
     }
 
@@ -734,7 +735,7 @@ impl<H: Handler> RingSet<H> {
     /// of them (`Some(true)`: the kernel's uevents; `Some(false)`: a timer).
     #[cfg(test)]
     pub fn watches_cpus(&self) -> Option<bool> {
-        self.hotplug.as_ref().map(Hotplug::has_uevents)
+        self.hotplug.as_deref().map(Hotplug::has_uevents)
     }
 
     /// Reports, for every ring whose events count their losses (see
