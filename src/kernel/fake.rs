@@ -430,7 +430,18 @@ impl FakeKernel {
 
     /// What the open fake objects are (for a failing test's message).
     pub fn open_object_kinds(&self) -> Vec<String> {
-        self.fds.iter().filter(|&(&fd, _)| self.is_open(fd)).map(|(fd, o)| format!("{fd}: {o:?}")).collect()
+        self.fds
+            .iter()
+            .filter(|&(&fd, _)| self.is_open(fd))
+            .map(|(&fd, o)| {
+                let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).map(|p| p.display().to_string());
+                format!(
+                    "{fd}: {o:?} (eventfd-id {:?} then, {:?} now; {link:?})",
+                    self.eventfd_ids.get(&fd),
+                    eventfd_id(fd)
+                )
+            })
+            .collect()
     }
 
     /// Fake objects open now (fds our fake handed out and nobody closed).
