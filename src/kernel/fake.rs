@@ -217,7 +217,7 @@ pub struct FakeKernel {
     /// At most this many fake objects may be open at once (EMFILE beyond).
     pub fd_limit: usize,
     /// The `eventfd-id` of each fd handed out (see [`Self::is_open`]).
-    eventfd_ids: HashMap<RawFd, Option<u64>>,
+    eventfd_twins: RefCell<HashMap<RawFd, OwnedFd>>,
     /// Injected failures: (call, calls to let pass first, errno).
     failures: Vec<(&'static str, u32, i32)>,
     /// Calls made, by name.
@@ -245,7 +245,7 @@ impl FakeKernel {
             pid: 1000,
             fd_limit: usize::MAX,
             failures: Vec::new(),
-            eventfd_ids: HashMap::new(),
+            eventfd_twins: RefCell::new(HashMap::new()),
             calls: HashMap::new(),
         }
     }
@@ -435,11 +435,8 @@ impl FakeKernel {
             .filter(|&(&fd, _)| self.is_open(fd))
             .map(|(&fd, o)| {
                 let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).map(|p| p.display().to_string());
-                format!(
-                    "{fd}: {o:?} (eventfd-id {:?} then, {:?} now; {link:?})",
-                    self.eventfd_ids.get(&fd),
-                    eventfd_id(fd)
-                )
+                let twin = self.eventfd_twins.borrow().get(&fd).map(|t| eventfd_id(t.as_raw_fd()));
+                format!("{fd}: {o:?} (eventfd-id {:?}, its twin's {twin:?}; {link:?})", eventfd_id(fd))
             })
             .collect()
     }
@@ -455,18 +452,29 @@ impl FakeKernel {
         // SAFETY: no pointers involved.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         assert!(fd >= 0, "eventfd for a fake object");
-        self.eventfd_ids.insert(fd, eventfd_id(fd));
         // SAFETY: a new fd nothing else owns.
-        unsafe { OwnedFd::from_raw_fd(fd) }
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let twin = fd.try_clone().expect("dup of a fake object's eventfd");
+        self.eventfd_twins.borrow_mut().insert(fd.as_raw_fd(), twin);
+        fd
     }
 
     /// Whether the fake object handed out as `fd` is still open: its fd is,
-    /// and is still that eventfd (tests on other threads open fds too, and
-    /// may get the number of one closed here).
+    /// and is still that eventfd. Tests on other threads open eventfds too,
+    /// and may get both the number of one closed here and its eventfd-id
+    /// (the kernel reuses freed ids), so the fake keeps a twin (a dup) of
+    /// each object's eventfd while it may be open: its id stays taken, and
+    /// the fd still has it only if it is the same eventfd.
     fn is_open(&self, fd: RawFd) -> bool {
         // SAFETY: F_GETFD takes no pointer.
         let open = unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 };
-        open && self.eventfd_ids.get(&fd).is_none_or(|&id| id.is_none() || id == eventfd_id(fd))
+        let mut twins = self.eventfd_twins.borrow_mut();
+        let Some(twin) = twins.get(&fd) else { return open };
+        let same = open && eventfd_id(fd).is_some_and(|id| Some(id) == eventfd_id(twin.as_raw_fd()));
+        if !same {
+            twins.remove(&fd); // closed for good: its id may go
+        }
+        same
     }
 
     fn check(&mut self, call: &'static str) -> Result<()> {
@@ -824,7 +832,8 @@ impl FakeKernel {
 }
 
 /// The kernel's id of the eventfd open as `fd` (`eventfd-id` in its
-/// fdinfo, Linux 5.16+), which no other eventfd of the boot shares.
+/// fdinfo, Linux 5.16+): no other open eventfd has it, but a closed one's
+/// id is given to the next eventfd made.
 fn eventfd_id(fd: RawFd) -> Option<u64> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
     info.lines().find_map(|l| l.strip_prefix("eventfd-id:")).and_then(|v| v.trim().parse().ok())
