@@ -153,3 +153,20 @@ def test_close(ring: RingProducer) -> None:
             call()
     # BPF still writes after the reader is gone; the map is the caller's.
     assert ring.emit(8, 0) == 0
+
+
+def test_perf_buffer_reads_a_ring_buffer_too(ring: RingProducer) -> None:
+    """The same PerfBuffer code reads either map kind (perfbuf_new
+    recognises the map's type): a ring buffer's records come whole, with
+    CPU -1 (a ring buffer does not say which CPU wrote a record)."""
+    from perfbuf import PerfBuffer
+    got: list[tuple[int, bytes]] = []
+    sizes = [8, 13, 64]
+    with PerfBuffer(ring.map_fd, on_sample=lambda cpu, data: got.append((cpu, bytes(data)))) as pb:
+        for i, n in enumerate(sizes):
+            assert ring.emit(n, i) == 0
+        deadline = time.monotonic() + 5
+        while len(got) < len(sizes) and time.monotonic() < deadline:
+            pb.poll(100)
+        assert pb.stats(0)["lost"] == 0
+    assert got == [(-1, ring.expected(n, i)) for i, n in enumerate(sizes)]
