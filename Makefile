@@ -448,8 +448,14 @@ tracefs:
 # The Rust crate's optional features, on for tests, lint and docs.
 RUST_FEATURES := perfbuf/tokio,perfbuf/log
 
+# The two tests that take CPU 1 offline (tests/hotplug_live.rs, #[ignore]d
+# for a plain cargo test) run in hotplug-test: left out here by name, so
+# they are not counted as skipped.
+HOTPLUG_TESTS := --skip cpu1_offline_online_and_back_is_read_within_a_second \
+	--skip an_event_set_reads_cpu1_when_it_comes_online_and_back
+
 cargo-test: producer-lib tracefs
-	$(CARGO) test --release --no-fail-fast --workspace --features $(RUST_FEATURES)
+	$(CARGO) test --release --no-fail-fast --workspace --features $(RUST_FEATURES) -- $(HOTPLUG_TESTS)
 	cd fuzz && $(CARGO) test --release
 
 # CPUs that come and go, for real (root): CPU 1 offline and back while a
