@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -57,6 +58,28 @@ int count_open_fds(void)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n - 1; /* the directory's own fd */
+}
+
+int count_fds_naming(const char *target)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[300], link[256];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t len = readlink(path, link, sizeof(link) - 1);
+		if (len < 0)
+			continue;
+		link[len] = 0;
+		n += !strcmp(link, target);
+	}
+	closedir(d);
+	return n;
 }
 
 long rss_kb(void)

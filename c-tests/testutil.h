@@ -41,6 +41,8 @@ void producer_open_or_exit(struct producer *p, unsigned max_entries);
 
 /* Open file descriptors of this process. */
 int count_open_fds(void);
+/* Open fds whose /proc/self/fd link reads `target` (e.g. "anon_inode:bpf_link"). */
+int count_fds_naming(const char *target);
 
 /* Resident set size of this process, in kB. */
 long rss_kb(void);
