@@ -1153,8 +1153,14 @@ func TestEventLifetimes(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() {
-		_, err := r.Read()
-		done <- err
+		// Another exec on the machine ends a Read with its record: read
+		// on until the Close ends one.
+		for {
+			if _, err := r.Read(); err != nil {
+				done <- err
+				return
+			}
+		}
 	}()
 	waitInPoll(t, &r.rings)
 	r.Close()
