@@ -243,7 +243,9 @@ bench-peers: | $(BUILD)
 # (bench-report-check, in make test, fails when they differ).
 bench: $(BUILD)/perfbench lib bench-peers producer-lib tracefs
 	$(CARGO) build --release --example ring_scale --example record_bench
+	$(CARGO) build --release -p perfbuf-capi --features bench-health-off --target-dir target/health-off
 	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) docs/bench.json --reps $(BENCH_REPS) \
+		--health-off-lib $(CURDIR)/target/health-off/release/libperfbuf_capi.so \
 		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale \
 		--record-bench $(CURDIR)/$(REL)/examples/record_bench
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
