@@ -69,19 +69,19 @@ impl<T: RingThreading> RingBuffer<'_, T> {
     pub(super) fn poll_fast(&mut self, timeout: Option<Duration>) -> Result<usize> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        while let Some((since, tick)) = self.pacer().and_then(|p| Some((p.last_read?, p.tick))) {
+        while let Some((since, tick)) = self.pacer.as_ref().and_then(|p| Some((p.last_read?, p.tick))) {
             let nap = tick.saturating_sub(since.elapsed());
             std::thread::sleep(left().map_or(nap, |l| l.min(nap)));
             let (n, fill) = self.read_all(Publish::HoldLast)?;
             let elapsed = since.elapsed();
             if n > 0 {
-                match self.pacer().and_then(|p| p.next_tick(fill, elapsed)) {
+                match self.pacer.as_ref().and_then(|p| p.next_tick(fill, elapsed)) {
                     Some(tick) => self.set_pacing(Some(tick), 0),
                     None => self.stop_holding(),
                 }
                 return Ok(n);
             }
-            let idle = self.pacer().map_or(IDLE_TICKS, |p| p.idle + 1);
+            let idle = self.pacer.as_ref().map_or(IDLE_TICKS, |p| p.idle + 1);
             if idle >= IDLE_TICKS {
                 // The producer paused: give the held records back, and
                 // wait for the wake-up the next commit sends.
@@ -112,7 +112,7 @@ impl<T: RingThreading> RingBuffer<'_, T> {
 
     /// Reads every ring publishing as `publish` says; returns the records
     /// read and the largest share of a ring they took.
-    fn read_all(&mut self, publish: Publish) -> Result<(usize, f64)> {
+    pub(super) fn read_all(&mut self, publish: Publish) -> Result<(usize, f64)> {
         let (mut total, mut fill) = (0u64, 0.0f64);
         for ring in &mut self.rings {
             let before = ring.stats.bytes + ring.stats.skipped_bytes;
@@ -130,7 +130,7 @@ impl<T: RingThreading> RingBuffer<'_, T> {
     /// Starts or goes on holding: reads again after `tick` (`None`: keep
     /// the current one), counted from now, after `idle` empty ticks.
     fn set_pacing(&mut self, tick: Option<Duration>, idle: u32) {
-        if let Some(p) = self.pacer_mut() {
+        if let Some(p) = self.pacer.as_mut() {
             if let Some(tick) = tick {
                 p.tick = tick;
             }
@@ -145,7 +145,7 @@ impl<T: RingThreading> RingBuffer<'_, T> {
         for ring in &mut self.rings {
             ring.release();
         }
-        if let Some(p) = self.pacer_mut() {
+        if let Some(p) = self.pacer.as_mut() {
             p.last_read = None;
             p.idle = 0;
         }

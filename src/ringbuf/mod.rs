@@ -161,14 +161,6 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
         self.pacer.is_some()
     }
 
-    fn pacer(&self) -> Option<&fast::Pacer> {
-        self.pacer.as_ref()
-    }
-
-    fn pacer_mut(&mut self) -> Option<&mut fast::Pacer> {
-        self.pacer.as_mut()
-    }
-
     /// Adds `map`, a `BPF_MAP_TYPE_RINGBUF` (a reference to anything with
     /// an fd, a `BorrowedFd`, or an `OwnedFd` kept and closed with the
     /// ring buffer), whose records go to `f` (libbpf's `ring_buffer__add`).
@@ -285,15 +277,7 @@ impl<'a, T: RingThreading> RingBuffer<'a, T> {
     /// that many were read in all. Returns the number of records read.
     pub fn consume(&mut self) -> Result<usize> {
         self.stop_holding();
-        let mut total = 0u64;
-        for ring in &mut self.rings {
-            total += ring.read(CALL_LIMIT)?;
-            if total > CALL_LIMIT {
-                break;
-            }
-        }
-        self.end_read();
-        Ok(total as usize)
+        self.read_all(Publish::Each).map(|(n, _)| n)
     }
 
     /// Reads up to `n` records without waiting, map after map (libbpf
