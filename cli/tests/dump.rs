@@ -22,13 +22,7 @@ fn dump_prints_every_record_and_drains_on_sigint() {
     let producer = Producer::open().unwrap();
     let fs = Bpffs::mount("dump");
     let path = fs.pin(producer.map_fd(), "events");
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(Command::new(BIN).args(["dump", &path, "--json"]));
     let mut seen = Vec::new();
     wait_for(&rx, "taking the slots", &mut seen);
     wait_for(&rx, "reading map id", &mut seen);
@@ -72,13 +66,7 @@ fn dump_hex_output_and_count() {
     let producer = Producer::open().unwrap();
     let fs = Bpffs::mount("hex");
     let path = fs.pin(producer.map_fd(), "events");
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--count", "5"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(Command::new(BIN).args(["dump", &path, "--count", "5"]));
     wait_for(&rx, "reading map id", &mut Vec::new());
     producer.emit(0, 16, 3, 5).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -238,14 +226,8 @@ fn dump_orders_by_timestamp_and_writes_raw_files() {
         &["--order", "--fast"],
         &["--wakeup-records", "16", "--max-delay", "5ms"],
     ] {
-        let mut child = Command::new(BIN)
-            .args(["dump", &path, "--json", "--count", &total])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let rx = stderr_lines(&mut child);
+        let (child, rx) =
+            spawn_piped(Command::new(BIN).args(["dump", &path, "--json", "--count", &total]).args(extra));
         wait_for(&rx, "reading map id", &mut Vec::new());
         // Interleave the CPUs so that each ring holds a spread of times.
         for _ in 0..per_cpu / 20 {
@@ -272,13 +254,8 @@ fn dump_orders_by_timestamp_and_writes_raw_files() {
     }
     // --raw: each record's bytes, back to back.
     let file = tempdir("raw").join("out.bin");
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--count", "4", "--raw", file.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) =
+        spawn_piped(Command::new(BIN).args(["dump", &path, "--count", "4", "--raw", file.to_str().unwrap()]));
     wait_for(&rx, "reading map id", &mut Vec::new());
     producer.emit(0, 24, 9, 4).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -319,14 +296,11 @@ fn lost_burst(one_more: bool) {
     let path = fs.pin(producer.map_fd(), "events");
     // One page per CPU and a reader that sleeps for a second: a burst of
     // 2000 records of 48 bytes cannot fit.
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--json", "--cpu", "0", "--pages", "1", "--wakeup-records", "100000"])
-        .args(["--max-delay", "1s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(
+        Command::new(BIN)
+            .args(["dump", &path, "--json", "--cpu", "0", "--pages", "1", "--wakeup-records", "100000"])
+            .args(["--max-delay", "1s"]),
+    );
     let mut seen = Vec::new();
     wait_for(&rx, "reading map id", &mut seen);
     let sent = 2000u64;
@@ -380,13 +354,8 @@ fn dump_reads_a_ring_buffer_with_the_same_output_and_no_cpu() {
     let path = fs.pin(ring.map().as_raw_fd(), "events");
     // JSON: every record exactly as the program wrote it, no CPU.
     let sizes = [8u32, 13, 100, 3000];
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--json", "--count", &sizes.len().to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) =
+        spawn_piped(Command::new(BIN).args(["dump", &path, "--json", "--count", &sizes.len().to_string()]));
     let mut seen = Vec::new();
     wait_for(&rx, "(ring buffer of 65536 bytes)", &mut seen);
     for (i, &n) in sizes.iter().enumerate() {
@@ -407,14 +376,8 @@ fn dump_reads_a_ring_buffer_with_the_same_output_and_no_cpu() {
         assert_eq!(r["data"].as_str().unwrap(), want);
     }
     // Hex: `ring:` where a perf event array says `cpu N:`.
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--count", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Kept until the command exits: its summary goes to stderr.
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(Command::new(BIN).args(["dump", &path, "--count", "2"]));
     wait_for(&rx, "reading map id", &mut Vec::new());
     assert_eq!(ring.emit(0, 16, 3, 2).unwrap(), 0);
     let out = child.wait_with_output().unwrap();
@@ -445,14 +408,8 @@ fn dump_refuses_a_ring_buffer_another_process_reads_without_force() {
     assert!(err.contains("share one read position") && err.contains("--force"), "{err}");
     assert!(err.contains(&format!("(pid {})", std::process::id())), "{err} ({who})");
     // With --force it reads (here, the records this process does not read first).
-    let mut child = Command::new(BIN)
-        .args(["dump", &path, "--count", "1", "--force"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Kept until the command exits: its summary goes to stderr.
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(Command::new(BIN).args(["dump", &path, "--count", "1", "--force"]));
     wait_for(&rx, "reading map id", &mut Vec::new());
     assert_eq!(ring.emit(0, 8, 1, 1).unwrap(), 0);
     let out = child.wait_with_output().unwrap();

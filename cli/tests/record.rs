@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// Root and Linux's perf, or a skip (a failure under CI=true).
 fn ready(name: &str) -> bool {
@@ -211,14 +211,7 @@ fn record_sigint_and_sigterm_finish_a_file_perf_reads() {
 /// for `secs`, then sends `signal`: record must exit 0 saying it stopped by
 /// signal. Returns that summary line.
 fn record_until(args: &[&str], started: &str, bin: &Path, secs: &str, signal: i32) -> String {
-    let mut child = Command::new(BIN)
-        .arg("record")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(Command::new(BIN).arg("record").args(args));
     let mut seen = Vec::new();
     wait_for(&rx, started, &mut seen);
     assert!(Command::new(bin).arg(secs).status().unwrap().success());

@@ -11,7 +11,7 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 #[test]
 fn trace_prints_exactly_the_commands_execs() {
@@ -98,18 +98,12 @@ fn trace_sigint_drains_and_exits_zero() {
     let dir = tempdir("sigint");
     let mark = marked_binary(&dir);
     let pids = dir.join("pids");
-    let mut child = Command::new(BIN)
-        .args([
-            "trace",
-            "sched:sched_process_exec",
-            "--filter",
-            &format!("filename == \"{}\"", mark.display()),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) = spawn_piped(Command::new(BIN).args([
+        "trace",
+        "sched:sched_process_exec",
+        "--filter",
+        &format!("filename == \"{}\"", mark.display()),
+    ]));
     let mut seen = Vec::new();
     wait_for(&rx, "tracing", &mut seen);
     let n = 20;
@@ -550,14 +544,8 @@ fn trace_cgroup_and_cpu_select_what_is_traced() {
     let dir = tempdir("cgroup");
     let mark = marked_binary(&dir);
     let pids = dir.join("pids");
-    let mut child = Command::new(BIN)
-        .args(["trace", "sched:sched_process_exec", "--cgroup"])
-        .arg(&cg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
+    let (child, rx) =
+        spawn_piped(Command::new(BIN).args(["trace", "sched:sched_process_exec", "--cgroup"]).arg(&cg));
     let mut seen = Vec::new();
     wait_for(&rx, "tracing", &mut seen);
     let n = 6;

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
@@ -118,6 +118,13 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// Stderr lines of a running command, as they come.
+/// Spawns `cmd` with its output piped; its stderr comes line by line.
+pub fn spawn_piped(cmd: &mut Command) -> (Child, Receiver<String>) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let rx = stderr_lines(&mut child);
+    (child, rx)
+}
+
 pub fn stderr_lines(child: &mut Child) -> Receiver<String> {
     let (tx, rx) = channel();
     let err = child.stderr.take().unwrap();
