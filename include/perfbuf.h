@@ -154,6 +154,15 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_F_NO_HOTPLUG 8
 
 /*
+ `perfbuf_opts.flags`: `perfbuf_free` leaves the map's slots and their
+ events as they are (cilium/ebpf's Close) instead of deleting them
+ (libbpf's): a newer buffer's slots on the same map survive an older
+ buffer's free. A slot left behind fails BPF output with `-ENOSPC`
+ until a reader replaces it.
+ */
+#define PERFBUF_F_KEEP_SLOTS 16
+
+/*
  `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
  (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
  */

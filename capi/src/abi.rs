@@ -120,6 +120,13 @@ pub const PERFBUF_F_COUNT_LOST: u32 = 4;
 /// fast mode asks for it.
 pub const PERFBUF_F_NO_HOTPLUG: u32 = 8;
 
+/// `perfbuf_opts.flags`: `perfbuf_free` leaves the map's slots and their
+/// events as they are (cilium/ebpf's Close) instead of deleting them
+/// (libbpf's): a newer buffer's slots on the same map survive an older
+/// buffer's free. A slot left behind fails BPF output with `-ENOSPC`
+/// until a reader replaces it.
+pub const PERFBUF_F_KEEP_SLOTS: u32 = 16;
+
 /// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
