@@ -97,11 +97,18 @@ type ReaderOptions struct {
 	// leaves the old one dead). With no option set the Reader is
 	// perf_buffer__new's (PERFBUF_HOTPLUG=1 opts in).
 	NoHotplug bool
+	// KeepSlots makes Close leave the map's slots as they are, as
+	// cilium/ebpf's Close does (PERFBUF_F_KEEP_SLOTS), instead of deleting
+	// them as libbpf does: a reader opened on the same map while this one
+	// closes keeps its slots. A slot left behind holds its closed ring's
+	// event, and BPF output into it fails with -ENOSPC until a reader
+	// replaces it.
+	KeepSlots bool
 }
 
 func (o ReaderOptions) isZero() bool {
 	return o.Watermark == 0 && o.WakeupEvents == 0 && !o.Overwritable && o.MaxDelay == 0 && !o.Fast &&
-		len(o.CPUs) == 0 && !o.CountLost && o.OutputCounts == nil && !o.NoHotplug
+		len(o.CPUs) == 0 && !o.CountLost && o.OutputCounts == nil && !o.NoHotplug && !o.KeepSlots
 }
 
 // Record is one record read from a CPU's ring.
@@ -185,6 +192,8 @@ type Reader struct {
 	head     int
 	cpuIndex map[int]int
 	size     int
+	mapFD    int                    // the map the rings are stored in
+	next     *C.struct_perfbuf_go_next // ReadRing's result (C memory), made on first use
 }
 
 // NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
@@ -251,7 +260,7 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	for pages*page < perCPUBuffer {
 		pages <<= 1
 	}
-	r := &Reader{size: pages * page, cpuIndex: map[int]int{}, ownedFD: ownedFD}
+	r := &Reader{size: pages * page, cpuIndex: map[int]int{}, ownedFD: ownedFD, mapFD: mapFD}
 	r.handle = cgo.NewHandle(r)
 	var flags C.uint32_t
 	if opts.Overwritable {
@@ -265,6 +274,9 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	}
 	if opts.NoHotplug {
 		flags |= C.PERFBUF_F_NO_HOTPLUG
+	}
+	if opts.KeepSlots {
+		flags |= C.PERFBUF_F_KEEP_SLOTS
 	}
 	countsFD := 0
 	if opts.OutputCounts != nil {
@@ -331,6 +343,12 @@ func (r *Reader) ReadInto(rec *Record) error {
 	if err := r.wait(r.queued); err != nil {
 		return err
 	}
+	r.pop(rec)
+	return nil
+}
+
+// pop moves the oldest queued record into rec (mu held, queue not empty).
+func (r *Reader) pop(rec *Record) {
 	next := &r.queue[r.head]
 	r.head++
 	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
@@ -349,7 +367,6 @@ func (r *Reader) ReadInto(rec *Record) error {
 	if r.head == len(r.queue) {
 		r.queue, r.head = r.queue[:0], 0
 	}
-	return nil
 }
 
 func (r *Reader) queued() bool { return r.head < len(r.queue) }
@@ -402,30 +419,43 @@ func (r *rings) wait(ready func() bool) error {
 		}
 		// Waiting for records again: the next past deadline drains anew.
 		r.drained = false
-		pb := r.pb
-		_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
-		if err != nil {
-			if e := err.(*Error).Errno; e == syscall.ECANCELED || e == syscall.EINTR {
-				// Close, Pause/Resume, SetDeadline or a signal. Let a waiting
-				// control call have the buffer, then look again.
-				if r.waiters.Load() > 0 {
-					r.mu.Unlock()
-					for r.waiters.Load() > 0 {
-						time.Sleep(50 * time.Microsecond)
-					}
-					r.mu.Lock()
-				}
-				continue
-			}
+		if err := r.pollOnce(timeout); err != nil {
 			return err
 		}
 	}
+}
+
+// pollOnce is one perfbuf_poll of at most timeout ms (-1: no limit), with
+// mu held. Woken (Close, Pause/Resume, SetDeadline, Wake) or interrupted
+// by a signal, it lets a waiting control call have the buffer and returns
+// nil.
+func (r *rings) pollOnce(timeout int) error {
+	pb := r.pb
+	_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
+	if err == nil {
+		return nil
+	}
+	if e := err.(*Error).Errno; e != syscall.ECANCELED && e != syscall.EINTR {
+		return err
+	}
+	if r.waiters.Load() > 0 {
+		r.mu.Unlock()
+		for r.waiters.Load() > 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		r.mu.Lock()
+	}
+	return nil
 }
 
 // Close unblocks a concurrent Read (which returns ErrClosed) and frees the
 // rings (and closes the fd NewReaderFromMap duplicated).
 func (r *Reader) Close() error {
 	r.close(func() {
+		if r.next != nil {
+			C.free(unsafe.Pointer(r.next))
+			r.next = nil
+		}
 		if r.ownedFD >= 0 {
 			syscall.Close(r.ownedFD)
 			r.ownedFD = -1

@@ -3,6 +3,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/bpf.h>
 
 #include "shim.h"
 #include "_cgo_export.h"
@@ -43,6 +46,55 @@ uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx)
 	struct perf_buffer *pb = (struct perf_buffer *)buffer;
 	struct perfbuf_ring_stats st = {.sz = sizeof(st)};
 	return perfbuf_ring_stats(pb, idx, &st) == 0 ? st.pending_bytes : 0;
+}
+
+int perfbuf_go_next_record(uintptr_t buffer, size_t idx, void *dst, size_t cap, struct perfbuf_go_next *out)
+{
+	struct perf_buffer *pb = (struct perf_buffer *)buffer;
+	const struct perf_event_header *rec;
+	size_t len;
+	int ret = perfbuf_ring_peek(pb, idx, &rec, &len);
+	if (ret <= 0)
+		return ret;
+	/* A BPF output event's layout: PERF_SAMPLE_RAW only. */
+	struct perfbuf_decode_attr attr = {.sz = sizeof(attr), .sample_type = PERF_SAMPLE_RAW};
+	struct perfbuf_sample s = {.sz = sizeof(s)};
+	out->err = perfbuf_decode(rec, len, &attr, &s);
+	out->type = s.record_type;
+	out->size = 0;
+	out->lost = 0;
+	if (out->err == 0 && s.record_type == PERF_RECORD_SAMPLE) {
+		if (s.raw_size > UINT32_MAX)
+			out->err = -EBADMSG;
+		else
+			out->size = (uint32_t)s.raw_size;
+		if (out->size > cap)
+			return PERFBUF_GO_NEXT_GROW;
+		if (out->size)
+			memcpy(dst, s.raw, out->size);
+	} else if (out->err == 0 && s.record_type == PERF_RECORD_LOST) {
+		out->lost = s.lost;
+	}
+	if ((ret = perfbuf_ring_advance(pb, idx)) < 0 || (ret = perfbuf_ring_publish(pb, idx)) < 0)
+		return ret;
+	out->remaining = perfbuf_go_pending(buffer, idx);
+	out->cpu = perfbuf_buffer_cpu(pb, idx);
+	return PERFBUF_GO_NEXT_RECORD;
+}
+
+int perfbuf_go_map_slot(int map_fd, uint32_t key, int fd)
+{
+	union bpf_attr attr;
+	uint32_t value = (uint32_t)fd;
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)map_fd;
+	attr.key = (uint64_t)(uintptr_t)&key;
+	if (fd >= 0) {
+		attr.value = (uint64_t)(uintptr_t)&value;
+		attr.flags = BPF_ANY;
+	}
+	long ret = syscall(__NR_bpf, fd >= 0 ? BPF_MAP_UPDATE_ELEM : BPF_MAP_DELETE_ELEM, &attr, sizeof(attr));
+	return ret < 0 ? -errno : 0;
 }
 
 int perfbuf_go_peek(struct perf_buffer *pb, size_t idx, void *dst, size_t cap, size_t *size)

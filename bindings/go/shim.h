@@ -20,6 +20,29 @@ struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle
  * pointer to an incomplete C type makes each cgo call allocate. */
 uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);
 
+/* What perfbuf_go_next_record found (C memory: the cgo call allocates
+ * nothing). */
+struct perfbuf_go_next {
+	uint32_t type;	    /* the record's type, as perfbuf_decode reports it */
+	uint32_t size;	    /* sample bytes copied, or needed (PERFBUF_GO_NEXT_GROW) */
+	uint64_t lost;	    /* a lost report's count */
+	uint64_t remaining; /* bytes left in the ring after the record */
+	int err;	    /* perfbuf_decode's -errno (the record is consumed) */
+	int cpu;	    /* the ring's CPU */
+};
+
+#define PERFBUF_GO_NEXT_EMPTY 0
+#define PERFBUF_GO_NEXT_RECORD 1
+#define PERFBUF_GO_NEXT_GROW 2 /* the sample needs more than cap bytes: nothing consumed */
+
+/* Consumes ring idx's next record, decoded by perfbuf_decode (a sample's
+ * data into dst, at most cap bytes): a PERFBUF_GO_NEXT_* value or -errno.
+ * buffer is a struct perf_buffer *. */
+int perfbuf_go_next_record(uintptr_t buffer, size_t idx, void *dst, size_t cap, struct perfbuf_go_next *out);
+
+/* Deletes (fd < 0) or sets slot `key` of a PERF_EVENT_ARRAY: 0 or -errno. */
+int perfbuf_go_map_slot(int map_fd, uint32_t key, int fd);
+
 /* perfbuf_ring_peek copying the record (header included) into dst: 1 with
  * the record (*size bytes), 2 when it needs more than cap bytes (*size;
  * nothing copied), 0 when the ring is empty, or -errno. */
