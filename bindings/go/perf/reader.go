@@ -147,6 +147,9 @@ func NewReaderWithOptions(array Map, perCPUBuffer int, opts ReaderOptions) (*Rea
 		// cilium/ebpf reads the CPUs online at creation, for good (and its
 		// Pause empties the slots, which a CPU coming online must not refill).
 		NoHotplug: true,
+		// cilium/ebpf's Close leaves the slots: a reader opened on the map
+		// while this one closes keeps its own.
+		KeepSlots: true,
 		// libperfbuf's own delay timer is never waited on (Read polls the
 		// ring fds itself): the longest bound keeps it quiet.
 		MaxDelay: time.Minute,
@@ -197,13 +200,15 @@ func (pr *Reader) release() {
 	if pr.poll != nil {
 		pr.poll.Release()
 	}
-	// libperfbuf deletes the map slots it filled.
+	// The map's slots stay as they are (KeepSlots).
 	pr.rd.Close()
 }
 
 // Close frees the reader. It interrupts a Read, which returns an error
-// wrapping ErrClosed; BPF's bpf_perf_event_output returns -ENOENT after
-// it. Closing twice returns nil.
+// wrapping ErrClosed. As cilium/ebpf's Close, it leaves the map's slots as
+// they are: a reader opened on the map meanwhile keeps its own, and BPF's
+// bpf_perf_event_output into a slot left behind returns -ENOSPC. Closing
+// twice returns nil.
 func (pr *Reader) Close() error {
 	if pr.poll == nil || !pr.poll.Close() {
 		return nil
