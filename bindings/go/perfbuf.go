@@ -117,7 +117,7 @@ type Record struct {
 	RawSample   []byte
 	LostSamples uint64
 	// Remaining is how many bytes were still waiting in this CPU's ring
-	// when the record was returned.
+	// after the drain that delivered the record (ReadRing: after the record).
 	Remaining int
 }
 
@@ -180,20 +180,21 @@ type rings struct {
 	// drained: since the deadline passed, the rings were consumed once;
 	// the next Read finding nothing queued returns os.ErrDeadlineExceeded.
 	drained bool
+	// stage, if set, is where the callbacks put the records (a Reader's):
+	// polls and consumes go through perfbuf_go_drain.
+	stage *C.struct_perfbuf_go_stage
 }
 
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
 type Reader struct {
 	rings
 	ownedFD int // a dup of the map's fd (NewReaderFromMap), or -1
-	// queue holds what the callbacks delivered, from head on; its records
-	// keep their buffers for reuse, so a steady state allocates nothing.
-	queue    []Record
-	head     int
-	cpuIndex map[int]int
-	size     int
-	mapFD    int                    // the map the rings are stored in
-	next     *C.struct_perfbuf_go_next // ReadRing's result (C memory), made on first use
+	// head is the next of the stage's entries to hand out (the stage is
+	// emptied once every entry was).
+	head  int
+	size  int
+	mapFD int                       // the map the rings are stored in
+	next  *C.struct_perfbuf_go_next // ReadRing's result (C memory), made on first use
 }
 
 // NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
@@ -260,8 +261,10 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	for pages*page < perCPUBuffer {
 		pages <<= 1
 	}
-	r := &Reader{size: pages * page, cpuIndex: map[int]int{}, ownedFD: ownedFD, mapFD: mapFD}
-	r.handle = cgo.NewHandle(r)
+	r := &Reader{size: pages * page, ownedFD: ownedFD, mapFD: mapFD}
+	if r.stage = C.perfbuf_go_stage_new(); r.stage == nil {
+		return nil, &Error{Op: op, Errno: syscall.ENOMEM, Reason: "cannot allocate the record stage"}
+	}
 	var flags C.uint32_t
 	if opts.Overwritable {
 		flags |= C.PERFBUF_F_OVERWRITE
@@ -300,7 +303,7 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	var pb *C.struct_perf_buffer
 	_, err := cCall(op, func() C.int {
 		var cerr C.int
-		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), useOpts,
+		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), r.stage, useOpts,
 			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags,
 			cpus, C.int(len(opts.CPUs)), C.int(countsFD), &cerr)
 		if pb == nil {
@@ -309,7 +312,7 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		return 0
 	})
 	if err != nil {
-		r.handle.Delete()
+		C.perfbuf_go_stage_free(r.stage)
 		pe := err.(*Error)
 		if pe.Errno == syscall.EINVAL || pe.Errno == syscall.EBADF {
 			if target, lerr := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", mapFD)); lerr == nil && target != "anon_inode:bpf-map" {
@@ -319,9 +322,6 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		return nil, err
 	}
 	r.pb = pb
-	for i := 0; i < int(C.perfbuf_buffer_cnt(pb)); i++ {
-		r.cpuIndex[int(C.perfbuf_buffer_cpu(pb, C.size_t(i)))] = i
-	}
 	return r, nil
 }
 
@@ -347,42 +347,49 @@ func (r *Reader) ReadInto(rec *Record) error {
 	return nil
 }
 
-// pop moves the oldest queued record into rec (mu held, queue not empty).
+// pop moves the oldest staged record into rec, reusing its RawSample
+// (mu held, a record staged). No call into C: the stage is C memory Go
+// reads directly.
 func (r *Reader) pop(rec *Record) {
-	next := &r.queue[r.head]
+	st := r.stage
+	e := (*C.struct_perfbuf_go_entry)(unsafe.Add(unsafe.Pointer(st.ents), uintptr(r.head)*unsafe.Sizeof(*st.ents)))
 	r.head++
-	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
-	rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
-	idx, ok := r.cpuIndex[next.CPU]
-	if !ok {
-		// A CPU that came online has a ring of its own now.
-		for i := 0; i < int(C.perfbuf_buffer_cnt(r.pb)); i++ {
-			r.cpuIndex[int(C.perfbuf_buffer_cpu(r.pb, C.size_t(i)))] = i
-		}
-		idx, ok = r.cpuIndex[next.CPU]
-	}
-	if ok {
-		rec.Remaining = int(C.perfbuf_go_pending(C.uintptr_t(uintptr(unsafe.Pointer(r.pb))), C.size_t(idx)))
-	}
-	if r.head == len(r.queue) {
-		r.queue, r.head = r.queue[:0], 0
-	}
-}
-
-func (r *Reader) queued() bool { return r.head < len(r.queue) }
-
-// push appends a record to the queue, reusing the buffer of a slot
-// already read.
-func (r *Reader) push(cpu int, data []byte, lost uint64) {
-	if len(r.queue) < cap(r.queue) {
-		r.queue = r.queue[:len(r.queue)+1]
+	rec.CPU, rec.LostSamples, rec.Remaining = int(e.cpu), uint64(e.lost), int(e.remaining)
+	if e.size > 0 {
+		rec.RawSample = append(rec.RawSample[:0], unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(st.data), uintptr(e.off))), int(e.size))...)
 	} else {
-		r.queue = append(r.queue, Record{})
+		rec.RawSample = rec.RawSample[:0]
 	}
-	q := &r.queue[len(r.queue)-1]
-	q.CPU, q.LostSamples = cpu, lost
-	q.RawSample = append(q.RawSample[:0], data...)
+	if r.head == int(st.n) {
+		r.head = 0
+		C.perfbuf_go_stage_reset(C.uintptr_t(uintptr(unsafe.Pointer(st))))
+	}
 }
+
+// ReadBatch fills recs with ready records, at least one: it blocks as Read
+// does until one is, then hands over what the drain delivered, up to
+// len(recs), reusing each Record's RawSample. It returns how many. A drain
+// is one call into libperfbuf for every ring, its records staged in C
+// memory and copied out here, so a batch costs no crossing per record;
+// in a steady state it allocates nothing.
+func (r *Reader) ReadBatch(recs []Record) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.wait(r.queued); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(recs) && r.queued() {
+		r.pop(&recs[n])
+		n++
+	}
+	return n, nil
+}
+
+func (r *Reader) queued() bool { return r.stage != nil && r.head < int(r.stage.n) }
 
 // wait polls, with mu held, until ready reports a queued record (nil), the
 // deadline passes (os.ErrDeadlineExceeded) or the buffer is closed
@@ -409,8 +416,7 @@ func (r *rings) wait(ready func() bool) error {
 					return os.ErrDeadlineExceeded
 				}
 				r.drained = true
-				pb := r.pb
-				if _, err := cCall("Read", func() C.int { return C.perfbuf_consume(pb) }); err != nil {
+				if _, err := r.drain(-1, true); err != nil {
 					return err
 				}
 				continue
@@ -430,8 +436,7 @@ func (r *rings) wait(ready func() bool) error {
 // by a signal, it lets a waiting control call have the buffer and returns
 // nil.
 func (r *rings) pollOnce(timeout int) error {
-	pb := r.pb
-	_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
+	_, err := r.drain(timeout, false)
 	if err == nil {
 		return nil
 	}
@@ -464,6 +469,25 @@ func (r *Reader) Close() error {
 	return nil
 }
 
+// drain is perfbuf_poll (timeout ms, -1: none) or perfbuf_consume, into
+// the stage when there is one; mu held.
+func (r *rings) drain(timeout int, consume bool) (C.int, error) {
+	pb, stage := r.pb, r.stage
+	return cCall("Read", func() C.int {
+		switch {
+		case stage != nil:
+			cons := C.int(0)
+			if consume {
+				cons = 1
+			}
+			return C.perfbuf_go_drain(C.uintptr_t(uintptr(unsafe.Pointer(pb))), C.uintptr_t(uintptr(unsafe.Pointer(stage))), C.int(timeout), cons)
+		case consume:
+			return C.perfbuf_consume(pb)
+		}
+		return C.perfbuf_poll(pb, C.int(timeout))
+	})
+}
+
 // close frees the buffer once (a concurrent Read returns ErrClosed), then
 // runs after with mu held; it reports whether this call closed it.
 func (r *rings) close(after func()) bool {
@@ -478,7 +502,13 @@ func (r *rings) close(after func()) bool {
 	r.pb = nil
 	r.wakeMu.Unlock()
 	C.perfbuf_free(pb)
-	r.handle.Delete()
+	if r.handle != 0 {
+		r.handle.Delete()
+	}
+	if r.stage != nil {
+		C.perfbuf_go_stage_free(r.stage)
+		r.stage = nil
+	}
 	after()
 	return true
 }
@@ -546,16 +576,4 @@ func (r *rings) SetDeadline(t time.Time) {
 	r.deadline = t
 	r.stateMu.Unlock()
 	r.wake()
-}
-
-//export perfbufGoSample
-func perfbufGoSample(h C.uintptr_t, cpu C.int, data unsafe.Pointer, size C.uint32_t) {
-	r := cgo.Handle(h).Value().(*Reader)
-	r.push(int(cpu), unsafe.Slice((*byte)(data), int(size)), 0)
-}
-
-//export perfbufGoLost
-func perfbufGoLost(h C.uintptr_t, cpu C.int, cnt C.uint64_t) {
-	r := cgo.Handle(h).Value().(*Reader)
-	r.push(int(cpu), nil, uint64(cnt))
 }

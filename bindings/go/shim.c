@@ -10,17 +10,110 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
-static void sample_tramp(void *ctx, int cpu, void *data, __u32 size)
+struct perfbuf_go_stage *perfbuf_go_stage_new(void)
 {
-	perfbufGoSample((uintptr_t)ctx, cpu, data, size);
+	return calloc(1, sizeof(struct perfbuf_go_stage));
 }
 
-static void lost_tramp(void *ctx, int cpu, __u64 cnt)
+void perfbuf_go_stage_free(struct perfbuf_go_stage *st)
 {
-	perfbufGoLost((uintptr_t)ctx, cpu, cnt);
+	if (!st)
+		return;
+	free(st->data);
+	free(st->ents);
+	free(st);
 }
 
-struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
+void perfbuf_go_stage_reset(uintptr_t stage)
+{
+	struct perfbuf_go_stage *st = (struct perfbuf_go_stage *)stage;
+	st->len = st->n = st->marked = 0;
+}
+
+/* Room for one more entry and `size` more bytes (doubling), or 0. */
+static int stage_room(struct perfbuf_go_stage *st, size_t size)
+{
+	if (st->n == st->ents_cap) {
+		size_t cap = st->ents_cap ? 2 * st->ents_cap : 256;
+		void *p = realloc(st->ents, cap * sizeof(*st->ents));
+		if (!p)
+			return 0;
+		st->ents = p;
+		st->ents_cap = cap;
+	}
+	if (st->cap - st->len < size) {
+		size_t cap = st->cap ? st->cap : 16384;
+		while (cap - st->len < size)
+			cap *= 2;
+		void *p = realloc(st->data, cap);
+		if (!p)
+			return 0;
+		st->data = p;
+		st->cap = cap;
+	}
+	return 1;
+}
+
+static void stage_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	struct perfbuf_go_stage *st = ctx;
+	/* 8-byte aligned copies, as the ring's. */
+	size_t room = ((size_t)size + 7) & ~(size_t)7;
+	if (!stage_room(st, room)) {
+		st->dropped++;
+		return;
+	}
+	struct perfbuf_go_entry *e = &st->ents[st->n++];
+	e->cpu = cpu;
+	e->size = size;
+	e->lost = 0;
+	e->off = st->len;
+	e->remaining = 0;
+	memcpy(st->data + st->len, data, size);
+	st->len += room;
+}
+
+static void stage_lost(void *ctx, int cpu, __u64 cnt)
+{
+	struct perfbuf_go_stage *st = ctx;
+	if (!stage_room(st, 0)) {
+		st->dropped += cnt;
+		return;
+	}
+	struct perfbuf_go_entry *e = &st->ents[st->n++];
+	e->cpu = cpu;
+	e->size = 0;
+	e->lost = cnt;
+	e->off = st->len;
+	e->remaining = 0;
+}
+
+int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int consume)
+{
+	struct perf_buffer *pb = (struct perf_buffer *)buffer;
+	struct perfbuf_go_stage *st = (struct perfbuf_go_stage *)stage;
+	int ret = consume ? perfbuf_consume(pb) : perfbuf_poll(pb, timeout_ms);
+	/* The entries come in runs of one CPU: one look at its ring per run. */
+	int cpu = -2;
+	uint64_t pending = 0;
+	for (; st->marked < st->n; st->marked++) {
+		struct perfbuf_go_entry *e = &st->ents[st->marked];
+		if (e->cpu != cpu) {
+			cpu = e->cpu;
+			pending = 0;
+			size_t cnt = perfbuf_buffer_cnt(pb);
+			for (size_t i = 0; i < cnt; i++)
+				if (perfbuf_buffer_cpu(pb, i) == cpu) {
+					pending = perfbuf_go_pending(buffer, i);
+					break;
+				}
+		}
+		e->remaining = pending;
+	}
+	return ret;
+}
+
+struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, struct perfbuf_go_stage *stage, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
 				   uint32_t flags, const int *cpus, int cpu_cnt, int output_counts_fd, int *err)
 {
@@ -36,7 +129,7 @@ struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle
 	o.cpu_cnt = cpu_cnt;
 	o.output_counts_fd = output_counts_fd;
 	struct perf_buffer *pb =
-		perfbuf_new(map_fd, page_cnt, sample_tramp, lost_tramp, (void *)handle, use_opts ? &o : NULL);
+		perfbuf_new(map_fd, page_cnt, stage_sample, stage_lost, stage, use_opts ? &o : NULL);
 	*err = pb ? 0 : errno;
 	return pb;
 }

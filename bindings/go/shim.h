@@ -10,10 +10,41 @@
 #include <stdint.h>
 #include "perfbuf.h"
 
+/* One record staged for Go: the callbacks copy what a poll or consume
+ * delivers into C memory, so Go takes a whole drain without a callback
+ * into Go per record (each is a costly crossing). */
+struct perfbuf_go_entry {
+	int32_t cpu;
+	uint32_t size;	    /* sample bytes at data + off */
+	uint64_t lost;	    /* a lost report's count (0: a sample) */
+	uint64_t off;	    /* into perfbuf_go_stage.data */
+	uint64_t remaining; /* bytes left in the CPU's ring after the drain */
+};
+
+struct perfbuf_go_stage {
+	unsigned char *data;
+	size_t len, cap;
+	struct perfbuf_go_entry *ents;
+	size_t n, ents_cap;
+	size_t marked;	  /* entries whose remaining is set */
+	uint64_t dropped; /* records that found no memory */
+};
+
+struct perfbuf_go_stage *perfbuf_go_stage_new(void);
+void perfbuf_go_stage_free(struct perfbuf_go_stage *st);
+/* Empties the stage (Go took every entry). */
+void perfbuf_go_stage_reset(uintptr_t stage);
+
+/* perfbuf_poll (timeout_ms >= 0 or -1) or, with consume set, perfbuf_consume,
+ * into the stage; then sets the new entries' remaining. Returns what
+ * libperfbuf returned. Both pointers are passed as integers (cgo would
+ * allocate for a pointer to an incomplete type). */
+int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int consume);
+
 /* perfbuf_new with NULL opts when use_opts is 0 (perf_buffer__new's
- * defaults, environment variables included), else with these options.
- * NULL with *err = errno on failure. */
-struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
+ * defaults, environment variables included), else with these options; its
+ * callbacks stage the records in `stage`. NULL with *err = errno on failure. */
+struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, struct perfbuf_go_stage *stage, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
 				   uint32_t flags, const int *cpus, int cpu_cnt, int output_counts_fd, int *err);
 /* The bytes waiting in ring idx. The buffer is passed as an integer: a

@@ -5,11 +5,31 @@ package perf
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"perfbuf.dev/perfbuf"
 	"perfbuf.dev/perfbuf/internal/poller"
 )
+
+// fastFromEnv turns the fast mode on for PERFBUF_ADAPTIVE=1, as
+// libperfbuf does for an unchanged C program behind perf_buffer__new:
+// where the options keep per-record wake-ups on forward rings (no
+// WakeupEvents above 1, Watermark or Overwritable). Unset or 0 changes
+// nothing; any other value is refused, never ignored.
+func fastFromEnv(opts *ReaderOptions) error {
+	switch v, _ := os.LookupEnv("PERFBUF_ADAPTIVE"); strings.TrimSpace(v) {
+	case "", "0":
+		return nil
+	case "1":
+		if opts.WakeupEvents <= 1 && opts.Watermark == 0 && !opts.Overwritable {
+			opts.Fast = true
+		}
+		return nil
+	default:
+		return fmt.Errorf("PERFBUF_ADAPTIVE=%q is not 0 or 1", v)
+	}
+}
 
 // readFast is ReadInto in the fast mode: libperfbuf's poll delivers the
 // records (its spill rings and timer are in its epoll set); Flush and Close

@@ -73,9 +73,12 @@ type ReaderOptions struct {
 	// Fast (not in cilium/ebpf) turns on libperfbuf's fast mode (adaptive
 	// wake-ups, see the README): while a CPU's rate is high the kernel
 	// wakes the reader only at a quarter of a spill ring and a timer hands
-	// over the rest within about 1ms. Not with WakeupEvents, Watermark or Overwritable. It moves
-	// the map slots itself, so Pause and Resume use the kernel's pause
-	// instead: BPF gets -ENOSPC and the writes are reported lost.
+	// over the rest within about 1ms. Not with WakeupEvents, Watermark or
+	// Overwritable. PERFBUF_ADAPTIVE=1 in the environment turns it on for
+	// a reader whose options allow it, as for a C program behind
+	// perf_buffer__new. It moves the map slots itself, so Pause and Resume
+	// use the kernel's pause instead: BPF gets -ENOSPC and the writes are
+	// reported lost. Stats shows its wake-ups (Batched, BatchSwitches).
 	Fast bool
 }
 
@@ -138,6 +141,9 @@ func NewReaderWithOptions(array Map, perCPUBuffer int, opts ReaderOptions) (*Rea
 	}
 	if fd := array.FD(); fd < 0 {
 		return nil, fmt.Errorf("map fd %d: %w", fd, syscall.EBADF)
+	}
+	if err := fastFromEnv(&opts); err != nil {
+		return nil, err
 	}
 	rd, err := perfbuf.NewReaderFromMap(array, perCPUBuffer, perfbuf.ReaderOptions{
 		WakeupEvents: opts.WakeupEvents,
@@ -269,7 +275,59 @@ func (pr *Reader) ReadInto(rec *Record) error {
 	if pr.fast {
 		return pr.readFast(rec)
 	}
+	return pr.readRings(rec)
+}
+
+// ReadBatch (not in cilium/ebpf) fills recs with records, at least one: it
+// blocks as ReadInto does until one is, then adds, up to len(recs), what
+// the rings hold, drained by one call into libperfbuf for every ring
+// rather than one per record; each Record's RawSample is reused. It
+// returns how many, and the error ReadInto would return for the first.
+// Remaining is then the bytes left in the ring after that drain.
+func (pr *Reader) ReadBatch(recs []Record) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if err := pr.readable(); err != nil {
+		return 0, err
+	}
+	var err error
+	if pr.fast {
+		err = pr.readFast(&recs[0])
+	} else {
+		err = pr.readRings(&recs[0])
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 1
+	if !pr.fast && !pr.overwritable && len(recs) > 1 {
+		// What the rings hold now, in one drain (ReadInto takes it first).
+		if err := pr.rd.Consume(); err != nil {
+			return n, nil
+		}
+		pr.pending = pr.pending[:0]
+	}
+	for n < len(recs) {
+		if pr.snapHead < len(pr.snap) {
+			pr.popSnap(&recs[n])
+		} else if !pr.rd.TakeQueued((*perfbuf.Record)(&recs[n])) {
+			break
+		}
+		n++
+	}
+	return n, nil
+}
+
+// readRings is ReadInto but in the fast mode; mu held.
+func (pr *Reader) readRings(rec *Record) error {
 	for {
+		if pr.rd.TakeQueued((*perfbuf.Record)(rec)) {
+			// What a ReadBatch drained and did not hand out.
+			return nil
+		}
 		if pr.snapHead < len(pr.snap) {
 			pr.popSnap(rec)
 			return nil
@@ -415,6 +473,19 @@ func (pr *Reader) Resume() error {
 	}
 	pr.paused = false
 	return nil
+}
+
+// Stats (not in cilium/ebpf) returns each ring's figures from libperfbuf:
+// records, lost, wake-ups, and the fast mode's state (Batched,
+// BatchSwitches).
+func (pr *Reader) Stats() ([]perfbuf.RingStats, error) {
+	pr.pauseMu.Lock()
+	closed := pr.closed
+	pr.pauseMu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w", ErrClosed)
+	}
+	return pr.rd.Stats()
 }
 
 type unknownEventError struct {
