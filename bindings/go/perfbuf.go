@@ -476,16 +476,21 @@ func (r *rings) drain(timeout int, consume bool) (C.int, error) {
 	return cCall("Read", func() C.int {
 		switch {
 		case stage != nil:
-			cons := C.int(0)
-			if consume {
-				cons = 1
-			}
-			return C.perfbuf_go_drain(C.uintptr_t(uintptr(unsafe.Pointer(pb))), C.uintptr_t(uintptr(unsafe.Pointer(stage))), C.int(timeout), cons)
+			return stageDrain(pb, stage, timeout, consume)
 		case consume:
 			return C.perfbuf_consume(pb)
 		}
 		return C.perfbuf_poll(pb, C.int(timeout))
 	})
+}
+
+// stageDrain is perfbuf_go_drain: a poll or consume into the stage.
+func stageDrain(pb *C.struct_perf_buffer, stage *C.struct_perfbuf_go_stage, timeout int, consume bool) C.int {
+	cons := C.int(0)
+	if consume {
+		cons = 1
+	}
+	return C.perfbuf_go_drain(C.uintptr_t(uintptr(unsafe.Pointer(pb))), C.uintptr_t(uintptr(unsafe.Pointer(stage))), C.int(timeout), cons)
 }
 
 // close frees the buffer once (a concurrent Read returns ErrClosed), then

@@ -149,20 +149,7 @@ func (r *Reader) PollOnce(timeout time.Duration) error {
 // Consume delivers every record the rings hold for TakeQueued, without
 // waiting (perfbuf_consume).
 func (r *Reader) Consume() error {
-	if r.closed.Load() {
-		return ErrClosed
-	}
-	if !r.mu.TryLock() {
-		r.waiters.Add(1)
-		r.wake()
-		r.mu.Lock()
-		r.waiters.Add(-1)
-	}
-	defer r.mu.Unlock()
-	if r.pb == nil {
-		return ErrClosed
-	}
-	_, err := r.drain(-1, true)
+	_, err := r.withBuffer("Consume", func(pb *C.struct_perf_buffer) C.int { return stageDrain(pb, r.stage, -1, true) })
 	return err
 }
 

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -62,33 +61,19 @@ func (r *ringReader) Next() (uint64, uint64, error) {
 
 func (r *ringReader) Close() error { return r.rd.Close() }
 
-func fail(what string, err error) {
-	fmt.Fprintln(os.Stderr, what+":", err)
-	os.Exit(1)
-}
-
 func main() {
-	only := ""
-	if len(os.Args) > 1 {
-		only = os.Args[1]
-	}
 	// The reader is this goroutine, on its own OS thread, on CPU 1.
-	runtime.LockOSThread()
-	fd, err := gopeer.OpenProducer()
-	if err != nil {
-		fail("producer", err)
-	}
+	only, fd := gopeer.Start()
 	defer gopeer.CloseProducer()
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		fail("dup", err)
+		gopeer.Fail("dup", err)
 	}
 	m, err := ebpf.NewMapFromFD(dup) // takes ownership of dup
 	if err != nil {
-		fail("ebpf.NewMapFromFD", err)
+		gopeer.Fail("ebpf.NewMapFromFD", err)
 	}
 	defer m.Close()
-	gopeer.Pin(1)
 	rows := []struct {
 		name string
 		rate uint
@@ -100,17 +85,17 @@ func main() {
 		}
 		rd, err := perf.NewReader(m, pages*os.Getpagesize())
 		if err != nil {
-			fail("perf.NewReader", err)
+			gopeer.Fail("perf.NewReader", err)
 		}
 		r, err := gopeer.RunRow(&perfReader{rd: rd}, row.name, "cilium-ebpf", "default", "0.9.1", row.rate, 1.0)
 		if err != nil {
-			fail(row.name, err)
+			gopeer.Fail(row.name, err)
 		}
 		enc.Encode(r)
 	}
 	if strings.HasPrefix("ringbuf", only) {
 		if err := ringbufRows(enc); err != nil {
-			fail("ringbuf", err)
+			gopeer.Fail("ringbuf", err)
 		}
 	}
 }

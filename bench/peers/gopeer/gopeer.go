@@ -15,6 +15,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -87,8 +88,28 @@ func SetTarget(ringbuf bool, perCall uint) {
 	C.peer_set_target(rb, C.uint(perCall))
 }
 
-// Pin pins the calling thread to cpu.
-func Pin(cpu int) { C.peer_pin(C.int(cpu)) }
+// Start is a peer's beginning: the row prefix it was given (os.Args[1],
+// "" for all), the calling goroutine locked to its OS thread pinned to CPU
+// 1 (the reader's), and the producer's map fd; CloseProducer releases it.
+// It exits the program on failure.
+func Start() (only string, mapFD int) {
+	if len(os.Args) > 1 {
+		only = os.Args[1]
+	}
+	runtime.LockOSThread()
+	fd, err := OpenProducer()
+	if err != nil {
+		Fail("producer", err)
+	}
+	C.peer_pin(1)
+	return only, fd
+}
+
+// Fail reports what failed and exits.
+func Fail(what string, err error) {
+	fmt.Fprintln(os.Stderr, what+":", err)
+	os.Exit(1)
+}
 
 func processCPUNs() float64 {
 	var ru syscall.Rusage

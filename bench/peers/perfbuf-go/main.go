@@ -12,9 +12,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"runtime"
 	"strings"
 
 	"perfbench/peers/gopeer"
@@ -71,24 +69,10 @@ func (r *reader) Close() error {
 	return r.rd.Close()
 }
 
-func fail(what string, err error) {
-	fmt.Fprintln(os.Stderr, what+":", err)
-	os.Exit(1)
-}
-
 func main() {
-	only := ""
-	if len(os.Args) > 1 {
-		only = os.Args[1]
-	}
 	// The reader is this goroutine, on its own OS thread, on CPU 1.
-	runtime.LockOSThread()
-	fd, err := gopeer.OpenProducer()
-	if err != nil {
-		fail("producer", err)
-	}
+	only, fd := gopeer.Start()
 	defer gopeer.CloseProducer()
-	gopeer.Pin(1)
 	enc := json.NewEncoder(os.Stdout)
 	for _, row := range []struct {
 		name string
@@ -100,7 +84,7 @@ func main() {
 		for _, mode := range []string{"default", "fast", "batch"} {
 			rd, err := perf.NewReaderWithOptions(fdMap(fd), pages*os.Getpagesize(), perf.ReaderOptions{Fast: mode != "default"})
 			if err != nil {
-				fail("perf.NewReaderWithOptions", err)
+				gopeer.Fail("perf.NewReaderWithOptions", err)
 			}
 			r := &reader{rd: rd}
 			if mode == "batch" {
@@ -108,7 +92,7 @@ func main() {
 			}
 			res, err := gopeer.RunRow(r, row.name, "perfbuf-go", mode, "", row.rate, 1.0)
 			if err != nil {
-				fail(row.name+" "+mode, err)
+				gopeer.Fail(row.name+" "+mode, err)
 			}
 			if mode != "default" {
 				res.BatchSwitches = &r.switches
