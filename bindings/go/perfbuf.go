@@ -117,7 +117,8 @@ type Record struct {
 	RawSample   []byte
 	LostSamples uint64
 	// Remaining is how many bytes were still waiting in this CPU's ring
-	// after the drain that delivered the record (ReadRing: after the record).
+	// after the drain that delivered the record (DrainRing: after the
+	// record, up to the head the drain found).
 	Remaining int
 }
 
@@ -193,8 +194,7 @@ type Reader struct {
 	// emptied once every entry was).
 	head  int
 	size  int
-	mapFD int                       // the map the rings are stored in
-	next  *C.struct_perfbuf_go_next // ReadRing's result (C memory), made on first use
+	mapFD int // the map the rings are stored in
 }
 
 // NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
@@ -343,14 +343,14 @@ func (r *Reader) ReadInto(rec *Record) error {
 	if err := r.wait(r.queued); err != nil {
 		return err
 	}
-	r.pop(rec)
-	return nil
+	return r.pop(rec)
 }
 
 // pop moves the oldest staged record into rec, reusing its RawSample
 // (mu held, a record staged). No call into C: the stage is C memory Go
-// reads directly.
-func (r *Reader) pop(rec *Record) {
+// reads directly. A record DrainRing could not decode is consumed with an
+// error.
+func (r *Reader) pop(rec *Record) error {
 	st := r.stage
 	e := (*C.struct_perfbuf_go_entry)(unsafe.Add(unsafe.Pointer(st.ents), uintptr(r.head)*unsafe.Sizeof(*st.ents)))
 	r.head++
@@ -360,10 +360,18 @@ func (r *Reader) pop(rec *Record) {
 	} else {
 		rec.RawSample = rec.RawSample[:0]
 	}
+	typ, errno := uint32(e._type), syscall.Errno(-e.err)
 	if r.head == int(st.n) {
 		r.head = 0
 		C.perfbuf_go_stage_reset(C.uintptr_t(uintptr(unsafe.Pointer(st))))
 	}
+	switch {
+	case typ != C.PERF_RECORD_SAMPLE && typ != C.PERF_RECORD_LOST:
+		return &RecordTypeError{typ}
+	case errno != 0:
+		return &Error{Op: "Read", Errno: errno, Reason: fmt.Sprintf("a malformed record of type %d: %v", typ, errno)}
+	}
+	return nil
 }
 
 // ReadBatch fills recs with ready records, at least one: it blocks as Read
@@ -383,7 +391,9 @@ func (r *Reader) ReadBatch(recs []Record) (int, error) {
 	}
 	n := 0
 	for n < len(recs) && r.queued() {
-		r.pop(&recs[n])
+		if err := r.pop(&recs[n]); err != nil {
+			return n, err
+		}
 		n++
 	}
 	return n, nil
@@ -457,10 +467,6 @@ func (r *rings) pollOnce(timeout int) error {
 // rings (and closes the fd NewReaderFromMap duplicated).
 func (r *Reader) Close() error {
 	r.close(func() {
-		if r.next != nil {
-			C.free(unsafe.Pointer(r.next))
-			r.next = nil
-		}
 		if r.ownedFD >= 0 {
 			syscall.Close(r.ownedFD)
 			r.ownedFD = -1

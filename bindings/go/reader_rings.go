@@ -16,12 +16,12 @@ import (
 
 // This file is the Reader ring by ring, for a reader with its own wait
 // (perfbuf.dev/perfbuf/perf waits on the rings' events as cilium/ebpf
-// does): the rings' fds, their records decoded by libperfbuf one at a
-// time, overwritable snapshots, one poll, the map's slots. Read them in
-// place of Read, not alongside it.
+// does): the rings' fds, their records decoded by libperfbuf and staged a
+// ring at a time, overwritable snapshots, one poll, the map's slots. Use
+// them in place of Read, not alongside it.
 
 // RecordTypeError is a record that is neither a sample nor a lost report,
-// as ReadRing found it (it is consumed).
+// as DrainRing found it (it is consumed).
 type RecordTypeError struct {
 	// Type is the record's perf_event_header.type.
 	Type uint32
@@ -47,59 +47,25 @@ func (r *Reader) RingFDs() ([]int, error) {
 	return fds, err
 }
 
-// ReadRing consumes ring idx's next record into rec, decoded by libperfbuf
-// (perfbuf_decode): a sample's data into RawSample (reused when large
-// enough), a lost report's count into LostSamples, and Remaining, the
-// bytes left in that ring. It returns false with a nil error when the ring
-// is empty, and a *RecordTypeError for a record of another type. In a
-// steady state it allocates nothing.
-func (r *Reader) ReadRing(idx int, rec *Record) (bool, error) {
+// DrainRing stages ring idx's records up to the head it finds now (a fast
+// producer cannot keep the reader in one ring), each decoded by libperfbuf
+// (perfbuf_decode), for TakeQueued: one call into C for the whole ring.
+// Remaining is then, for each record, the bytes after it up to that head,
+// as cilium/ebpf reports it. It returns how many records it staged.
+func (r *Reader) DrainRing(idx int) (int, error) {
 	if idx < 0 {
-		return false, invalid("ReadRing", "negative ring index")
+		return 0, invalid("DrainRing", "negative ring index")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pb == nil {
-		return false, fmt.Errorf("perfbuf: ReadRing: %w", ErrClosed)
+		return 0, fmt.Errorf("perfbuf: DrainRing: %w", ErrClosed)
 	}
-	if r.next == nil {
-		r.next = (*C.struct_perfbuf_go_next)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_perfbuf_go_next{}))))
+	ret := C.perfbuf_go_drain_ring(C.uintptr_t(uintptr(unsafe.Pointer(r.pb))), C.uintptr_t(uintptr(unsafe.Pointer(r.stage))), C.size_t(idx))
+	if ret < 0 {
+		return 0, &Error{Op: "DrainRing", Errno: syscall.Errno(-ret)}
 	}
-	// The buffer goes as an integer: a pointer to an incomplete C type
-	// would make each call allocate.
-	buffer := C.uintptr_t(uintptr(unsafe.Pointer(r.pb)))
-	for {
-		var dst unsafe.Pointer
-		if cap(rec.RawSample) > 0 {
-			dst = unsafe.Pointer(&rec.RawSample[:1][0])
-		}
-		ret := C.perfbuf_go_next_record(buffer, C.size_t(idx), dst, C.size_t(cap(rec.RawSample)), r.next)
-		switch {
-		case ret == C.PERFBUF_GO_NEXT_EMPTY:
-			return false, nil
-		case ret == C.PERFBUF_GO_NEXT_GROW:
-			rec.RawSample = make([]byte, 0, int(r.next.size))
-			continue
-		case ret < 0:
-			return false, &Error{Op: "ReadRing", Errno: syscall.Errno(-ret)}
-		}
-		rec.CPU, rec.Remaining = int(r.next.cpu), int(r.next.remaining)
-		if r.next.err < 0 && r.next.err != -C.EOPNOTSUPP {
-			return true, &Error{Op: "ReadRing", Errno: syscall.Errno(-r.next.err),
-				Reason: fmt.Sprintf("a malformed record of type %d: %v", r.next._type, syscall.Errno(-r.next.err))}
-		}
-		switch r.next._type {
-		case C.PERF_RECORD_SAMPLE:
-			rec.RawSample = rec.RawSample[:r.next.size]
-			rec.LostSamples = 0
-		case C.PERF_RECORD_LOST:
-			rec.RawSample = rec.RawSample[:0]
-			rec.LostSamples = uint64(r.next.lost)
-		default:
-			return true, &RecordTypeError{uint32(r.next._type)}
-		}
-		return true, nil
-	}
+	return int(ret), nil
 }
 
 // Snapshot appends to recs the records overwritable ring idx received
@@ -124,7 +90,9 @@ func (r *Reader) Snapshot(idx int, recs []Record) ([]Record, error) {
 		} else {
 			recs = append(recs, Record{})
 		}
-		r.pop(&recs[len(recs)-1])
+		if err := r.pop(&recs[len(recs)-1]); err != nil {
+			return recs[:len(recs)-1], err
+		}
 	}
 	return recs, nil
 }
@@ -153,16 +121,17 @@ func (r *Reader) Consume() error {
 	return err
 }
 
-// TakeQueued moves the oldest record PollOnce or Consume delivered into
-// rec (as Read would return it), or reports false when none is queued.
-func (r *Reader) TakeQueued(rec *Record) bool {
+// TakeQueued moves the oldest record PollOnce, Consume or DrainRing
+// staged into rec (as Read would return it), or reports false when none
+// is. A record DrainRing could not decode is taken with an error: a
+// *RecordTypeError when neither a sample nor a lost report.
+func (r *Reader) TakeQueued(rec *Record) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.queued() || r.pb == nil {
-		return false
+		return false, nil
 	}
-	r.pop(rec)
-	return true
+	return true, r.pop(rec)
 }
 
 // Wake ends a PollOnce or Read waiting in libperfbuf's poll (perfbuf_wake);

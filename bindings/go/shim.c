@@ -69,6 +69,8 @@ static void stage_sample(void *ctx, int cpu, void *data, __u32 size)
 	e->lost = 0;
 	e->off = st->len;
 	e->remaining = 0;
+	e->type = PERF_RECORD_SAMPLE;
+	e->err = 0;
 	memcpy(st->data + st->len, data, size);
 	st->len += room;
 }
@@ -86,6 +88,8 @@ static void stage_lost(void *ctx, int cpu, __u64 cnt)
 	e->lost = cnt;
 	e->off = st->len;
 	e->remaining = 0;
+	e->type = PERF_RECORD_LOST;
+	e->err = 0;
 }
 
 int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int consume)
@@ -141,38 +145,53 @@ uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx)
 	return perfbuf_ring_stats(pb, idx, &st) == 0 ? st.pending_bytes : 0;
 }
 
-int perfbuf_go_next_record(uintptr_t buffer, size_t idx, void *dst, size_t cap, struct perfbuf_go_next *out)
+int perfbuf_go_drain_ring(uintptr_t buffer, uintptr_t stage, size_t idx)
 {
 	struct perf_buffer *pb = (struct perf_buffer *)buffer;
-	const struct perf_event_header *rec;
-	size_t len;
-	int ret = perfbuf_ring_peek(pb, idx, &rec, &len);
-	if (ret <= 0)
-		return ret;
+	struct perfbuf_go_stage *st = (struct perfbuf_go_stage *)stage;
 	/* A BPF output event's layout: PERF_SAMPLE_RAW only. */
 	struct perfbuf_decode_attr attr = {.sz = sizeof(attr), .sample_type = PERF_SAMPLE_RAW};
-	struct perfbuf_sample s = {.sz = sizeof(s)};
-	out->err = perfbuf_decode(rec, len, &attr, &s);
-	out->type = s.record_type;
-	out->size = 0;
-	out->lost = 0;
-	if (out->err == 0 && s.record_type == PERF_RECORD_SAMPLE) {
-		if (s.raw_size > UINT32_MAX)
-			out->err = -EBADMSG;
-		else
-			out->size = (uint32_t)s.raw_size;
-		if (out->size > cap)
-			return PERFBUF_GO_NEXT_GROW;
-		if (out->size)
-			memcpy(dst, s.raw, out->size);
-	} else if (out->err == 0 && s.record_type == PERF_RECORD_LOST) {
-		out->lost = s.lost;
+	uint64_t head = perfbuf_go_pending(buffer, idx), done = 0;
+	int cpu = perfbuf_buffer_cpu(pb, idx), staged = 0, ret = 0;
+	while (done < head) {
+		const struct perf_event_header *rec;
+		size_t len;
+		if ((ret = perfbuf_ring_peek(pb, idx, &rec, &len)) <= 0)
+			break;
+		struct perfbuf_sample s = {.sz = sizeof(s)};
+		int err = perfbuf_decode(rec, len, &attr, &s);
+		size_t size = err == 0 && s.record_type == PERF_RECORD_SAMPLE ? (size_t)s.raw_size : 0;
+		if (size > UINT32_MAX) {
+			err = -EBADMSG;
+			size = 0;
+		}
+		/* Not consumed when there is no memory: the next drain retries. */
+		if (!stage_room(st, (size + 7) & ~(size_t)7)) {
+			ret = -ENOMEM;
+			break;
+		}
+		struct perfbuf_go_entry *e = &st->ents[st->n++];
+		e->cpu = cpu;
+		e->size = (uint32_t)size;
+		e->lost = err == 0 && s.record_type == PERF_RECORD_LOST ? s.lost : 0;
+		e->off = st->len;
+		e->type = s.record_type;
+		e->err = err;
+		if (size) {
+			memcpy(st->data + st->len, s.raw, size);
+			st->len += (size + 7) & ~(size_t)7;
+		}
+		if ((ret = perfbuf_ring_advance(pb, idx)) < 0)
+			break;
+		done += len;
+		e->remaining = head > done ? head - done : 0;
+		staged++;
 	}
-	if ((ret = perfbuf_ring_advance(pb, idx)) < 0 || (ret = perfbuf_ring_publish(pb, idx)) < 0)
+	st->marked = st->n;
+	int pub = perfbuf_ring_publish(pb, idx);
+	if (ret < 0)
 		return ret;
-	out->remaining = perfbuf_go_pending(buffer, idx);
-	out->cpu = perfbuf_buffer_cpu(pb, idx);
-	return PERFBUF_GO_NEXT_RECORD;
+	return pub < 0 ? pub : staged;
 }
 
 int perfbuf_go_map_slot(int map_fd, uint32_t key, int fd)

@@ -18,7 +18,9 @@ struct perfbuf_go_entry {
 	uint32_t size;	    /* sample bytes at data + off */
 	uint64_t lost;	    /* a lost report's count (0: a sample) */
 	uint64_t off;	    /* into perfbuf_go_stage.data */
-	uint64_t remaining; /* bytes left in the CPU's ring after the drain */
+	uint64_t remaining; /* bytes left in the CPU's ring (see the drains) */
+	uint32_t type;	    /* PERF_RECORD_SAMPLE, _LOST, or what perfbuf_decode found */
+	int32_t err;	    /* perfbuf_decode's -errno for a record it could not decode */
 };
 
 struct perfbuf_go_stage {
@@ -41,6 +43,12 @@ void perfbuf_go_stage_reset(uintptr_t stage);
  * allocate for a pointer to an incomplete type). */
 int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int consume);
 
+/* Stages ring idx's records up to the head it finds now (a fast producer
+ * cannot keep the reader here), each decoded by perfbuf_decode, remaining
+ * = the bytes after it up to that head; publishes the tail once. Returns
+ * the records staged, or -errno. */
+int perfbuf_go_drain_ring(uintptr_t buffer, uintptr_t stage, size_t idx);
+
 /* perfbuf_new with NULL opts when use_opts is 0 (perf_buffer__new's
  * defaults, environment variables included), else with these options; its
  * callbacks stage the records in `stage`. NULL with *err = errno on failure. */
@@ -50,26 +58,6 @@ struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, struct perfbuf_g
 /* The bytes waiting in ring idx. The buffer is passed as an integer: a
  * pointer to an incomplete C type makes each cgo call allocate. */
 uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);
-
-/* What perfbuf_go_next_record found (C memory: the cgo call allocates
- * nothing). */
-struct perfbuf_go_next {
-	uint32_t type;	    /* the record's type, as perfbuf_decode reports it */
-	uint32_t size;	    /* sample bytes copied, or needed (PERFBUF_GO_NEXT_GROW) */
-	uint64_t lost;	    /* a lost report's count */
-	uint64_t remaining; /* bytes left in the ring after the record */
-	int err;	    /* perfbuf_decode's -errno (the record is consumed) */
-	int cpu;	    /* the ring's CPU */
-};
-
-#define PERFBUF_GO_NEXT_EMPTY 0
-#define PERFBUF_GO_NEXT_RECORD 1
-#define PERFBUF_GO_NEXT_GROW 2 /* the sample needs more than cap bytes: nothing consumed */
-
-/* Consumes ring idx's next record, decoded by perfbuf_decode (a sample's
- * data into dst, at most cap bytes): a PERFBUF_GO_NEXT_* value or -errno.
- * buffer is a struct perf_buffer *. */
-int perfbuf_go_next_record(uintptr_t buffer, size_t idx, void *dst, size_t cap, struct perfbuf_go_next *out);
 
 /* Deletes (fd < 0) or sets slot `key` of a PERF_EVENT_ARRAY: 0 or -errno. */
 int perfbuf_go_map_slot(int map_fd, uint32_t key, int fd);

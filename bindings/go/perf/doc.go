@@ -17,9 +17,9 @@
 //
 // The map is anything with FD() int (cilium's *ebpf.Map of any version).
 // It is an adapter over the root package's Reader (perfbuf.dev/perfbuf):
-// it waits on the rings' perf events as cilium's does, reads them record
-// by record as libperfbuf decodes them, deletes and restores the map's
-// slots for Pause and Resume, and leaves them at Close. MaxDelay, Fast,
-// ReadBatch and Stats are libperfbuf's additions. It needs cgo and
-// libperfbuf (found with pkg-config).
+// it waits on the rings' perf events as cilium's does, takes each ring's
+// records as libperfbuf decodes them (a ring per call into C), deletes and
+// restores the map's slots for Pause and Resume, and leaves them at Close.
+// MaxDelay, Fast, ReadBatch and Stats are libperfbuf's additions. It needs
+// cgo and libperfbuf (found with pkg-config).
 package perf

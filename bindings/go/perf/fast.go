@@ -37,7 +37,10 @@ func fastFromEnv(opts *ReaderOptions) error {
 // have the buffer. mu is held.
 func (pr *Reader) readFast(rec *Record) error {
 	for {
-		if pr.rd.TakeQueued((*perfbuf.Record)(rec)) {
+		if ok, err := pr.rd.TakeQueued((*perfbuf.Record)(rec)); ok {
+			if err != nil {
+				return pr.recordError(rec.CPU, err)
+			}
 			return nil
 		}
 		if pe := pr.pendingErr; pe != nil {

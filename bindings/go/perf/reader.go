@@ -280,10 +280,11 @@ func (pr *Reader) ReadInto(rec *Record) error {
 
 // ReadBatch (not in cilium/ebpf) fills recs with records, at least one: it
 // blocks as ReadInto does until one is, then adds, up to len(recs), what
-// the rings hold, drained by one call into libperfbuf for every ring
-// rather than one per record; each Record's RawSample is reused. It
-// returns how many, and the error ReadInto would return for the first.
-// Remaining is then the bytes left in the ring after that drain.
+// the rings a wake-up found hold (each drained by one call into
+// libperfbuf, as ReadInto's are; the fast mode's poll stages them too);
+// each Record's RawSample is reused. It returns how many, and the error
+// ReadInto would return for the first; an error with n > 0 is that of the
+// record after the n returned (consumed).
 func (pr *Reader) ReadBatch(recs []Record) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
@@ -302,30 +303,44 @@ func (pr *Reader) ReadBatch(recs []Record) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 1
-	if !pr.fast && !pr.overwritable && len(recs) > 1 {
-		// What the rings hold now, in one drain (ReadInto takes it first).
-		if err := pr.rd.Consume(); err != nil {
+	// Then what is staged, and the rings the wake-up found, without
+	// waiting again.
+	for n := 1; ; {
+		if n == len(recs) {
 			return n, nil
 		}
-		pr.pending = pr.pending[:0]
-	}
-	for n < len(recs) {
 		if pr.snapHead < len(pr.snap) {
 			pr.popSnap(&recs[n])
-		} else if !pr.rd.TakeQueued((*perfbuf.Record)(&recs[n])) {
-			break
+			n++
+			continue
 		}
-		n++
+		if ok, err := pr.rd.TakeQueued((*perfbuf.Record)(&recs[n])); ok {
+			if err != nil {
+				return n, pr.recordError(recs[n].CPU, err)
+			}
+			n++
+			continue
+		}
+		if pr.fast || len(pr.pending) == 0 {
+			return n, nil
+		}
+		ring := pr.pending[len(pr.pending)-1]
+		pr.pending = pr.pending[:len(pr.pending)-1]
+		if _, err := pr.rd.DrainRing(ring); err != nil {
+			return n, fmt.Errorf("perfbuf: reading CPU %d: %w", pr.cpus[ring], err)
+		}
 	}
-	return n, nil
 }
 
-// readRings is ReadInto but in the fast mode; mu held.
+// readRings is ReadInto but in the fast mode; mu held. Each ring a wake-up
+// found is drained at once into the root Reader's stage (one call into C),
+// then handed out record by record.
 func (pr *Reader) readRings(rec *Record) error {
 	for {
-		if pr.rd.TakeQueued((*perfbuf.Record)(rec)) {
-			// What a ReadBatch drained and did not hand out.
+		if ok, err := pr.rd.TakeQueued((*perfbuf.Record)(rec)); ok {
+			if err != nil {
+				return pr.recordError(rec.CPU, err)
+			}
 			return nil
 		}
 		if pr.snapHead < len(pr.snap) {
@@ -360,26 +375,22 @@ func (pr *Reader) readRings(rec *Record) error {
 			continue
 		}
 		ring := pr.pending[len(pr.pending)-1]
-		ok, err := pr.rd.ReadRing(ring, (*perfbuf.Record)(rec))
-		if !ok && err == nil {
-			pr.pending = pr.pending[:len(pr.pending)-1]
-			continue
+		pr.pending = pr.pending[:len(pr.pending)-1]
+		if _, err := pr.rd.DrainRing(ring); err != nil {
+			return fmt.Errorf("perfbuf: reading CPU %d: %w", pr.cpus[ring], err)
 		}
-		if err != nil {
-			return pr.ringError(ring, err)
-		}
-		return nil
 	}
 }
 
-// ringError is ReadRing's error as cilium's reader reports it (out of
-// ReadInto's way: its errors.As target escapes).
-func (pr *Reader) ringError(ring int, err error) error {
+// recordError is the error of a record the root Reader could not decode,
+// as cilium's reader reports it (out of ReadInto's way: its errors.As
+// target escapes).
+func (pr *Reader) recordError(cpu int, err error) error {
 	var rte *perfbuf.RecordTypeError
 	if errors.As(err, &rte) {
 		return &unknownEventError{rte.Type}
 	}
-	return fmt.Errorf("perfbuf: reading CPU %d: %w", pr.cpus[ring], err)
+	return fmt.Errorf("perfbuf: reading CPU %d: %w", cpu, err)
 }
 
 // readable is ReadInto's check of the reader's state.
