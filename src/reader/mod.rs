@@ -8,6 +8,7 @@
 //! event sets, the C library) runs this code.
 
 pub mod batch;
+pub mod batch_read;
 pub mod config;
 pub mod cpu_buf;
 pub mod deliver;
@@ -100,6 +101,8 @@ pub struct RingSet<H> {
     /// Some ring's CPU went offline with records left, or waits to hand
     /// over to a fresh event: polls look at those rings.
     stale: bool,
+    /// The ring a batch read starts with: the one the last left records in.
+    batch_next: usize,
     epoll: OwnedFd,
 }
 
@@ -252,6 +255,7 @@ impl<H: Handler> RingSet<H> {
             clock: Moment::coarse(),
             window_at: Moment::coarse(),
             stale: false,
+            batch_next: 0,
             epoll,
         })
     }
