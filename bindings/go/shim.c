@@ -21,6 +21,7 @@ void perfbuf_go_stage_free(struct perfbuf_go_stage *st)
 		return;
 	free(st->data);
 	free(st->ents);
+	free(st->batch);
 	free(st);
 }
 
@@ -30,11 +31,13 @@ void perfbuf_go_stage_reset(uintptr_t stage)
 	st->len = st->n = st->marked = 0;
 }
 
-/* Room for one more entry and `size` more bytes (doubling), or 0. */
-static int stage_room(struct perfbuf_go_stage *st, size_t size)
+/* Room for `ents` more entries and `size` more bytes (doubling), or 0. */
+static int stage_reserve(struct perfbuf_go_stage *st, size_t ents, size_t size)
 {
-	if (st->n == st->ents_cap) {
-		size_t cap = st->ents_cap ? 2 * st->ents_cap : 256;
+	if (st->ents_cap - st->n < ents) {
+		size_t cap = st->ents_cap ? st->ents_cap : 256;
+		while (cap - st->n < ents)
+			cap *= 2;
 		void *p = realloc(st->ents, cap * sizeof(*st->ents));
 		if (!p)
 			return 0;
@@ -52,6 +55,55 @@ static int stage_room(struct perfbuf_go_stage *st, size_t size)
 		st->cap = cap;
 	}
 	return 1;
+}
+
+/* Room for one more entry and `size` more bytes, or 0. */
+static int stage_room(struct perfbuf_go_stage *st, size_t size)
+{
+	return stage_reserve(st, 1, size);
+}
+
+/* Entries a batch read takes at most, and the data room it gets at least
+ * (more when a record needs it: -EMSGSIZE says how much). */
+#define BATCH_ENTRIES 4096
+#define BATCH_MIN_DATA (256 * 1024)
+
+/* One perfbuf_poll_batch (wait) or perfbuf_read_batch into the stage's
+ * free room: the entries, or 0, or -errno. */
+static int stage_batch(struct perf_buffer *pb, struct perfbuf_go_stage *st, int timeout_ms, int wait)
+{
+	if (!st->batch && !(st->batch = malloc(BATCH_ENTRIES * sizeof(*st->batch))))
+		return -ENOMEM;
+	size_t want = BATCH_MIN_DATA;
+	for (;;) {
+		if (!stage_reserve(st, BATCH_ENTRIES, want))
+			return -ENOMEM;
+		struct perfbuf_read_batch b = {.sz = sizeof(b), .data = st->data + st->len, .data_size = st->cap - st->len,
+					       .entries = st->batch, .entry_cnt = BATCH_ENTRIES};
+		int ret = wait ? perfbuf_poll_batch(pb, &b, timeout_ms) : perfbuf_read_batch(pb, &b);
+		if (ret == -EMSGSIZE && b.needed > want) {
+			want = b.needed;
+			continue;
+		}
+		if (ret <= 0)
+			return ret;
+		for (int i = 0; i < ret; i++) {
+			const struct perfbuf_batch_entry *be = &st->batch[i];
+			struct perfbuf_go_entry *e = &st->ents[st->n++];
+			e->cpu = (int32_t)be->cpu;
+			e->size = be->size;
+			e->lost = be->lost;
+			e->off = st->len + be->offset;
+			e->remaining = 0;
+			e->type = be->lost ? PERF_RECORD_LOST : PERF_RECORD_SAMPLE;
+			e->err = 0;
+		}
+		st->len += (b.data_used + 7) & ~(size_t)7;
+		/* Full (entries, or data beyond a record's worth of slack): more waits. */
+		if (ret == BATCH_ENTRIES || b.data_size - b.data_used < 4096)
+			st->full = 1;
+		return ret;
+	}
 }
 
 static void stage_sample(void *ctx, int cpu, void *data, __u32 size)
@@ -96,7 +148,21 @@ int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int cons
 {
 	struct perf_buffer *pb = (struct perf_buffer *)buffer;
 	struct perfbuf_go_stage *st = (struct perfbuf_go_stage *)stage;
-	int ret = consume ? perfbuf_consume(pb) : perfbuf_poll(pb, timeout_ms);
+	st->full = 0;
+	int ret = stage_batch(pb, st, timeout_ms, !consume);
+	/* A consume takes what the rings hold, as perf_buffer__consume does,
+	 * however many batches that is (bounded: a producer outrunning the
+	 * copy would keep it here). */
+	for (int more = 0; consume && ret > 0 && st->full && more < 64; more++) {
+		st->full = 0;
+		int next = stage_batch(pb, st, 0, 0);
+		if (next < 0)
+			ret = next;
+		else
+			ret += next;
+		if (next <= 0)
+			break;
+	}
 	/* The entries come in runs of one CPU: one look at its ring per run. */
 	int cpu = -2;
 	uint64_t pending = 0;

@@ -30,6 +30,8 @@ struct perfbuf_go_stage {
 	size_t n, ents_cap;
 	size_t marked;	  /* entries whose remaining is set */
 	uint64_t dropped; /* records that found no memory */
+	struct perfbuf_batch_entry *batch; /* perfbuf_read_batch's entries */
+	int full;			   /* the last batch filled its room */
 };
 
 struct perfbuf_go_stage *perfbuf_go_stage_new(void);
@@ -37,10 +39,11 @@ void perfbuf_go_stage_free(struct perfbuf_go_stage *st);
 /* Empties the stage (Go took every entry). */
 void perfbuf_go_stage_reset(uintptr_t stage);
 
-/* perfbuf_poll (timeout_ms >= 0 or -1) or, with consume set, perfbuf_consume,
- * into the stage; then sets the new entries' remaining. Returns what
- * libperfbuf returned. Both pointers are passed as integers (cgo would
- * allocate for a pointer to an incomplete type). */
+/* perfbuf_poll_batch (timeout_ms >= 0 or -1) or, with consume set,
+ * perfbuf_read_batch, into the stage (libperfbuf copies the records there:
+ * no callback runs); then sets the new entries' remaining. Returns the
+ * entries read, 0, or -errno. Both pointers are passed as integers (cgo
+ * would allocate for a pointer to an incomplete type). */
 int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int consume);
 
 /* Stages ring idx's records up to the head it finds now (a fast producer
