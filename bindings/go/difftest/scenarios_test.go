@@ -281,6 +281,38 @@ func TestWatermark(t *testing.T) {
 	})
 }
 
+type otherRingObs struct {
+	Woken     []record // what a wake-up of CPU 0's ring returns
+	OtherHeld bool     // CPU 1's records, below the watermark, still wait
+}
+
+// A wake-up hands over the rings that signalled: another CPU's records
+// below the watermark keep waiting.
+func TestWatermarkOfAnotherRing(t *testing.T) {
+	compare(t, func(t *testing.T, p *producer.Producer, im impl) interface{} {
+		rd, err := im.open(t, p, 4*os.Getpagesize(), 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := reading(rd)
+		var o otherRingObs
+		emit(t, p, 1, 16, 5, 3)
+		emit(t, p, 0, 3000, 6, 1)
+		o.Woken = take(t, got, 1)
+		// An observation window, not a speed assertion: CPU 1's records
+		// handed over with CPU 0's would arrive at once.
+		_, o.OtherHeld = quiet(got, 300*time.Millisecond)
+		closeAndEnd(t, rd, got)
+		return o
+	}, func(v interface{}) error {
+		o := v.(otherRingObs)
+		if !o.OtherHeld || o.Woken[0].CPU != 0 || !hasPrefix(o.Woken[0], 3000, 6) {
+			return fmt.Errorf("unexpected")
+		}
+		return nil
+	})
+}
+
 type argsObs struct{ ZeroSize, WatermarkTooBig bool }
 
 func TestBadArguments(t *testing.T) {

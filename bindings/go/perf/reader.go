@@ -356,20 +356,23 @@ func (pr *Reader) readRings(rec *Record) error {
 			deadline := pr.deadline
 			pr.deadlineMu.Unlock()
 			err := pr.poll.Wait(deadline, pr.maxDelay)
+			all := true // every ring, the ones below their thresholds too
 			switch {
 			case err == os.ErrDeadlineExceeded:
-				// Hand over what the rings hold (below the thresholds too) first.
+				// Hand over what the rings hold first, as cilium does.
 				pr.pendingErr = fmt.Errorf("epoll wait: %w", err)
 			case err == ErrFlushed:
 				pr.pendingErr = err
-			case err == poller.ErrBound || err == nil:
+			case err == poller.ErrBound:
+			case err == nil:
+				all = false // the rings that woke the wait, as cilium reads
 			default:
 				return fmt.Errorf("epoll wait: %w", err)
 			}
 			if err := pr.readable(); err != nil {
 				return err
 			}
-			if err := pr.load(); err != nil {
+			if err := pr.load(all); err != nil {
 				return err
 			}
 			continue
@@ -407,11 +410,16 @@ func (pr *Reader) readable() error {
 	return nil
 }
 
-// load marks every ring to be read after a wake-up: forward rings are
-// read record by record; an overwritable ring's records since the last
-// read are taken at once, newest first, as cilium returns them.
-func (pr *Reader) load() error {
+// load marks the rings to be read after a wake-up (those the wait found
+// ready, or all): forward rings are drained ring by ring; an overwritable
+// ring's records since the last read are taken at once, newest first, as
+// cilium returns them.
+func (pr *Reader) load(all bool) error {
 	if !pr.overwritable {
+		if !all {
+			pr.pending = append(pr.pending, pr.poll.Ready()...)
+			return nil
+		}
 		for i := range pr.cpus {
 			pr.pending = append(pr.pending, i)
 		}

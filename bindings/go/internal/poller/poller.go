@@ -32,6 +32,7 @@ type Poller struct {
 	flush  int // read when seen: one ErrFlushed per Flush
 	closer int // never read, so every later wait sees it
 	events []syscall.EpollEvent
+	ready  []int // see Ready
 
 	mu     sync.Mutex // guards the eventfds against Close
 	closed bool
@@ -43,7 +44,8 @@ type Poller struct {
 // New watches fds (none: only Flush and Close). On error it names the
 // call that failed and wraps its errno.
 func New(fds []int) (*Poller, error) {
-	p := &Poller{epfd: -1, flush: -1, closer: -1, events: make([]syscall.EpollEvent, len(fds)+2)}
+	p := &Poller{epfd: -1, flush: -1, closer: -1, events: make([]syscall.EpollEvent, len(fds)+2),
+		ready: make([]int, 0, len(fds))}
 	var err error
 	if p.epfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
 		p.Release()
@@ -82,6 +84,7 @@ func New(fds []int) (*Poller, error) {
 // (os.ErrDeadlineExceeded), the bound passes (ErrBound), Flush
 // (ErrFlushed, possibly with fds ready too) or Close (os.ErrClosed). A
 // zero deadline or bound means none. An epoll failure is its errno.
+// Ready then lists the fds it found ready.
 func (p *Poller) Wait(deadline time.Time, bound time.Duration) error {
 	for {
 		timeout, byBound := -1, false
@@ -99,6 +102,7 @@ func (p *Poller) Wait(deadline time.Time, bound time.Duration) error {
 			return err
 		}
 		if n == 0 {
+			p.ready = p.ready[:0]
 			if byBound {
 				return ErrBound
 			}
@@ -124,9 +128,10 @@ func (p *Poller) Check() error {
 }
 
 // signalled is what the n events a wait returned say: Close, Flush or a
-// watched fd (nil).
+// watched fd (nil), noting the fds ready.
 func (p *Poller) signalled(n int) error {
 	var result error
+	p.ready = p.ready[:0]
 	for _, ev := range p.events[:n] {
 		switch ev.Fd {
 		case tokenClose:
@@ -135,10 +140,16 @@ func (p *Poller) signalled(n int) error {
 			var buf [8]byte
 			_, _ = syscall.Read(p.flush, buf[:])
 			result = ErrFlushed
+		default:
+			p.ready = append(p.ready, int(ev.Fd))
 		}
 	}
 	return result
 }
+
+// Ready is the indexes (in New's fds) of the fds the last Wait or Check
+// found ready, in the order epoll gave them; valid until the next.
+func (p *Poller) Ready() []int { return p.ready }
 
 // MsUntil is the epoll timeout reaching t: 0 once t has passed, rounded
 // up so that a wait does not end before t.
