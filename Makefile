@@ -45,7 +45,7 @@ cli:
 # Its tests on the real kernel (root): trace, dump, --force, SIGINT.
 # `make cargo-test` runs them too (cli/ is a workspace member).
 cli-test: producer-lib tracefs
-	$(CARGO) test --release -p perfbuf-cli
+	$(CARGO) test $(TEST_PROFILE) -p perfbuf-cli --features $(RUST_FEATURES)
 
 c_names = cp -f $(1)/libperfbuf_capi.so $(1)/libperfbuf.so && cp -f $(1)/libperfbuf_capi.a $(1)/libperfbuf.a && \
 	ln -sf libperfbuf.so $(1)/libperfbuf.so.$(SOMAJOR)
@@ -222,7 +222,7 @@ tsan:
 
 # Coverage-guided fuzzing (libFuzzer + ASan, nightly) of the ring reader and
 # the decoder from the checked-in seed corpus: FUZZ_SECONDS per target.
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 10
 fuzz-smoke:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-smoke.sh
 
@@ -250,7 +250,9 @@ bench-peers: | $(BUILD)
 # (bench-report-check, in make test, fails when they differ).
 bench: $(BUILD)/perfbench lib bench-peers producer-lib tracefs
 	$(CARGO) build --release --example ring_scale --example record_bench
+	$(CARGO) build --release -p perfbuf-capi --features bench-health-off --target-dir target/health-off
 	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) docs/bench.json --reps $(BENCH_REPS) \
+		--health-off-lib $(CURDIR)/target/health-off/release/libperfbuf_capi.so \
 		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale \
 		--record-bench $(CURDIR)/$(REL)/examples/record_bench
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
@@ -314,8 +316,9 @@ examples-test: examples tracefs
 	$(call pass,exec_events linked -lbpf first)
 	$(BUILD)/exec_events_perfbuf_first $(BUILD)/exec_events.bpf.o
 	$(call pass,exec_events linked -lperfbuf first)
-	$(BUILD)/execmon -f 'filename ~ "*/true"' sh -c '/bin/true; /bin/echo not shown; /bin/true' > $(BUILD)/execmon.out
-	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/execmon.out)" = 2 && ! grep -q echo $(BUILD)/execmon.out
+	cp /bin/true $(MARK)
+	$(BUILD)/execmon -f 'filename ~ "*/perfbuf-mark-true"' sh -c '$(MARK); /bin/echo not shown; $(MARK)' > $(BUILD)/execmon.out
+	test "$$(grep -c ' exec $(MARK)$$' $(BUILD)/execmon.out)" = 2 && ! grep -q echo $(BUILD)/execmon.out
 	$(call pass,execmon with a filter)
 	$(BUILD)/profile $(BUILD)/profile.bpf.o 0.5
 	$(call pass,profile)
@@ -452,8 +455,17 @@ tracefs:
 	@[ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] || \
 		mount -t tracefs nodev /sys/kernel/tracing || echo "tracefs: not mounted (not root?)"
 
+# A copy of /bin/true under a name no other process execs, so the execmon
+# checks count exactly their command's execs whatever else runs.
+MARK = $(CURDIR)/$(BUILD)/perfbuf-mark-true
+
 # The Rust crate's optional features, on for tests, lint and docs.
 RUST_FEATURES := perfbuf/tokio,perfbuf/log
+# Tests and examples build with release's optimisation but without its fat
+# LTO (Cargo.toml's test-release profile), and share one build: the same
+# profile and features everywhere.
+TEST_PROFILE := --profile test-release
+TREL := target/test-release
 
 # The two tests that take CPU 1 offline (tests/hotplug_live.rs, #[ignore]d
 # for a plain cargo test) run in hotplug-test: left out here by name, so
@@ -462,7 +474,7 @@ HOTPLUG_TESTS := --skip cpu1_offline_online_and_back_is_read_within_a_second \
 	--skip an_event_set_reads_cpu1_when_it_comes_online_and_back
 
 cargo-test: producer-lib tracefs
-	$(CARGO) test --release --no-fail-fast --workspace --features $(RUST_FEATURES) -- $(HOTPLUG_TESTS)
+	$(CARGO) test $(TEST_PROFILE) --no-fail-fast --workspace --features $(RUST_FEATURES) -- $(HOTPLUG_TESTS)
 	cd fuzz && $(CARGO) test --release
 
 # CPUs that come and go, for real (root): CPU 1 offline and back while a
@@ -471,28 +483,29 @@ cargo-test: producer-lib tracefs
 # happens to the test.
 hotplug-test: accounted-lib
 	trap 'echo 1 > /sys/devices/system/cpu/cpu1/online 2>/dev/null || true' EXIT INT TERM HUP; \
-	$(CARGO) test --release -p perfbuf --test hotplug_live -- --ignored --nocapture
+	$(CARGO) test $(TEST_PROFILE) --workspace --features $(RUST_FEATURES) --test hotplug_live -- --ignored --nocapture
 
 # The Rust examples against the real producer: a stream with the builder
 # (libbpf's wake-ups, then the fast mode) and tokio's AsyncFd; execmon (a
 # tracepoint) and uprobe_args (a uprobe with fetch arguments on its own
 # function): exactly the execs and the values passed, from one pid.
 rust-examples-test: producer-lib tracefs
-	$(CARGO) build --release --examples --features $(RUST_FEATURES)
-	$(REL)/examples/stream_reader --demo 200000
+	$(CARGO) build $(TEST_PROFILE) --examples --features $(RUST_FEATURES)
+	$(TREL)/examples/stream_reader --demo 200000
 	$(call pass,stream_reader)
-	$(REL)/examples/stream_reader --demo 1000000 --fast
+	$(TREL)/examples/stream_reader --demo 1000000 --fast
 	$(call pass,stream_reader --fast)
-	$(REL)/examples/async_reader --demo 200000
+	$(TREL)/examples/async_reader --demo 200000
 	$(call pass,async_reader)
-	$(REL)/examples/either_map --demo perf 100000
+	$(TREL)/examples/either_map --demo perf 100000
 	$(call pass,either_map over a perf event array)
-	$(REL)/examples/either_map --demo ringbuf 100000
+	$(TREL)/examples/either_map --demo ringbuf 100000
 	$(call pass,either_map over a ring buffer (the same reading code))
-	$(REL)/examples/execmon sh -c '/bin/true; /bin/true' > $(BUILD)/rust_execmon.out
-	test "$$(grep -c ' exec /bin/true$$' $(BUILD)/rust_execmon.out)" = 2
+	cp /bin/true $(MARK)
+	$(TREL)/examples/execmon sh -c '$(MARK); $(MARK)' > $(BUILD)/rust_execmon.out
+	test "$$(grep -c ' exec $(MARK)$$' $(BUILD)/rust_execmon.out)" = 2
 	$(call pass,execmon)
-	$(REL)/examples/uprobe_args > $(BUILD)/rust_uprobe_args.out
+	$(TREL)/examples/uprobe_args > $(BUILD)/rust_uprobe_args.out
 	test "$$(sed 's/^pid [0-9]* //' $(BUILD)/rust_uprobe_args.out | tr '\n' ';')" = 'n=1 name="ada";n=2 name="grace";n=3 name="";'
 	test "$$(cut -d' ' -f2 $(BUILD)/rust_uprobe_args.out | sort -u)" = "$$(cut -d' ' -f2 $(BUILD)/rust_uprobe_args.out | head -1)"
 	$(call pass,uprobe_args)

@@ -226,6 +226,10 @@ def latest_part(data):
             "The fast mode against the ceiling and the BPF ring buffer:", "", *RUN.goals_table(by), "",
             "BPF ring buffers, libperfbuf's `ring_buffer__poll` (`LD_PRELOAD`) and cilium/ebpf against libbpf's:", "",
             *(RUN.ringbuf_table(by) if len(RUN.ringbuf_table(by)) > 2 else ["(no ring buffer rows in this run)"]), "",
+            "What health costs (issue 34): the fast mode's stream rows with the health bookkeeping on, as "
+            "shipped, and compiled out (a second build, feature `bench-health-off`); the coarse clock read "
+            "once per poll stays in both (CPU hot-plug checks use it too):", "",
+            *(RUN.health_table(by) if len(RUN.health_table(by)) > 2 else ["(no health-off rows in this run)"]), "",
             "Every libperfbuf row against libbpf's (drains, quiet streams, latency, idle; rows only "
             "libperfbuf has are compared with libbpf's default):", "", *data["table"].splitlines()]
 

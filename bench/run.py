@@ -218,6 +218,29 @@ def goals_table(by):
     return lines
 
 
+HEALTH_OFF = "libperfbuf-health-off"
+
+
+def health_table(by):
+    """What the health bookkeeping costs: the fast mode's rows with it on
+    (the shipped library) and compiled out (--health-off-lib), each a
+    median with its run-to-run range; "inside" when each median lies in
+    the other build's range."""
+    lines = ["| producer | figure | health on | health off | on/off | inside the range |",
+             "|---|---|---|---|---|---|"]
+    for row, label in (("stream_full_c64", "64 per call"), ("stream_full_c1", "1 per call"),
+                       ("stream_full", "2000 per call"), ("stream_100k", "100 k/s paced")):
+        on, off = by.get((row, "fast", "libperfbuf")), by.get((row, "fast", HEALTH_OFF))
+        if not on or not off:
+            continue
+        for k in ("records_per_s", "reader_cpu_ns_per_record"):
+            (a0, a1), (b0, b1) = on[k + "_spread"], off[k + "_spread"]
+            inside = "yes" if a0 <= off[k] <= a1 and b0 <= on[k] <= b1 else "no"
+            lines.append(f"| {label} | {k} | {human(on[k])} ({human(a0)}–{human(a1)}) | "
+                         f"{human(off[k])} ({human(b0)}–{human(b1)}) | {on[k] / off[k]:.2f} | {inside} |")
+    return lines
+
+
 def ringbuf_table(by):
     """libperfbuf's ring_buffer__poll against libbpf's, per producer shape."""
     lines = ["| producer | reader | records/s | reader CPU ns/record | failed outputs (of produced) | "
@@ -285,6 +308,8 @@ def main():
     ap.add_argument("--record-bench", default=None, help="examples/record_bench (the record rows)")
     ap.add_argument("--ring-scale", default=None, help="examples/ring_scale (the rings rows' Rust API "
                     "default and fast modes; skipped, saying so, when absent)")
+    ap.add_argument("--health-off-lib", default=None, help="libperfbuf built with the health bookkeeping "
+                    "compiled out (feature bench-health-off): the stream rows' fast mode again, to show its cost")
     ap.add_argument("--peers-dir", default=None, help="where peer-cilium and peer-aya are (default: "
                     "the benchmark binary's directory)")
     a = ap.parse_args()
@@ -326,6 +351,8 @@ def main():
                           file=sys.stderr)
             else:
                 runs = [run(a.binary, None, row), run(a.binary, a.lib, row), run(a.binary, a.lib, row, FAST)]
+                if row == "stream" and a.health_off_lib:
+                    runs.append([{**r, "lib": HEALTH_OFF} for r in run(a.binary, a.health_off_lib, row, FAST)])
             for out in runs:
                 for r in out:
                     key = (r["row"], r.get("mode", ""), r["lib"])
@@ -408,10 +435,14 @@ def main():
     ringbufs = "\n".join(ringbuf_table(by))
     print()
     print(ringbufs)
+    health = "\n".join(health_table(by))
+    print()
+    print(health)
     meta["loadavg_end"] = f"{os.getloadavg()[0]:.2f}"
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "results": results, "icount_per_record": icounts, "table": table, "readers_table": readers,
-                   "goals_table": goals, "ringbuf_table": ringbufs},
+                   "goals_table": goals, "ringbuf_table": ringbufs,
+                   "health_table": health},
                   f, indent=1)
 
 

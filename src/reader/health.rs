@@ -20,6 +20,9 @@ use std::time::Duration;
 pub const IDLE_RESET: Duration = Duration::from_secs(1);
 /// Rates are taken over windows of at least this long.
 pub const RATE_WINDOW: Duration = Duration::from_secs(1);
+/// The bookkeeping below is compiled out only in `make bench`'s second
+/// build of the library, which measures what leaving it on costs.
+pub const ENABLED: bool = !cfg!(feature = "bench-health-off");
 
 /// Counters at a moment, for rates.
 #[derive(Clone, Copy, Debug, Default)]
@@ -54,6 +57,9 @@ impl Tracker {
     /// A drain begins at `now` with `pending` bytes waiting.
     #[inline(always)]
     pub fn drain_begins(&mut self, pending: u64, now: Moment) {
+        if !ENABLED {
+            return;
+        }
         if pending > self.peak_pending {
             self.peak_pending = pending;
         }
@@ -70,7 +76,7 @@ impl Tracker {
     /// the ring's mean record size.
     #[inline(always)]
     pub fn drain_ends(&mut self, lost: u64, mean_record: impl FnOnce() -> u64) {
-        if lost != self.lost_seen {
+        if ENABLED && lost != self.lost_seen {
             self.note_lost(lost, mean_record());
         }
     }

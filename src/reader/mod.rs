@@ -617,7 +617,7 @@ impl<H: Handler> RingSet<H> {
     /// and a tick it waited on is already read (`ticked`). `timed`: when
     /// the drains began, if they were timed.
     fn end_read(&mut self, in_poll: bool, ticked: bool, timed: Option<Moment>) {
-        if self.clock.since(self.window_at) >= RATE_WINDOW {
+        if health::ENABLED && self.clock.since(self.window_at) >= RATE_WINDOW {
             self.rotate_windows();
         }
         if let Some(adaptive) = &mut self.adaptive {
