@@ -22,7 +22,7 @@ HARNESS_H := c-tests/harness.h c-tests/producer.h c-tests/testutil.h
 TESTUTIL  := c-tests/producer.c c-tests/testutil.c
 
 PHONY_EXTRA := bench-report-check cli cli-test events-test perfdata-test bench-record sideband-test python-test go-test install-test producer-lib controls-test decode-test examples examples-test bench fault-lib fault-test soak soak-short asan valgrind reliability
-.PHONY: docs-test suites-test unified-test accounted-lib accounting-test hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
+.PHONY: docs-test suites-test unified-test batch-read-test accounted-lib accounting-test hotplug-test ringbuf-difftest ringbuf-preload-test ringbuf-linkorder-test interop-test interop-lint tracefs threads-test tsan fuzz-smoke all lib header $(PHONY_EXTRA) test cargo-test rust-examples-test package-check linkorder-test lint c-tests check-exports check-header-compat \
 	linked-test difftest preload-test install uninstall clean
 
 all: lib cli
@@ -107,6 +107,13 @@ $(BUILD)/unified_test: c-tests/unified_test.c $(TESTUTIL) c-tests/testutil.h c-t
 
 unified-test: $(BUILD)/unified_test
 	$(BUILD)/unified_test
+
+# Batch reads through the C API (perfbuf_read_batch, perfbuf_poll_batch).
+$(BUILD)/batch_read_test: c-tests/batch_read_test.c $(TESTUTIL) c-tests/testutil.h c-tests/producer.h include/perfbuf.h lib | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ c-tests/batch_read_test.c $(TESTUTIL) -L$(REL) -lperfbuf -Wl,-rpath,$(CURDIR)/$(REL)
+
+batch-read-test: $(BUILD)/batch_read_test
+	$(BUILD)/batch_read_test
 
 # Event sets on the real kernel: tracepoints, probes, targets, a profiler.
 $(BUILD)/events_test: c-tests/events_test.c c-tests/offset_target.h $(TESTUTIL) c-tests/testutil.h include/perfbuf.h lib | $(BUILD)
@@ -436,7 +443,7 @@ check-exports: lib
 check-header-compat: | $(BUILD)
 	c-tests/check-header-compat.sh $(BUILD)
 
-c-tests: check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test unified-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test reliability python-test go-test
+c-tests: check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test unified-test batch-read-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test reliability python-test go-test
 
 # ---- Rust ------------------------------------------------------------------
 
@@ -551,7 +558,7 @@ lint:
 	$(call pass,fmt and clippy over fuzz/)
 
 # Every suite make test runs, in order (c-tests and reliability name subsets).
-SUITES := lint suites-test bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test unified-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test docs-test
+SUITES := lint suites-test bench-report-check cargo-test hotplug-test rust-examples-test package-check interop-test check-exports check-header-compat install-test linkorder-test ringbuf-linkorder-test linked-test difftest preload-test ringbuf-difftest ringbuf-preload-test unified-test batch-read-test callers-test controls-test accounting-test decode-test examples-test events-test probe-args-test sideband-test perfdata-test fault-test soak-short asan valgrind threads-test tsan fuzz-smoke python-test go-test docs-test
 
 # Every code block of README.md and the binding READMEs runs, or compiles,
 # as written (scripts/docs-test.py: the <!-- docs-test: ... --> line before

@@ -72,12 +72,34 @@ README_READERS = [
     ("libperfbuf", "perfbuf_wakeup64_delay1ms", "libperfbuf `perfbuf_new`, wake-up per 64 + 1 ms bound"),
     ("libbpf", "raw_wakeup64", "libbpf `perf_buffer__new_raw`, `wakeup_events = 64`"),
     ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 `perf.Reader`"),
+    ("perfbuf-go", "default", "`perfbuf.dev/perfbuf/perf`, `ReadInto`"),
+    ("perfbuf-go", "fast", "`perfbuf.dev/perfbuf/perf`, `Fast`, `ReadInto`"),
+    ("perfbuf-go", "batch", "`perfbuf.dev/perfbuf/perf`, `Fast`, `ReadBatch`"),
     ("aya", "default", "aya 0.14 `PerfEventArray`"),
     ("libbpf", "ringbuf", "libbpf BPF *ring buffer* (for scale)"),
     ("libperfbuf", "ringbuf", "libperfbuf BPF *ring buffer*, `ring_buffer__poll` (`LD_PRELOAD`)"),
     ("ceiling", "raw_half_ring_1ms", "ceiling: raw reader woken at half a ring, drained every 1 ms "
      "(not a usable reader)"),
 ]
+
+
+def go_lines(by):
+    """The Go package against cilium/ebpf's ReadInto on the same stream
+    (issue 36's goal: ≥ 2× its records/s at ≤ 0.5× its CPU per record)."""
+    base = by.get(("stream_full", "default", "cilium-ebpf"), {})
+    lines = ["", "Go: `perfbuf.dev/perfbuf/perf` against cilium/ebpf 0.9.1's `ReadInto` on that stream "
+             "(goal: ≥ 2× its records/s at ≤ 0.5× its CPU per record, 0 allocations per record):", "",
+             "| Go reader | records/s vs cilium | CPU/record vs cilium | fast mode's batch switches |",
+             "|---|---|---|---|"]
+    for mode, label in (("default", "`ReadInto`"), ("fast", "`Fast`, `ReadInto`"), ("batch", "`Fast`, `ReadBatch`")):
+        r = by.get(("stream_full", mode, "perfbuf-go"))
+        if not r or not base:
+            continue
+        switches = r.get("batch_switches")
+        lines.append(f"| {label} | {ratio(r['records_per_s'], base.get('records_per_s'))} | "
+                     f"{ratio(r['reader_cpu_ns_per_record'], base.get('reader_cpu_ns_per_record'))} | "
+                     f"{'' if switches is None else num(switches)} |")
+    return lines if len(lines) > 5 else []
 
 
 def readme_part(data):
@@ -99,6 +121,7 @@ def readme_part(data):
                    f"{lost_share(r)} | {ratio(r['records_per_s'], base.get('records_per_s'))} | "
                    f"{ratio(r['reader_cpu_ns_per_record'], base.get('reader_cpu_ns_per_record'))} |")
 
+    out += go_lines(by)
     out += ["", "The fast mode against the ceiling and the ring buffer, by records per producer call "
             "(goals: ≥ 0.9 and ≤ 2 against the ceiling, ≥ 1 and ≤ 0.5 against the ring buffer):", "",
             "| producer | fast records/s | vs ceiling | CPU/record vs ceiling | vs ring buffer | "

@@ -19,8 +19,10 @@ Row groups (--rows, in this order by default):
            ring_buffer__poll: libbpf's, then libperfbuf's (LD_PRELOAD), by
            default and in its fast mode (PERFBUF_ADAPTIVE=1)
   peers    the same C producer read by cilium/ebpf (Go, PEERS_DIR/peer-cilium:
-           perf.Reader, and ringbuf.Reader on the ringbuf rows' ring buffer)
-           and aya (Rust, PEERS_DIR/peer-aya); each skipped, saying why, when
+           perf.Reader, and ringbuf.Reader on the ringbuf rows' ring buffer),
+           perfbuf.dev/perfbuf/perf (Go, PEERS_DIR/peer-perfbuf-go: ReadInto,
+           Fast + ReadInto, Fast + ReadBatch) and aya (Rust,
+           PEERS_DIR/peer-aya); each skipped, saying why, when
            its binary was not built (PEERS_DIR/peer-*.skip holds the reason)
   quiet    both libraries in one process, alternating; run twice per
            repetition, the second time with PERFBUF_ADAPTIVE=1 (rows "fast":
@@ -82,7 +84,7 @@ def run(binary, lib, row, env_extra=None):
     return run_cmd([binary, row], lib, env_extra)
 
 
-PEERS = [("cilium-ebpf", "peer-cilium"), ("aya", "peer-aya")]
+PEERS = [("cilium-ebpf", "peer-cilium"), ("perfbuf-go", "peer-perfbuf-go"), ("aya", "peer-aya")]
 
 
 def peer_binaries(peers_dir):
@@ -150,6 +152,9 @@ READERS = [
     ("libperfbuf", "ringbuf", "libperfbuf BPF ring buffer, ring_buffer__poll (LD_PRELOAD)"),
     ("cilium-ebpf", "default", "cilium/ebpf 0.9.1 perf.Reader, ReadInto"),
     ("cilium-ebpf", "ringbuf", "cilium/ebpf 0.9.1 ringbuf.Reader, ReadInto"),
+    ("perfbuf-go", "default", "perfbuf.dev/perfbuf/perf, ReadInto"),
+    ("perfbuf-go", "fast", "perfbuf.dev/perfbuf/perf, Fast, ReadInto"),
+    ("perfbuf-go", "batch", "perfbuf.dev/perfbuf/perf, Fast, ReadBatch"),
     ("aya", "default", "aya 0.14 PerfEventArray, epoll + for_each"),
     ("ceiling", "raw_half_ring_1ms", "ceiling: raw reader woken at half a ring, drained every 1 ms "
      "(not a usable reader)"),

@@ -19,6 +19,7 @@ const FFI_SOURCES: &[&str] = &[
     "ext.rs",
     "decode.rs",
     "records.rs",
+    "batch_read.rs",
     "events.rs",
     "sideband.rs",
     "perfdata.rs",

@@ -154,6 +154,15 @@ static inline const void *perfbuf_sample_raw(const struct perf_event_header *rec
 #define PERFBUF_F_NO_HOTPLUG 8
 
 /*
+ `perfbuf_opts.flags`: `perfbuf_free` leaves the map's slots and their
+ events as they are (cilium/ebpf's Close) instead of deleting them
+ (libbpf's): a newer buffer's slots on the same map survive an older
+ buffer's free. A slot left behind fails BPF output with `-ENOSPC`
+ until a reader replaces it.
+ */
+#define PERFBUF_F_KEEP_SLOTS 16
+
+/*
  `perfbuf_order_opts.flags`: key = the record's `PERF_SAMPLE_TIME` field
  (raw mode with an attr whose `sample_type` has `PERF_SAMPLE_TIME`).
  */
@@ -1117,6 +1126,67 @@ struct perfbuf_batch {
  after this run.
  */
 typedef int (*perfbuf_batch_fn)(void *ctx, const struct perfbuf_batch *batch);
+
+/*
+ One record or loss report of a batch read (`perfbuf_read_batch`),
+ 24 bytes. A sample's bytes are `size` bytes at `offset` of the batch's
+ data; a loss report has `lost` > 0 and `size` 0.
+ */
+struct perfbuf_batch_entry {
+  /*
+   The CPU whose ring held it; `UINT32_MAX` (-1) for a BPF ring buffer.
+   */
+  uint32_t cpu;
+  /*
+   The sample's size as the sample callback would get it (a perf
+   ring's raw data, padded by the kernel); 0 for a loss report.
+   */
+  uint32_t size;
+  /*
+   Where the sample's bytes start in `data` (a multiple of 8).
+   */
+  uint64_t offset;
+  /*
+   Records lost (a loss report), else 0.
+   */
+  uint64_t lost;
+};
+
+/*
+ The caller's buffers of a batch read (`perfbuf_read_batch`,
+ `perfbuf_poll_batch`), and what the read put there.
+ */
+struct perfbuf_read_batch {
+  /*
+   `sizeof(struct perfbuf_read_batch)`.
+   */
+  size_t sz;
+  /*
+   In: where the samples' bytes go (each at an 8-aligned offset).
+   */
+  void *data;
+  /*
+   In: bytes at `data`.
+   */
+  size_t data_size;
+  /*
+   In: where the entries go (8-aligned), one per sample or loss report.
+   */
+  struct perfbuf_batch_entry *entries;
+  /*
+   In: entries at `entries` (at least 2).
+   */
+  size_t entry_cnt;
+  /*
+   Out: bytes of `data` used.
+   */
+  size_t data_used;
+  /*
+   Out: after -EMSGSIZE, the data size the next record needs (it stays
+   in its ring until a read has that much); else 0.
+   */
+  size_t needed;
+};
 
 /*
  Options of `perfbuf_events_new` (set `sz = sizeof(struct
@@ -2341,6 +2411,45 @@ int perfbuf_order_stats(const struct perf_buffer *pb, struct perfbuf_order_stats
  `pb` is a live handle; `batch_fn` is callable with `ctx`.
  */
 int perfbuf_consume_batch(struct perf_buffer *pb, perfbuf_batch_fn batch_fn, void *ctx);
+
+/*
+ Copies into `b`'s buffers what the rings hold, as far as it fits,
+ without waiting: each sample's bytes at an 8-aligned offset of
+ `b->data`, and one entry per sample or loss report, in order per CPU
+ (a ring buffer's: in the order written, CPU `UINT32_MAX`). A record
+ that does not fit stays in its ring for the next read, which starts
+ with that ring: nothing is consumed that is not delivered, and
+ `perfbuf_ring_stats` counts what was read as a consume would. The
+ sample and lost callbacks do not run (a reader made for batch reads
+ may pass no-op callbacks); do not mix with `perf_buffer__poll`, whose
+ drains call them: wait with `perfbuf_poll_batch` instead.
+
+ Sets `b->data_used` and `b->needed`; returns the number of entries
+ filled (0: nothing waiting), or -errno with errno set: -EMSGSIZE when
+ the next record alone is larger than `b->data_size` (`b->needed` says
+ how large a buffer it needs), -EINVAL for NULL, a `b->sz` smaller than
+ the struct, fewer than 2 entries or more than `INT_MAX`, misaligned
+ entries, or an ordered reader, -EOPNOTSUPP for an event set's rings.
+
+ # Safety
+ `pb` is a live handle; `b` is NULL or points to a `struct
+ perfbuf_read_batch` whose `data` is writable for `data_size` bytes and
+ `entries` for `entry_cnt` entries, neither used by anything else during
+ the call.
+ */
+int perfbuf_read_batch(struct perf_buffer *pb, struct perfbuf_read_batch *b);
+
+/*
+ `perfbuf_read_batch`; when it finds nothing, waits up to `timeout_ms`
+ (-1: forever, 0: not at all) for a ring to signal and reads again,
+ until something is read (returns the entries) or the time is up
+ (returns 0). -ECANCELED after `perfbuf_wake`; other returns as
+ `perfbuf_read_batch`'s.
+
+ # Safety
+ As for `perfbuf_read_batch`.
+ */
+int perfbuf_poll_batch(struct perf_buffer *pb, struct perfbuf_read_batch *b, int timeout_ms);
 
 /*
  Opens an event set: one ring per CPU (unless `PERFBUF_EVENTS_NO_RINGS`),

@@ -133,6 +133,12 @@ pub enum What {
     NotForRingBuf(&'static str),
     /// A ring buffer record too long to be made a perf record (its length).
     RingBufRecordTooLong(usize),
+    /// A record larger than a batch read's whole data buffer: the bytes it
+    /// needs, the buffer's size.
+    BatchTooSmall(usize, usize),
+    /// Batch reads take BPF output only (`PERF_SAMPLE_RAW` samples), not
+    /// samples of this `sample_type`.
+    BatchSampleType(u64),
 }
 
 /// The steps of opening an event set, for messages.
@@ -314,6 +320,9 @@ impl Error {
             (_, What::RingBufRecordTooLong(_)) => {
                 Some("read it with on_sample (a sample callback), which takes records of any length")
             }
+            (_, What::BatchTooSmall(..)) => Some(
+                "read again with a data buffer at least that large: the record stays in the ring until then",
+            ),
             (_, What::NotRingBuf(..)) => {
                 Some("pass the fd of a BPF_MAP_TYPE_RINGBUF map (bpftool map show lists map types)")
             }
@@ -440,6 +449,14 @@ impl fmt::Display for Error {
                 f,
                 "a ring buffer record of {len} bytes is too long for a perf record (on_record, raw callbacks): "
             )?,
+            What::BatchTooSmall(needed, have) => write!(
+                f,
+                "the next record needs {needed} bytes, more than the batch's whole data buffer ({have} bytes): "
+            )?,
+            What::BatchSampleType(t) => write!(
+                f,
+                "batch reads take BPF output (sample_type PERF_SAMPLE_RAW), not samples of sample_type {t:#x}: "
+            )?,
         }
         let mut buf = [0u8; 128];
         write!(f, "{} ({})", strerror(self.errno, &mut buf), errno_name(self.errno))?;
@@ -496,6 +513,7 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::ENFILE => "ENFILE",
         libc::EMFILE => "EMFILE",
         libc::ENOSPC => "ENOSPC",
+        libc::EMSGSIZE => "EMSGSIZE",
         libc::ERANGE => "ERANGE",
         libc::ENOSYS => "ENOSYS",
         libc::ENODATA => "ENODATA",

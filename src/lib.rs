@@ -77,6 +77,7 @@ pub use perf_buffer::{
     Boxes, Builder, Closures, Local, MapFd, PerfBuffer, Reader, RingReader, Sendable, Threading, Waker,
 };
 pub use reader::batch::Batch;
+pub use reader::batch_read::{BatchBuf, BatchEntry};
 pub use reader::config::Wakeup;
 pub use reader::health::RingHealth;
 pub use reader::order::{OrderKey, OrderStats};

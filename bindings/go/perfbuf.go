@@ -97,11 +97,18 @@ type ReaderOptions struct {
 	// leaves the old one dead). With no option set the Reader is
 	// perf_buffer__new's (PERFBUF_HOTPLUG=1 opts in).
 	NoHotplug bool
+	// KeepSlots makes Close leave the map's slots as they are, as
+	// cilium/ebpf's Close does (PERFBUF_F_KEEP_SLOTS), instead of deleting
+	// them as libbpf does: a reader opened on the same map while this one
+	// closes keeps its slots. A slot left behind holds its closed ring's
+	// event, and BPF output into it fails with -ENOSPC until a reader
+	// replaces it.
+	KeepSlots bool
 }
 
 func (o ReaderOptions) isZero() bool {
 	return o.Watermark == 0 && o.WakeupEvents == 0 && !o.Overwritable && o.MaxDelay == 0 && !o.Fast &&
-		len(o.CPUs) == 0 && !o.CountLost && o.OutputCounts == nil && !o.NoHotplug
+		len(o.CPUs) == 0 && !o.CountLost && o.OutputCounts == nil && !o.NoHotplug && !o.KeepSlots
 }
 
 // Record is one record read from a CPU's ring.
@@ -110,7 +117,8 @@ type Record struct {
 	RawSample   []byte
 	LostSamples uint64
 	// Remaining is how many bytes were still waiting in this CPU's ring
-	// when the record was returned.
+	// after the drain that delivered the record (DrainRing: after the
+	// record, up to the head the drain found).
 	Remaining int
 }
 
@@ -173,18 +181,20 @@ type rings struct {
 	// drained: since the deadline passed, the rings were consumed once;
 	// the next Read finding nothing queued returns os.ErrDeadlineExceeded.
 	drained bool
+	// stage, if set, is where the callbacks put the records (a Reader's):
+	// polls and consumes go through perfbuf_go_drain.
+	stage *C.struct_perfbuf_go_stage
 }
 
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY.
 type Reader struct {
 	rings
 	ownedFD int // a dup of the map's fd (NewReaderFromMap), or -1
-	// queue holds what the callbacks delivered, from head on; its records
-	// keep their buffers for reuse, so a steady state allocates nothing.
-	queue    []Record
-	head     int
-	cpuIndex map[int]int
-	size     int
+	// head is the next of the stage's entries to hand out (the stage is
+	// emptied once every entry was).
+	head  int
+	size  int
+	mapFD int // the map the rings are stored in
 }
 
 // NewReader opens one ring of perCPUBuffer bytes (rounded up to a power of
@@ -251,8 +261,10 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	for pages*page < perCPUBuffer {
 		pages <<= 1
 	}
-	r := &Reader{size: pages * page, cpuIndex: map[int]int{}, ownedFD: ownedFD}
-	r.handle = cgo.NewHandle(r)
+	r := &Reader{size: pages * page, ownedFD: ownedFD, mapFD: mapFD}
+	if r.stage = C.perfbuf_go_stage_new(); r.stage == nil {
+		return nil, &Error{Op: op, Errno: syscall.ENOMEM, Reason: "cannot allocate the record stage"}
+	}
 	var flags C.uint32_t
 	if opts.Overwritable {
 		flags |= C.PERFBUF_F_OVERWRITE
@@ -265,6 +277,9 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	}
 	if opts.NoHotplug {
 		flags |= C.PERFBUF_F_NO_HOTPLUG
+	}
+	if opts.KeepSlots {
+		flags |= C.PERFBUF_F_KEEP_SLOTS
 	}
 	countsFD := 0
 	if opts.OutputCounts != nil {
@@ -288,7 +303,7 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 	var pb *C.struct_perf_buffer
 	_, err := cCall(op, func() C.int {
 		var cerr C.int
-		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), C.uintptr_t(r.handle), useOpts,
+		pb = C.perfbuf_go_new(C.int(mapFD), C.size_t(pages), r.stage, useOpts,
 			C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), C.uint32_t(delayMS), flags,
 			cpus, C.int(len(opts.CPUs)), C.int(countsFD), &cerr)
 		if pb == nil {
@@ -297,7 +312,7 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		return 0
 	})
 	if err != nil {
-		r.handle.Delete()
+		C.perfbuf_go_stage_free(r.stage)
 		pe := err.(*Error)
 		if pe.Errno == syscall.EINVAL || pe.Errno == syscall.EBADF {
 			if target, lerr := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", mapFD)); lerr == nil && target != "anon_inode:bpf-map" {
@@ -307,9 +322,6 @@ func newReader(mapFD, ownedFD, perCPUBuffer int, opts ReaderOptions) (*Reader, e
 		return nil, err
 	}
 	r.pb = pb
-	for i := 0; i < int(C.perfbuf_buffer_cnt(pb)); i++ {
-		r.cpuIndex[int(C.perfbuf_buffer_cpu(pb, C.size_t(i)))] = i
-	}
 	return r, nil
 }
 
@@ -331,41 +343,63 @@ func (r *Reader) ReadInto(rec *Record) error {
 	if err := r.wait(r.queued); err != nil {
 		return err
 	}
-	next := &r.queue[r.head]
+	return r.pop(rec)
+}
+
+// pop moves the oldest staged record into rec, reusing its RawSample
+// (mu held, a record staged). No call into C: the stage is C memory Go
+// reads directly. A record DrainRing could not decode is consumed with an
+// error.
+func (r *Reader) pop(rec *Record) error {
+	st := r.stage
+	e := (*C.struct_perfbuf_go_entry)(unsafe.Add(unsafe.Pointer(st.ents), uintptr(r.head)*unsafe.Sizeof(*st.ents)))
 	r.head++
-	rec.CPU, rec.LostSamples = next.CPU, next.LostSamples
-	rec.RawSample = append(rec.RawSample[:0], next.RawSample...)
-	idx, ok := r.cpuIndex[next.CPU]
-	if !ok {
-		// A CPU that came online has a ring of its own now.
-		for i := 0; i < int(C.perfbuf_buffer_cnt(r.pb)); i++ {
-			r.cpuIndex[int(C.perfbuf_buffer_cpu(r.pb, C.size_t(i)))] = i
-		}
-		idx, ok = r.cpuIndex[next.CPU]
+	rec.CPU, rec.LostSamples, rec.Remaining = int(e.cpu), uint64(e.lost), int(e.remaining)
+	if e.size > 0 {
+		rec.RawSample = append(rec.RawSample[:0], unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(st.data), uintptr(e.off))), int(e.size))...)
+	} else {
+		rec.RawSample = rec.RawSample[:0]
 	}
-	if ok {
-		rec.Remaining = int(C.perfbuf_go_pending(C.uintptr_t(uintptr(unsafe.Pointer(r.pb))), C.size_t(idx)))
+	typ, errno := uint32(e._type), syscall.Errno(-e.err)
+	if r.head == int(st.n) {
+		r.head = 0
+		C.perfbuf_go_stage_reset(C.uintptr_t(uintptr(unsafe.Pointer(st))))
 	}
-	if r.head == len(r.queue) {
-		r.queue, r.head = r.queue[:0], 0
+	switch {
+	case typ != C.PERF_RECORD_SAMPLE && typ != C.PERF_RECORD_LOST:
+		return &RecordTypeError{typ}
+	case errno != 0:
+		return &Error{Op: "Read", Errno: errno, Reason: fmt.Sprintf("a malformed record of type %d: %v", typ, errno)}
 	}
 	return nil
 }
 
-func (r *Reader) queued() bool { return r.head < len(r.queue) }
-
-// push appends a record to the queue, reusing the buffer of a slot
-// already read.
-func (r *Reader) push(cpu int, data []byte, lost uint64) {
-	if len(r.queue) < cap(r.queue) {
-		r.queue = r.queue[:len(r.queue)+1]
-	} else {
-		r.queue = append(r.queue, Record{})
+// ReadBatch fills recs with ready records, at least one: it blocks as Read
+// does until one is, then hands over what the drain delivered, up to
+// len(recs), reusing each Record's RawSample. It returns how many. A drain
+// is one call into libperfbuf for every ring, its records staged in C
+// memory and copied out here, so a batch costs no crossing per record;
+// in a steady state it allocates nothing.
+func (r *Reader) ReadBatch(recs []Record) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
 	}
-	q := &r.queue[len(r.queue)-1]
-	q.CPU, q.LostSamples = cpu, lost
-	q.RawSample = append(q.RawSample[:0], data...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.wait(r.queued); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(recs) && r.queued() {
+		if err := r.pop(&recs[n]); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
+
+func (r *Reader) queued() bool { return r.stage != nil && r.head < int(r.stage.n) }
 
 // wait polls, with mu held, until ready reports a queued record (nil), the
 // deadline passes (os.ErrDeadlineExceeded) or the buffer is closed
@@ -392,8 +426,7 @@ func (r *rings) wait(ready func() bool) error {
 					return os.ErrDeadlineExceeded
 				}
 				r.drained = true
-				pb := r.pb
-				if _, err := cCall("Read", func() C.int { return C.perfbuf_consume(pb) }); err != nil {
+				if _, err := r.drain(-1, true); err != nil {
 					return err
 				}
 				continue
@@ -402,24 +435,32 @@ func (r *rings) wait(ready func() bool) error {
 		}
 		// Waiting for records again: the next past deadline drains anew.
 		r.drained = false
-		pb := r.pb
-		_, err := cCall("Read", func() C.int { return C.perfbuf_poll(pb, C.int(timeout)) })
-		if err != nil {
-			if e := err.(*Error).Errno; e == syscall.ECANCELED || e == syscall.EINTR {
-				// Close, Pause/Resume, SetDeadline or a signal. Let a waiting
-				// control call have the buffer, then look again.
-				if r.waiters.Load() > 0 {
-					r.mu.Unlock()
-					for r.waiters.Load() > 0 {
-						time.Sleep(50 * time.Microsecond)
-					}
-					r.mu.Lock()
-				}
-				continue
-			}
+		if err := r.pollOnce(timeout); err != nil {
 			return err
 		}
 	}
+}
+
+// pollOnce is one perfbuf_poll of at most timeout ms (-1: no limit), with
+// mu held. Woken (Close, Pause/Resume, SetDeadline, Wake) or interrupted
+// by a signal, it lets a waiting control call have the buffer and returns
+// nil.
+func (r *rings) pollOnce(timeout int) error {
+	_, err := r.drain(timeout, false)
+	if err == nil {
+		return nil
+	}
+	if e := err.(*Error).Errno; e != syscall.ECANCELED && e != syscall.EINTR {
+		return err
+	}
+	if r.waiters.Load() > 0 {
+		r.mu.Unlock()
+		for r.waiters.Load() > 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		r.mu.Lock()
+	}
+	return nil
 }
 
 // Close unblocks a concurrent Read (which returns ErrClosed) and frees the
@@ -432,6 +473,30 @@ func (r *Reader) Close() error {
 		}
 	})
 	return nil
+}
+
+// drain is perfbuf_poll (timeout ms, -1: none) or perfbuf_consume, into
+// the stage when there is one; mu held.
+func (r *rings) drain(timeout int, consume bool) (C.int, error) {
+	pb, stage := r.pb, r.stage
+	return cCall("Read", func() C.int {
+		switch {
+		case stage != nil:
+			return stageDrain(pb, stage, timeout, consume)
+		case consume:
+			return C.perfbuf_consume(pb)
+		}
+		return C.perfbuf_poll(pb, C.int(timeout))
+	})
+}
+
+// stageDrain is perfbuf_go_drain: a poll or consume into the stage.
+func stageDrain(pb *C.struct_perf_buffer, stage *C.struct_perfbuf_go_stage, timeout int, consume bool) C.int {
+	cons := C.int(0)
+	if consume {
+		cons = 1
+	}
+	return C.perfbuf_go_drain(C.uintptr_t(uintptr(unsafe.Pointer(pb))), C.uintptr_t(uintptr(unsafe.Pointer(stage))), C.int(timeout), cons)
 }
 
 // close frees the buffer once (a concurrent Read returns ErrClosed), then
@@ -448,7 +513,13 @@ func (r *rings) close(after func()) bool {
 	r.pb = nil
 	r.wakeMu.Unlock()
 	C.perfbuf_free(pb)
-	r.handle.Delete()
+	if r.handle != 0 {
+		r.handle.Delete()
+	}
+	if r.stage != nil {
+		C.perfbuf_go_stage_free(r.stage)
+		r.stage = nil
+	}
 	after()
 	return true
 }
@@ -516,16 +587,4 @@ func (r *rings) SetDeadline(t time.Time) {
 	r.deadline = t
 	r.stateMu.Unlock()
 	r.wake()
-}
-
-//export perfbufGoSample
-func perfbufGoSample(h C.uintptr_t, cpu C.int, data unsafe.Pointer, size C.uint32_t) {
-	r := cgo.Handle(h).Value().(*Reader)
-	r.push(int(cpu), unsafe.Slice((*byte)(data), int(size)), 0)
-}
-
-//export perfbufGoLost
-func perfbufGoLost(h C.uintptr_t, cpu C.int, cnt C.uint64_t) {
-	r := cgo.Handle(h).Value().(*Reader)
-	r.push(int(cpu), nil, uint64(cnt))
 }

@@ -17,11 +17,13 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"perfbuf.dev/perfbuf/internal/poller"
 )
 
 // ErrFlushed is returned by RingBuffer's Read once per Flush, after the
 // records the ring held when Flush was called.
-var ErrFlushed = errors.New("data was flushed")
+var ErrFlushed = poller.ErrFlushed
 
 // RingRecord is one record of a BPF ring buffer.
 type RingRecord struct {
@@ -45,7 +47,7 @@ type RingBuffer struct {
 	// mu is held by ReadInto, across its waits, and by Close.
 	mu         sync.Mutex
 	h          *C.struct_perfbuf_go_rb
-	poll       *ringPoller
+	poll       *poller.Poller
 	mapFD      int // a duplicate of the caller's fd
 	size       int
 	haveData   bool  // the ring was found readable and not yet read empty
@@ -84,9 +86,11 @@ func NewRingBuffer(mapFD int) (*RingBuffer, error) {
 		return nil, err
 	}
 	r.size = int(C.perfbuf_go_rb_size(r.h))
-	if r.poll, err = newRingPoller(r.mapFD); err != nil {
+	// The map's fd is readable while the ring holds data.
+	if r.poll, err = poller.New([]int{r.mapFD}); err != nil {
 		r.release()
-		return nil, err
+		errno, _ := errors.Unwrap(err).(syscall.Errno)
+		return nil, &Error{Op: op, Errno: errno, Reason: err.Error()}
 	}
 	runtime.SetFinalizer(r, (*RingBuffer).Close)
 	return r, nil
@@ -141,7 +145,7 @@ func mapInfo(fd int, key string) (uint64, bool) {
 // release frees what NewRingBuffer made; no Read runs.
 func (r *RingBuffer) release() {
 	if r.poll != nil {
-		r.poll.release()
+		r.poll.Release()
 	}
 	C.perfbuf_go_rb_free(r.h)
 	r.h = nil
@@ -154,7 +158,7 @@ func (r *RingBuffer) release() {
 // Close frees the reader. It interrupts a Read, which returns an error
 // wrapping ErrClosed, as does every later Read. Closing twice returns nil.
 func (r *RingBuffer) Close() error {
-	if r.poll == nil || !r.poll.signalClose() {
+	if r.poll == nil || !r.poll.Close() {
 		return nil
 	}
 	runtime.SetFinalizer(r, nil)
@@ -179,7 +183,12 @@ func (r *RingBuffer) SetDeadline(t time.Time) {
 // Flush unblocks Read: the following Reads return the records the ring
 // holds, then ErrFlushed once. After Close it returns an error wrapping
 // ErrClosed.
-func (r *RingBuffer) Flush() error { return r.poll.signalFlush() }
+func (r *RingBuffer) Flush() error {
+	if err := r.poll.Flush(); err != nil {
+		return fmt.Errorf("perfbuf: ring buffer: %w", err)
+	}
+	return nil
+}
 
 // Read returns the next record, blocking until there is one. See ReadInto.
 func (r *RingBuffer) Read() (RingRecord, error) {
@@ -209,7 +218,14 @@ func (r *RingBuffer) ReadInto(rec *RingRecord) error {
 			r.deadlineMu.Lock()
 			deadline := r.deadline
 			r.deadlineMu.Unlock()
-			err := r.poll.wait(deadline)
+			err := r.poll.Wait(deadline, 0)
+			switch {
+			case err == os.ErrDeadlineExceeded || err == os.ErrClosed:
+				err = fmt.Errorf("perfbuf: ring buffer: %w", err)
+			case err != nil && err != ErrFlushed:
+				errno, _ := err.(syscall.Errno)
+				return &Error{Op: "Read", Errno: errno, Reason: "epoll_wait: " + err.Error()}
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ErrFlushed) {
 				// Hand over what the ring holds first: records written
 				// with BPF_RB_NO_WAKEUP woke nobody.

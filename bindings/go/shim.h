@@ -10,15 +10,60 @@
 #include <stdint.h>
 #include "perfbuf.h"
 
+/* One record staged for Go: the callbacks copy what a poll or consume
+ * delivers into C memory, so Go takes a whole drain without a callback
+ * into Go per record (each is a costly crossing). */
+struct perfbuf_go_entry {
+	int32_t cpu;
+	uint32_t size;	    /* sample bytes at data + off */
+	uint64_t lost;	    /* a lost report's count (0: a sample) */
+	uint64_t off;	    /* into perfbuf_go_stage.data */
+	uint64_t remaining; /* bytes left in the CPU's ring (see the drains) */
+	uint32_t type;	    /* PERF_RECORD_SAMPLE, _LOST, or what perfbuf_decode found */
+	int32_t err;	    /* perfbuf_decode's -errno for a record it could not decode */
+};
+
+struct perfbuf_go_stage {
+	unsigned char *data;
+	size_t len, cap;
+	struct perfbuf_go_entry *ents;
+	size_t n, ents_cap;
+	size_t marked;	  /* entries whose remaining is set */
+	uint64_t dropped; /* records that found no memory */
+	struct perfbuf_batch_entry *batch; /* perfbuf_read_batch's entries */
+	int full;			   /* the last batch filled its room */
+};
+
+struct perfbuf_go_stage *perfbuf_go_stage_new(void);
+void perfbuf_go_stage_free(struct perfbuf_go_stage *st);
+/* Empties the stage (Go took every entry). */
+void perfbuf_go_stage_reset(uintptr_t stage);
+
+/* perfbuf_poll_batch (timeout_ms >= 0 or -1) or, with consume set,
+ * perfbuf_read_batch, into the stage (libperfbuf copies the records there:
+ * no callback runs); then sets the new entries' remaining. Returns the
+ * entries read, 0, or -errno. Both pointers are passed as integers (cgo
+ * would allocate for a pointer to an incomplete type). */
+int perfbuf_go_drain(uintptr_t buffer, uintptr_t stage, int timeout_ms, int consume);
+
+/* Stages ring idx's records up to the head it finds now (a fast producer
+ * cannot keep the reader here), each decoded by perfbuf_decode, remaining
+ * = the bytes after it up to that head; publishes the tail once. Returns
+ * the records staged, or -errno. */
+int perfbuf_go_drain_ring(uintptr_t buffer, uintptr_t stage, size_t idx);
+
 /* perfbuf_new with NULL opts when use_opts is 0 (perf_buffer__new's
- * defaults, environment variables included), else with these options.
- * NULL with *err = errno on failure. */
-struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, uintptr_t handle, int use_opts,
+ * defaults, environment variables included), else with these options; its
+ * callbacks stage the records in `stage`. NULL with *err = errno on failure. */
+struct perf_buffer *perfbuf_go_new(int map_fd, size_t page_cnt, struct perfbuf_go_stage *stage, int use_opts,
 				   uint32_t wakeup_events, uint32_t wakeup_bytes, uint32_t max_delay_ms,
 				   uint32_t flags, const int *cpus, int cpu_cnt, int output_counts_fd, int *err);
 /* The bytes waiting in ring idx. The buffer is passed as an integer: a
  * pointer to an incomplete C type makes each cgo call allocate. */
 uint64_t perfbuf_go_pending(uintptr_t buffer, size_t idx);
+
+/* Deletes (fd < 0) or sets slot `key` of a PERF_EVENT_ARRAY: 0 or -errno. */
+int perfbuf_go_map_slot(int map_fd, uint32_t key, int fd);
 
 /* perfbuf_ring_peek copying the record (header included) into dst: 1 with
  * the record (*size bytes), 2 when it needs more than cap bytes (*size;

@@ -120,6 +120,13 @@ pub const PERFBUF_F_COUNT_LOST: u32 = 4;
 /// fast mode asks for it.
 pub const PERFBUF_F_NO_HOTPLUG: u32 = 8;
 
+/// `perfbuf_opts.flags`: `perfbuf_free` leaves the map's slots and their
+/// events as they are (cilium/ebpf's Close) instead of deleting them
+/// (libbpf's): a newer buffer's slots on the same map survive an older
+/// buffer's free. A slot left behind fails BPF output with `-ENOSPC`
+/// until a reader replaces it.
+pub const PERFBUF_F_KEEP_SLOTS: u32 = 16;
+
 /// Options of `perfbuf_new` (set `sz = sizeof(struct perfbuf_opts)`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -354,3 +361,56 @@ pub const PERFBUF_DEBUG: c_int = 2;
 /// `_DEBUG`), the message (NUL-terminated, without a newline, valid during
 /// the call) and the `ctx` given to `perfbuf_set_print`.
 pub type perfbuf_print_fn = Option<unsafe extern "C" fn(level: c_int, msg: *const c_char, ctx: *mut c_void)>;
+
+/// One record or loss report of a batch read (`perfbuf_read_batch`),
+/// 24 bytes. A sample's bytes are `size` bytes at `offset` of the batch's
+/// data; a loss report has `lost` > 0 and `size` 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct perfbuf_batch_entry {
+    /// The CPU whose ring held it; `UINT32_MAX` (-1) for a BPF ring buffer.
+    pub cpu: u32,
+    /// The sample's size as the sample callback would get it (a perf
+    /// ring's raw data, padded by the kernel); 0 for a loss report.
+    pub size: u32,
+    /// Where the sample's bytes start in `data` (a multiple of 8).
+    pub offset: u64,
+    /// Records lost (a loss report), else 0.
+    pub lost: u64,
+}
+
+const _: () = assert!(size_of::<perfbuf_batch_entry>() == 24);
+const _: () = assert!(offset_of!(perfbuf_batch_entry, size) == 4);
+const _: () = assert!(offset_of!(perfbuf_batch_entry, offset) == 8);
+const _: () = assert!(offset_of!(perfbuf_batch_entry, lost) == 16);
+// The Rust API's entry, which a batch read fills in place.
+const _: () = assert!(size_of::<perfbuf::BatchEntry>() == 24);
+const _: () = assert!(align_of::<perfbuf::BatchEntry>() == align_of::<perfbuf_batch_entry>());
+const _: () = assert!(offset_of!(perfbuf::BatchEntry, cpu) == 0);
+const _: () = assert!(offset_of!(perfbuf::BatchEntry, size) == 4);
+const _: () = assert!(offset_of!(perfbuf::BatchEntry, offset) == 8);
+const _: () = assert!(offset_of!(perfbuf::BatchEntry, lost) == 16);
+
+/// The caller's buffers of a batch read (`perfbuf_read_batch`,
+/// `perfbuf_poll_batch`), and what the read put there.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct perfbuf_read_batch {
+    /// `sizeof(struct perfbuf_read_batch)`.
+    pub sz: usize,
+    /// In: where the samples' bytes go (each at an 8-aligned offset).
+    pub data: *mut c_void,
+    /// In: bytes at `data`.
+    pub data_size: usize,
+    /// In: where the entries go (8-aligned), one per sample or loss report.
+    pub entries: *mut perfbuf_batch_entry,
+    /// In: entries at `entries` (at least 2).
+    pub entry_cnt: usize,
+    /// Out: bytes of `data` used.
+    pub data_used: usize,
+    /// Out: after -EMSGSIZE, the data size the next record needs (it stays
+    /// in its ring until a read has that much); else 0.
+    pub needed: usize,
+}
+
+const _: () = assert!(size_of::<perfbuf_read_batch>() == 56);

@@ -24,7 +24,8 @@ unsafe fn ext_builder(map_fd: c_int, page_cnt: usize, o: opts::ExtOpts) -> Resul
         .wakeup(o.wakeup)
         .adaptive(o.adaptive)
         .count_lost(o.count_lost)
-        .hotplug(o.hotplug);
+        .hotplug(o.hotplug)
+        .keep_slots(o.keep_slots);
     if o.output_counts_fd != 0 {
         // SAFETY: the caller's fd is open for the constructor's call (its
         // contract); the reader keeps a duplicate, never this borrow.

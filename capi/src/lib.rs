@@ -38,6 +38,7 @@
 // `extern "C"` function aborts rather than unwinding, whatever the profile.
 
 pub(crate) mod abi;
+pub(crate) mod batch_read;
 pub(crate) mod buffer;
 pub(crate) mod callbacks;
 pub(crate) mod decode;

@@ -7,8 +7,8 @@
 //! header (larger `sz`) is accepted only if the bytes we do not know are 0.
 
 use super::abi::{
-    PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_NO_HOTPLUG, PERFBUF_F_OVERWRITE,
-    PERFBUF_ORDER_SAMPLE_TIME,
+    PERFBUF_F_ADAPTIVE, PERFBUF_F_COUNT_LOST, PERFBUF_F_KEEP_SLOTS, PERFBUF_F_NO_HOTPLUG,
+    PERFBUF_F_OVERWRITE, PERFBUF_ORDER_SAMPLE_TIME,
 };
 use super::ffi::{check_tail, field};
 use crate::print;
@@ -77,6 +77,8 @@ pub(crate) struct ExtOpts {
     pub(crate) cpu_cnt: i32,
     /// CPUs that come and go are served (no `PERFBUF_F_NO_HOTPLUG`).
     pub(crate) hotplug: bool,
+    /// `perfbuf_free` leaves the map's slots (`PERFBUF_F_KEEP_SLOTS`).
+    pub(crate) keep_slots: bool,
     /// perfbuf.bpf.h's counts map (0: none).
     pub(crate) output_counts_fd: i32,
 }
@@ -109,14 +111,19 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
         cpus: 0,
         cpu_cnt: 0,
         hotplug: true,
+        keep_slots: false,
         output_counts_fd: 0,
     };
     let Some(bytes) = bytes else { return Ok(o) };
     check_tail(bytes, PERFBUF_OPTS_LAST_END, "perfbuf_opts: bad size or non-zero extra bytes")?;
     let u32_at = |off| field::<4>(bytes, off).map_or(0, u32::from_ne_bytes);
     let flags = u32_at(20);
-    if flags & !(PERFBUF_F_OVERWRITE | PERFBUF_F_ADAPTIVE | PERFBUF_F_COUNT_LOST | PERFBUF_F_NO_HOTPLUG) != 0
-    {
+    let known = PERFBUF_F_OVERWRITE
+        | PERFBUF_F_ADAPTIVE
+        | PERFBUF_F_COUNT_LOST
+        | PERFBUF_F_NO_HOTPLUG
+        | PERFBUF_F_KEEP_SLOTS;
+    if flags & !known != 0 {
         return Err(print::invalid("perfbuf_opts: unknown flags"));
     }
     o.wakeup = wakeup(u32_at(8), u32_at(12));
@@ -127,6 +134,7 @@ pub(crate) fn ext_opts(bytes: Option<&[u8]>) -> Result<ExtOpts> {
     o.cpus = field::<8>(bytes, 24).map_or(0, usize::from_ne_bytes);
     o.cpu_cnt = field::<4>(bytes, 32).map_or(0, i32::from_ne_bytes);
     o.hotplug = flags & PERFBUF_F_NO_HOTPLUG == 0;
+    o.keep_slots = flags & PERFBUF_F_KEEP_SLOTS != 0;
     if field::<4>(bytes, 36).is_some_and(|r| r != [0; 4]) {
         return Err(print::invalid("perfbuf_opts: reserved is not 0"));
     }
@@ -288,8 +296,10 @@ mod tests {
         assert!(all.hotplug && all.output_counts_fd == 0, "CPUs that come and go are served by default");
         let o = ext_opts(Some(&opts_bytes(48, &[(20, 8), (40, 7)]))).unwrap();
         assert!(!o.hotplug && o.output_counts_fd == 7);
+        let o = ext_opts(Some(&opts_bytes(40, &[(20, 16)]))).unwrap();
+        assert!(o.keep_slots && !ext_opts(Some(&opts_bytes(40, &[]))).unwrap().keep_slots);
         assert_eq!(
-            ext_opts(Some(&opts_bytes(40, &[(20, 16)]))).map(drop),
+            ext_opts(Some(&opts_bytes(40, &[(20, 32)]))).map(drop),
             Err(Error::invalid("perfbuf_opts: unknown flags"))
         );
         assert!(ext_opts(Some(&opts_bytes(48, &[(36, 1)]))).is_err(), "reserved");

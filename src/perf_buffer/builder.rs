@@ -232,6 +232,17 @@ impl<'a, T: Threading> Builder<'a, T> {
         self
     }
 
+    /// Leave the map's slots as they are when the buffer is dropped (off by
+    /// default: libbpf deletes them). cilium/ebpf's perf reader never
+    /// deletes them at Close, so a program that opens a new reader on the
+    /// same map while the old one is closing keeps the new reader's slots;
+    /// a slot left behind holds its unmapped event, and BPF output into it
+    /// fails with -ENOSPC until a reader replaces it.
+    pub fn keep_slots(mut self, on: bool) -> Self {
+        self.opts.keep_slots = on;
+        self
+    }
+
     /// The BPF program's own counts of its outputs: `map` is the
     /// `PERFBUF_OUTPUT_COUNTS` map its output wrapper from
     /// `include/perfbuf.bpf.h` writes. With it, [`crate::RingStats::produced`]

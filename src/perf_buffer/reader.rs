@@ -9,6 +9,9 @@ use super::threading::Sendable;
 use super::timeout_ms;
 use crate::error::{Error, Result, What};
 use crate::reader::batch::Batch;
+use crate::reader::batch_read::BatchBuf;
+#[cfg(doc)]
+use crate::reader::batch_read::BatchEntry;
 use crate::reader::health::RingHealth;
 use crate::reader::order::{OrderBy, OrderKey, OrderStats};
 use crate::reader::output_counts::OutputCounts;
@@ -169,6 +172,74 @@ impl<'a, S: Sink> Reader<'a, S> {
             Err(BatchStop::Sink(_)) if stopped => Ok(0),
             Err(BatchStop::Sink(v)) => Err(Error::stopped(v)),
             Err(BatchStop::Error(e)) => Err(e),
+        }
+    }
+
+    /// Copies into `out` what the rings hold, as far as it fits, without
+    /// waiting and without the sink: each sample's bytes (as the sample
+    /// callback would get them) at an 8-aligned offset of `out`'s data,
+    /// and one [`BatchEntry`] per sample or loss report (what the lost
+    /// callback would get). A record that does not fit stays in its ring
+    /// for the next read, which starts with that ring; nothing is consumed
+    /// that is not delivered, and the figures ([`Self::stats`],
+    /// [`Self::health`]) count what was read as a consume would. Appends
+    /// to `out` (see [`BatchBuf::clear`]) and returns the entries added.
+    ///
+    /// Fails with EMSGSIZE when the next record alone is larger than
+    /// `out`'s whole data ([`BatchBuf::needed`] says how large: read again
+    /// with that much, the record waits in its ring); EINVAL with fewer
+    /// than 2 entries free or in the ordered mode; EOPNOTSUPP over rings
+    /// whose samples are not BPF output (an event set's).
+    ///
+    /// ```no_run
+    /// # fn f(pb: &mut perfbuf::PerfBuffer<'_>) -> perfbuf::Result<()> {
+    /// use perfbuf::{BatchBuf, BatchEntry};
+    /// let (mut data, mut entries) = (vec![0u8; 1 << 20], vec![BatchEntry::default(); 4096]);
+    /// let mut batch = BatchBuf::new(&mut data, &mut entries);
+    /// pb.poll_batch(Some(std::time::Duration::from_millis(100)), &mut batch)?;
+    /// for (i, e) in batch.entries().iter().enumerate() {
+    ///     match e.lost {
+    ///         0 => println!("cpu {}: {} bytes", e.cpu, batch.record(i).unwrap_or_default().len()),
+    ///         n => println!("cpu {}: {n} lost", e.cpu),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn read_batch(&mut self, out: &mut BatchBuf<'_>) -> Result<usize> {
+        if out.entries_left() < 2 {
+            return Err(crate::log::invalid("a batch read with fewer than 2 entries free"));
+        }
+        match &mut self.rings {
+            Rings::Perf(rings) => rings.read_batch(out),
+            Rings::RingBuf(channel, _) => channel.read_batch(out),
+        }
+    }
+
+    /// [`Self::read_batch`]; when that finds nothing, waits up to
+    /// `timeout` (`None`: forever) for a ring to signal and reads again,
+    /// until something is read or the time is up (then 0). Records stay
+    /// out of the sink: use this instead of [`Self::poll`]. Fails with
+    /// [`crate::ErrorKind::Cancelled`] after a [`Waker::wake`].
+    pub fn poll_batch(&mut self, timeout: Option<Duration>, out: &mut BatchBuf<'_>) -> Result<usize> {
+        if out.entries_left() < 2 {
+            return Err(crate::log::invalid("a batch read with fewer than 2 entries free"));
+        }
+        let channel = match &mut self.rings {
+            Rings::Perf(rings) => return rings.poll_batch(timeout_ms(timeout), out),
+            Rings::RingBuf(channel, _) => channel,
+        };
+        let start = std::time::Instant::now();
+        loop {
+            let n = channel.read_batch(out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let left = match timeout.map(|t| t.checked_sub(start.elapsed())) {
+                None => None,
+                Some(Some(left)) if !left.is_zero() => Some(left),
+                Some(_) => return Ok(0),
+            };
+            channel.wait(timeout_ms(left))?;
         }
     }
 

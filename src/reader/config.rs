@@ -93,6 +93,10 @@ pub struct Options {
     /// `perfbuf_new` turn it on. Only with a built attr, and not for
     /// explicit `(cpu, key)` pairs.
     pub hotplug: bool,
+    /// Freeing the reader leaves the map's slots (and their events) as they
+    /// are, as cilium/ebpf's Close does, so that a newer reader's slots on
+    /// the same map survive an older reader's free.
+    pub keep_slots: bool,
     /// perfbuf.bpf.h's output counts map (`BPF_MAP_TYPE_PERCPU_ARRAY`),
     /// borrowed for the constructor's call (the reader keeps a duplicate).
     pub counts_map: Option<RawFd>,
@@ -125,6 +129,7 @@ impl Options {
             adaptive: false,
             count_lost: false,
             hotplug: false,
+            keep_slots: false,
             counts_map: None,
         }
     }

@@ -177,17 +177,24 @@ impl CpuBuf {
     }
 
     /// libbpf's teardown order: forget the map entry, unmap, disable, close.
-    pub fn teardown(self, map_fd: RawFd) {
+    /// With `keep_slots` (cilium/ebpf's Close), only unmap and close: the
+    /// map's slot keeps its event (output into it fails, -ENOSPC) until
+    /// someone replaces it, and a newer reader's slot is left alone.
+    pub fn teardown(self, map_fd: RawFd, keep_slots: bool) {
         let CpuBuf { map_key, fd, rings, successor, .. } = self;
-        if map_fd >= 0 {
+        if map_fd >= 0 && !keep_slots {
             let _ = sys::map_delete_u32(map_fd, map_key as u32);
         }
         drop(rings);
-        let _ = sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
+        if !keep_slots {
+            let _ = sys::perf_ioctl(fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
+        }
         drop(fd);
         if let Some(next) = successor {
             drop(next.ring);
-            let _ = sys::perf_ioctl(next.fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
+            if !keep_slots {
+                let _ = sys::perf_ioctl(next.fd.as_fd(), PERF_EVENT_IOC_DISABLE, 0);
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 //! event sets, the C library) runs this code.
 
 pub mod batch;
+pub mod batch_read;
 pub mod config;
 pub mod cpu_buf;
 pub mod deliver;
@@ -86,6 +87,8 @@ pub struct RingSet<H> {
     /// frees as libbpf would, and voids the parent's claim on the map.
     owner_pid: i32,
     claim: Option<Claim>,
+    /// Drop leaves the map's slots and their events as they are.
+    keep_slots: bool,
     /// perfbuf.bpf.h's output counts, when the caller gave the map.
     counts: Option<CountsMap>,
     /// CPUs coming and going are served (perfbuf's own API). Boxed: cold,
@@ -98,6 +101,8 @@ pub struct RingSet<H> {
     /// Some ring's CPU went offline with records left, or waits to hand
     /// over to a fresh event: polls look at those rings.
     stale: bool,
+    /// The ring a batch read starts with: the one the last left records in.
+    batch_next: usize,
     epoll: OwnedFd,
 }
 
@@ -151,6 +156,7 @@ impl<H: Handler> RingSet<H> {
             }
             reader.add_cpu(cpu, map_key, attr, opts.pages, page_size, opts.overwrite)?;
         }
+        reader.keep_slots = opts.keep_slots;
         if plan.attr.is_some_and(|a| a.read_format == PERF_FORMAT_LOST) {
             for buf in &mut reader.bufs {
                 buf.kernel_lost = KernelLost::Own;
@@ -243,11 +249,13 @@ impl<H: Handler> RingSet<H> {
             reached_head: false,
             owner_pid: sys::getpid(),
             claim: None,
+            keep_slots: false,
             counts: None,
             hotplug: None,
             clock: Moment::coarse(),
             window_at: Moment::coarse(),
             stale: false,
+            batch_next: 0,
             epoll,
         })
     }
@@ -1100,7 +1108,7 @@ impl<H> Drop for RingSet<H> {
             claim.void_all();
         }
         for buf in self.bufs.drain(..) {
-            buf.teardown(self.map_fd);
+            buf.teardown(self.map_fd, self.keep_slots);
         }
     }
 }

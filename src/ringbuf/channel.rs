@@ -20,6 +20,7 @@ use crate::kernel::clock::Moment;
 use crate::kernel::cpu;
 use crate::kernel::{PERF_RECORD_SAMPLE, fallible, sys};
 use crate::log;
+use crate::reader::batch_read::BatchBuf;
 use crate::reader::config::{AttrChoice, CpuSelection, Options};
 use crate::reader::deliver::{Flow, Halt};
 use crate::reader::health::{RATE_WINDOW, RingHealth, Snapshot, Tracker, pages_for};
@@ -92,6 +93,8 @@ pub struct RingRead<'r> {
     memory: &'r RingMemory,
     state: &'r mut ReadState,
     pause: &'r Pause,
+    /// Records after which the walk stops (see [`RingMemory::walk`]).
+    limit: u64,
 }
 
 /// Refuses, with a message naming it, an option a ring buffer cannot
@@ -238,19 +241,78 @@ impl Channel {
     /// Reads the ring without waiting (at most 2^31 - 1 records); returns
     /// how many records the sink got.
     pub(crate) fn read<S: Sink>(&mut self, handler: &mut Keyed<'_, S>) -> Result<usize> {
-        let now = Moment::coarse();
-        self.health.drain_begins(self.pending(), now);
-        if now.since(self.health.current.at) >= RATE_WINDOW {
-            let snap = self.snapshot(now);
-            self.health.rotate(snap);
-        }
-        let read = RingRead { memory: &self.memory, state: &mut self.state, pause: &self.pause };
+        let read = self.read_begins(CALL_LIMIT);
         let flow = handler.sink.take(Records::ring_buffer(read)).into_flow();
         if let Some(len) = self.state.too_long.take() {
             return Err(log::failed(Error::new(libc::E2BIG, What::RingBufRecordTooLong(len))));
         }
         crate::reader::halted(flow)?;
         Ok(self.state.read as usize)
+    }
+
+    /// What every read does first: the health's figures; then the read.
+    fn read_begins(&mut self, limit: u64) -> RingRead<'_> {
+        let now = Moment::coarse();
+        self.health.drain_begins(self.pending(), now);
+        if now.since(self.health.current.at) >= RATE_WINDOW {
+            let snap = self.snapshot(now);
+            self.health.rotate(snap);
+        }
+        RingRead { memory: &self.memory, state: &mut self.state, pause: &self.pause, limit }
+    }
+
+    /// Reads into `out` the records that fit whole (see
+    /// [`crate::reader::batch_read`]); one entry stays free for the report
+    /// of a pause window's losses. Returns the entries appended.
+    pub(crate) fn read_batch(&mut self, out: &mut BatchBuf<'_>) -> Result<usize> {
+        if out.entries_left() < 2 {
+            return Err(log::invalid("a batch read of a ring buffer with fewer than 2 entries free"));
+        }
+        let before = out.len();
+        let (mut bytes, mut entries) = (0usize, 1usize);
+        let (fit, bad) = self.memory.count_fitting(|len| {
+            let fits = out.fits(len, bytes, entries);
+            bytes += (len + 7) & !7;
+            entries += 1;
+            fits
+        });
+        if fit == 0 && !bad {
+            return match out.too_small() {
+                Some(e) => Err(e),
+                None => Ok(0),
+            };
+        }
+        let out = core::cell::RefCell::new(out);
+        let flow = self.read_begins(fit).samples(
+            |data| out.borrow_mut().push_sample(crate::NO_CPU, data),
+            |n| out.borrow_mut().push_lost(crate::NO_CPU, n),
+        );
+        let out = out.into_inner();
+        self.count_dropped(out.take_overflowed());
+        crate::reader::halted(flow)?;
+        Ok(out.len() - before)
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever) for the ring to signal;
+    /// returns whether it did. ECANCELED after a wake-up from another
+    /// thread.
+    pub(crate) fn wait(&mut self, timeout_ms: i32) -> Result<bool> {
+        let cnt = sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, 2, timeout_ms)?;
+        let (mut ready, mut woken) = (false, None);
+        for i in 0..cnt {
+            let token = self.events[i].u64; // a copy: the struct is packed
+            if token & WAKE_TAG != 0 {
+                woken = Some(token);
+            } else {
+                self.wakeups += 1;
+                ready = true;
+            }
+        }
+        if let Some(token) = woken {
+            clear_wake(token);
+            return Err(Error::from_errno(libc::ECANCELED));
+        }
+        Ok(ready)
     }
 
     /// The final drain: reads the ring, reporting what was dropped while
@@ -352,7 +414,7 @@ impl RingRead<'_> {
         F: FnMut(&mut Vec<u8>, &[u8]) -> ControlFlow<Stop<Halt>>,
         L: FnMut(&mut Vec<u8>, u64) -> ControlFlow<Stop<Halt>>,
     {
-        let RingRead { memory, state, pause } = self;
+        let RingRead { memory, state, pause, limit } = self;
         let ReadState { stats, dropped, reported, read, too_long, scratch } = state;
         let (mut from, to) = (pause.from.get(), pause.to.get());
         let (mut skipped, mut skipped_bytes) = (0u64, 0u64);
@@ -363,7 +425,7 @@ impl RingRead<'_> {
             pause.to.set(NONE);
             if n > 0 { lost(scratch, n) } else { ControlFlow::Continue(()) }
         };
-        let walked = memory.walk_at(CALL_LIMIT, stats, |pos, data| {
+        let walked = memory.walk_at(limit, stats, |pos, data| {
             if pos >= from {
                 if pos < to {
                     *dropped += 1;

@@ -182,6 +182,40 @@ impl RingMemory {
         }
     }
 
+    /// How many committed records from `consumer_pos` on, discarded ones
+    /// not counted, `fits(len)` accepts in a row (it sees each record's
+    /// length and keeps its own tally), and whether the walk stopped at an
+    /// inconsistent state (which a walk would skip, and count).
+    pub fn count_fitting(&self, mut fits: impl FnMut(usize) -> bool) -> (u64, bool) {
+        let (size, mask) = (self.size(), self.size() - 1);
+        let mut cons = self.consumer().load(Ordering::Acquire);
+        let prod = self.producer().load(Ordering::Acquire);
+        let avail = prod.wrapping_sub(cons);
+        if cons % 8 != 0 || prod % 8 != 0 || avail > size {
+            return (0, true);
+        }
+        let mut n = 0;
+        while cons != prod {
+            // SAFETY: cons is 8-aligned, so is the offset, below size.
+            let len = unsafe { self.header_len(cons & mask) }.load(Ordering::Acquire);
+            if len & BUSY_BIT != 0 {
+                return (n, false);
+            }
+            let total = record_size(len);
+            if total > prod.wrapping_sub(cons) {
+                return (n, true);
+            }
+            if len & DISCARD_BIT == 0 {
+                if !fits(len as usize) {
+                    return (n, false);
+                }
+                n += 1;
+            }
+            cons = cons.wrapping_add(total);
+        }
+        (n, false)
+    }
+
     /// Publishes that everything before `pos` (a position a
     /// [`Publish::HoldLast`] walk returned) is read.
     pub fn publish(&self, pos: u64) {

@@ -16,9 +16,10 @@
 //	}
 //
 // The map is anything with FD() int (cilium's *ebpf.Map of any version).
-// The reader waits on the rings' perf events as cilium's does, reads them
-// record by record through libperfbuf's raw ring access, and deletes and
-// restores the map's slots for Pause and Resume. MaxDelay and Fast are
-// libperfbuf's additions, off by default. It needs cgo and libperfbuf
-// (found with pkg-config).
+// It is an adapter over the root package's Reader (perfbuf.dev/perfbuf):
+// it waits on the rings' perf events as cilium's does, takes each ring's
+// records as libperfbuf decodes them (a ring per call into C), deletes and
+// restores the map's slots for Pause and Resume, and leaves them at Close.
+// MaxDelay, Fast, ReadBatch and Stats are libperfbuf's additions. It needs
+// cgo and libperfbuf (found with pkg-config).
 package perf

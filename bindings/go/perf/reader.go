@@ -1,12 +1,6 @@
-package perf
+//go:build cgo
 
-/*
-#cgo pkg-config: perfbuf
-#include <errno.h>
-#include <stdlib.h>
-#include "shim.h"
-*/
-import "C"
+package perf
 
 import (
 	"errors"
@@ -14,12 +8,13 @@ import (
 	"os"
 	"reflect"
 	"runtime"
-	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"perfbuf.dev/perfbuf"
+	"perfbuf.dev/perfbuf/internal/poller"
 )
 
 var (
@@ -27,7 +22,7 @@ var (
 	ErrClosed = os.ErrClosed
 	// ErrFlushed is returned by Read once per Flush, after the records
 	// the rings held when Flush was called.
-	ErrFlushed = errors.New("data was flushed")
+	ErrFlushed = perfbuf.ErrFlushed
 
 	errMustBePaused = errors.New("perf ringbuffer: must have been paused before reading overwritable buffer")
 )
@@ -78,27 +73,29 @@ type ReaderOptions struct {
 	// Fast (not in cilium/ebpf) turns on libperfbuf's fast mode (adaptive
 	// wake-ups, see the README): while a CPU's rate is high the kernel
 	// wakes the reader only at a quarter of a spill ring and a timer hands
-	// over the rest within about 1ms. Not with WakeupEvents, Watermark or Overwritable. It moves
-	// the map slots itself, so Pause and Resume use the kernel's pause
-	// instead: BPF gets -ENOSPC and the writes are reported lost.
+	// over the rest within about 1ms. Not with WakeupEvents, Watermark or
+	// Overwritable. PERFBUF_ADAPTIVE=1 in the environment turns it on for
+	// a reader whose options allow it, as for a C program behind
+	// perf_buffer__new. It moves the map slots itself, so Pause and Resume
+	// use the kernel's pause instead: BPF gets -ENOSPC and the writes are
+	// reported lost. Stats shows its wake-ups (Batched, BatchSwitches).
 	Fast bool
 }
 
 // Reader reads records from a BPF_MAP_TYPE_PERF_EVENT_ARRAY through
-// libperfbuf.
+// libperfbuf (the root package's Reader, ring by ring).
 type Reader struct {
 	// mu is held by ReadInto, across its waits, and by Close.
-	mu           sync.Mutex
-	pb           *C.struct_perf_buffer
-	next         *C.struct_perf_next // C memory: the cgo call allocates nothing
-	poll         *poller
-	mapFD        int   // a duplicate of the map's fd
-	cpus         []int // CPU of each ring (libperfbuf's order)
-	ringFDs      []int // perf event fd of each ring
-	pending      []int // rings to read since the last wake, from the back
-	pendingErr   error // returned once pending is empty
-	queue        *queue
-	handle       cgo.Handle
+	mu         sync.Mutex
+	rd         *perfbuf.Reader
+	poll       *poller.Poller
+	cpus       []int // CPU of each ring (libperfbuf's order)
+	pending    []int // rings to read since the last wake, from the back
+	pendingErr error // returned once pending is empty
+	// snap holds an overwritable reader's records from head on, newest
+	// first per ring; they keep their buffers when read.
+	snap         []perfbuf.Record
+	snapHead     int
 	overwritable bool
 	bufferSize   int
 	maxDelay     time.Duration
@@ -142,29 +139,38 @@ func NewReaderWithOptions(array Map, perCPUBuffer int, opts ReaderOptions) (*Rea
 	if opts.Watermark >= perCPUBuffer {
 		return nil, errors.New("watermark must be smaller than perCPUBuffer")
 	}
-	fd := array.FD()
-	if fd < 0 {
+	if fd := array.FD(); fd < 0 {
 		return nil, fmt.Errorf("map fd %d: %w", fd, syscall.EBADF)
 	}
-	dup, err := dupFD(fd)
+	if err := fastFromEnv(&opts); err != nil {
+		return nil, err
+	}
+	rd, err := perfbuf.NewReaderFromMap(array, perCPUBuffer, perfbuf.ReaderOptions{
+		WakeupEvents: opts.WakeupEvents,
+		Watermark:    opts.Watermark,
+		Overwritable: opts.Overwritable,
+		Fast:         opts.Fast,
+		// cilium/ebpf reads the CPUs online at creation, for good (and its
+		// Pause empties the slots, which a CPU coming online must not refill).
+		NoHotplug: true,
+		// cilium/ebpf's Close leaves the slots: a reader opened on the map
+		// while this one closes keeps its own.
+		KeepSlots: true,
+		// libperfbuf's own delay timer is never waited on (Read polls the
+		// ring fds itself): the longest bound keeps it quiet.
+		MaxDelay: time.Minute,
+	})
 	if err != nil {
 		return nil, err
 	}
-	page := os.Getpagesize()
-	pages := 1
-	for pages*page < perCPUBuffer {
-		pages <<= 1
-	}
 	pr := &Reader{
-		mapFD:        dup,
-		queue:        &queue{},
+		rd:           rd,
 		overwritable: opts.Overwritable,
-		bufferSize:   pages * page,
+		bufferSize:   rd.BufferSize(),
 		maxDelay:     opts.MaxDelay,
 		fast:         opts.Fast,
 	}
-	pr.handle = cgo.NewHandle(pr.queue)
-	if err := pr.open(pages, opts); err != nil {
+	if err := pr.open(); err != nil {
 		pr.release()
 		return nil, err
 	}
@@ -172,85 +178,45 @@ func NewReaderWithOptions(array Map, perCPUBuffer int, opts ReaderOptions) (*Rea
 	return pr, nil
 }
 
-func (pr *Reader) open(pages int, opts ReaderOptions) error {
-	var flags C.uint32_t
-	if opts.Overwritable {
-		flags |= C.PERFBUF_F_OVERWRITE
-	}
-	if opts.Fast {
-		flags |= C.PERFBUF_F_ADAPTIVE
-	}
-	// libperfbuf's own delay timer is never waited on (Read polls the
-	// ring fds itself): the longest bound keeps it quiet.
-	const quietDelayMS = 60000
-	var cerr C.int
-	runtime.LockOSThread()
-	pr.pb = C.perf_new_buffer(C.int(pr.mapFD), C.size_t(pages), C.uintptr_t(pr.handle),
-		C.uint32_t(opts.WakeupEvents), C.uint32_t(opts.Watermark), quietDelayMS, flags, nil, 0, &cerr)
-	var reason string
-	if pr.pb == nil {
-		reason = C.GoString(C.perfbuf_last_error())
-	}
-	runtime.UnlockOSThread()
-	if pr.pb == nil {
-		return fmt.Errorf("perfbuf: %s: %w", reason, syscall.Errno(cerr))
-	}
-	for i := 0; i < int(C.perfbuf_buffer_cnt(pr.pb)); i++ {
-		pr.cpus = append(pr.cpus, int(C.perfbuf_buffer_cpu(pr.pb, C.size_t(i))))
-		pr.ringFDs = append(pr.ringFDs, int(C.perfbuf_buffer_fd(pr.pb, C.size_t(i))))
+func (pr *Reader) open() error {
+	var err error
+	if pr.cpus, err = pr.rd.Rings(); err != nil {
+		return err
 	}
 	pr.pending = make([]int, 0, len(pr.cpus))
-	pr.next = (*C.struct_perf_next)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_perf_next{}))))
-	if !pr.fast {
-		var err error
-		pr.poll, err = newPoller(pr.ringFDs)
+	if pr.fast {
+		// The fast mode waits in libperfbuf's poll (its spill rings and
+		// timer are in that epoll set); Flush and Close wake it.
+		if pr.poll, err = poller.New(nil); err != nil {
+			return err
+		}
+		pr.poll.Wake = pr.rd.Wake
+		return nil
+	}
+	fds, err := pr.rd.RingFDs()
+	if err != nil {
 		return err
 	}
-	// The fast mode waits in libperfbuf's poll (its spill rings and
-	// timer are in that epoll set); Flush and Close wake it.
-	var err error
-	if pr.poll, err = newPoller(nil); err != nil {
-		return err
-	}
-	pb := pr.pb
-	pr.poll.wake = func() { C.perfbuf_wake(pb) }
-	return nil
-}
-
-func dupFD(fd int) (int, error) {
-	dup, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-	if e != 0 {
-		return -1, fmt.Errorf("duplicate map fd %d: %w", fd, e)
-	}
-	return int(dup), nil
+	pr.poll, err = poller.New(fds)
+	return err
 }
 
 // release frees what open made; mu and pauseMu are held or unneeded.
 func (pr *Reader) release() {
 	if pr.poll != nil {
-		pr.poll.release()
+		pr.poll.Release()
 	}
-	if pr.pb != nil {
-		// libperfbuf deletes the map slots it filled.
-		C.perfbuf_free(pr.pb)
-		pr.pb = nil
-	}
-	if pr.next != nil {
-		C.free(unsafe.Pointer(pr.next))
-		pr.next = nil
-	}
-	if pr.mapFD >= 0 {
-		syscall.Close(pr.mapFD)
-		pr.mapFD = -1
-	}
-	pr.handle.Delete()
+	// The map's slots stay as they are (KeepSlots).
+	pr.rd.Close()
 }
 
 // Close frees the reader. It interrupts a Read, which returns an error
-// wrapping ErrClosed; BPF's bpf_perf_event_output returns -ENOENT after
-// it. Closing twice returns nil.
+// wrapping ErrClosed. As cilium/ebpf's Close, it leaves the map's slots as
+// they are: a reader opened on the map meanwhile keeps its own, and BPF's
+// bpf_perf_event_output into a slot left behind returns -ENOSPC. Closing
+// twice returns nil.
 func (pr *Reader) Close() error {
-	if pr.poll == nil || !pr.poll.signalClose() {
+	if pr.poll == nil || !pr.poll.Close() {
 		return nil
 	}
 	runtime.SetFinalizer(pr, nil)
@@ -279,7 +245,10 @@ func (pr *Reader) BufferSize() int { return pr.bufferSize }
 // Flush unblocks Read: the following Reads return the records the rings
 // hold now, then ErrFlushed once.
 func (pr *Reader) Flush() error {
-	return pr.poll.signalFlush()
+	if err := pr.poll.Flush(); err != nil {
+		return fmt.Errorf("epoll wake: %w", err)
+	}
+	return nil
 }
 
 // Read returns the next record, blocking until there is one. See ReadInto.
@@ -303,8 +272,82 @@ func (pr *Reader) ReadInto(rec *Record) error {
 	if err := pr.readable(); err != nil {
 		return err
 	}
+	if pr.fast {
+		return pr.readFast(rec)
+	}
+	return pr.readRings(rec)
+}
+
+// ReadBatch (not in cilium/ebpf) fills recs with records, at least one: it
+// blocks as ReadInto does until one is, then adds, up to len(recs), what
+// the rings a wake-up found hold (each drained by one call into
+// libperfbuf, as ReadInto's are; the fast mode's poll stages them too);
+// each Record's RawSample is reused. It returns how many, and the error
+// ReadInto would return for the first; an error with n > 0 is that of the
+// record after the n returned (consumed).
+func (pr *Reader) ReadBatch(recs []Record) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if err := pr.readable(); err != nil {
+		return 0, err
+	}
+	var err error
+	if pr.fast {
+		err = pr.readFast(&recs[0])
+	} else {
+		err = pr.readRings(&recs[0])
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Then what is staged, and the rings the wake-up found, without
+	// waiting again.
+	for n := 1; ; {
+		if n == len(recs) {
+			return n, nil
+		}
+		if pr.snapHead < len(pr.snap) {
+			pr.popSnap(&recs[n])
+			n++
+			continue
+		}
+		if ok, err := pr.rd.TakeQueued((*perfbuf.Record)(&recs[n])); ok {
+			if err != nil {
+				return n, pr.recordError(recs[n].CPU, err)
+			}
+			n++
+			continue
+		}
+		if pr.fast || len(pr.pending) == 0 {
+			return n, nil
+		}
+		ring := pr.pending[len(pr.pending)-1]
+		pr.pending = pr.pending[:len(pr.pending)-1]
+		if _, err := pr.rd.DrainRing(ring); err != nil {
+			return n, fmt.Errorf("perfbuf: reading CPU %d: %w", pr.cpus[ring], err)
+		}
+	}
+}
+
+// readRings is ReadInto but in the fast mode; mu held. Each ring a wake-up
+// found is drained at once into the root Reader's stage (one call into C),
+// then handed out record by record.
+func (pr *Reader) readRings(rec *Record) error {
 	for {
-		if len(pr.pending) == 0 && pr.queue.empty() {
+		if ok, err := pr.rd.TakeQueued((*perfbuf.Record)(rec)); ok {
+			if err != nil {
+				return pr.recordError(rec.CPU, err)
+			}
+			return nil
+		}
+		if pr.snapHead < len(pr.snap) {
+			pr.popSnap(rec)
+			return nil
+		}
+		if len(pr.pending) == 0 {
 			if pe := pr.pendingErr; pe != nil {
 				pr.pendingErr = nil
 				return pe
@@ -312,43 +355,45 @@ func (pr *Reader) ReadInto(rec *Record) error {
 			pr.deadlineMu.Lock()
 			deadline := pr.deadline
 			pr.deadlineMu.Unlock()
-			var err error
-			if pr.fast {
-				err = pr.waitFast(deadline)
-			} else {
-				err = pr.poll.wait(deadline, pr.maxDelay)
-			}
+			err := pr.poll.Wait(deadline, pr.maxDelay)
+			all := true // every ring, the ones below their thresholds too
 			switch {
-			case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ErrFlushed):
-				// Hand over what the rings hold (below the thresholds too) first.
+			case err == os.ErrDeadlineExceeded:
+				// Hand over what the rings hold first, as cilium does.
+				pr.pendingErr = fmt.Errorf("epoll wait: %w", err)
+			case err == ErrFlushed:
 				pr.pendingErr = err
-			case err == errBound || err == nil:
+			case err == poller.ErrBound:
+			case err == nil:
+				all = false // the rings that woke the wait, as cilium reads
 			default:
-				return err
+				return fmt.Errorf("epoll wait: %w", err)
 			}
 			if err := pr.readable(); err != nil {
 				return err
 			}
-			if err := pr.load(); err != nil {
+			if err := pr.load(all); err != nil {
 				return err
 			}
 			continue
 		}
-		if !pr.queue.empty() {
-			pr.queue.pop(rec)
-			if pr.fast {
-				rec.Remaining = pr.remaining(rec.CPU)
-			}
-			return nil
-		}
 		ring := pr.pending[len(pr.pending)-1]
-		ok, err := pr.readRing(ring, rec)
-		if !ok && err == nil {
-			pr.pending = pr.pending[:len(pr.pending)-1]
-			continue
+		pr.pending = pr.pending[:len(pr.pending)-1]
+		if _, err := pr.rd.DrainRing(ring); err != nil {
+			return fmt.Errorf("perfbuf: reading CPU %d: %w", pr.cpus[ring], err)
 		}
-		return err
 	}
+}
+
+// recordError is the error of a record the root Reader could not decode,
+// as cilium's reader reports it (out of ReadInto's way: its errors.As
+// target escapes).
+func (pr *Reader) recordError(cpu int, err error) error {
+	var rte *perfbuf.RecordTypeError
+	if errors.As(err, &rte) {
+		return &unknownEventError{rte.Type}
+	}
+	return fmt.Errorf("perfbuf: reading CPU %d: %w", cpu, err)
 }
 
 // readable is ReadInto's check of the reader's state.
@@ -365,66 +410,47 @@ func (pr *Reader) readable() error {
 	return nil
 }
 
-// load marks every ring to be read after a wake-up: forward rings are
-// read record by record; an overwritable ring's records since the last
-// read are taken at once, newest first, as cilium returns them.
-func (pr *Reader) load() error {
-	if pr.fast {
-		if ret := C.perfbuf_consume(pr.pb); ret < 0 {
-			return fmt.Errorf("perfbuf: consume: %w", syscall.Errno(-ret))
-		}
-		return nil
-	}
+// load marks the rings to be read after a wake-up (those the wait found
+// ready, or all): forward rings are drained ring by ring; an overwritable
+// ring's records since the last read are taken at once, newest first, as
+// cilium returns them.
+func (pr *Reader) load(all bool) error {
 	if !pr.overwritable {
+		if !all {
+			pr.pending = append(pr.pending, pr.poll.Ready()...)
+			return nil
+		}
 		for i := range pr.cpus {
 			pr.pending = append(pr.pending, i)
 		}
 		return nil
 	}
+	pr.snap, pr.snapHead = pr.snap[:0], 0
 	for i := len(pr.cpus) - 1; i >= 0; i-- {
-		start := len(pr.queue.recs)
-		if ret := C.perfbuf_snapshot(pr.pb, C.size_t(i)); ret < 0 {
-			return fmt.Errorf("perfbuf: snapshot of CPU %d: %w", pr.cpus[i], syscall.Errno(-ret))
+		start := len(pr.snap)
+		var err error
+		if pr.snap, err = pr.rd.Snapshot(i, pr.snap); err != nil {
+			return fmt.Errorf("perfbuf: snapshot of CPU %d: %w", pr.cpus[i], err)
 		}
-		for j := start; j < len(pr.queue.recs); j++ {
-			pr.queue.recs[j].Remaining = -1
+		for j, k := start, len(pr.snap)-1; j < k; j, k = j+1, k-1 {
+			pr.snap[j], pr.snap[k] = pr.snap[k], pr.snap[j]
 		}
-		pr.queue.reverseFrom(start)
+		for j := start; j < len(pr.snap); j++ {
+			pr.snap[j].Remaining = -1
+		}
 	}
 	return nil
 }
 
-// readRing consumes ring i's next record into rec; false with a nil error
-// when the ring is empty.
-func (pr *Reader) readRing(i int, rec *Record) (bool, error) {
-	for {
-		var dst unsafe.Pointer
-		if cap(rec.RawSample) > 0 {
-			dst = unsafe.Pointer(&rec.RawSample[:1][0])
-		}
-		ret := C.perf_next_record(C.uintptr_t(uintptr(unsafe.Pointer(pr.pb))), C.size_t(i), dst, C.size_t(cap(rec.RawSample)), pr.next)
-		switch {
-		case ret == C.PERF_NEXT_EMPTY:
-			return false, nil
-		case ret == C.PERF_NEXT_GROW:
-			rec.RawSample = make([]byte, 0, int(pr.next.size))
-			continue
-		case ret < 0:
-			return false, fmt.Errorf("perfbuf: reading CPU %d: %w", pr.cpus[i], syscall.Errno(-ret))
-		}
-		rec.CPU = pr.cpus[i]
-		rec.Remaining = int(pr.next.remaining)
-		switch pr.next._type {
-		case C.PERF_RECORD_SAMPLE:
-			rec.RawSample = rec.RawSample[:pr.next.size]
-			rec.LostSamples = 0
-		case C.PERF_RECORD_LOST:
-			rec.RawSample = rec.RawSample[:0]
-			rec.LostSamples = uint64(pr.next.lost)
-		default:
-			return true, &unknownEventError{uint32(pr.next._type)}
-		}
-		return true, nil
+// popSnap copies the next snapshot record into rec (reusing rec.RawSample).
+func (pr *Reader) popSnap(rec *Record) {
+	r := &pr.snap[pr.snapHead]
+	pr.snapHead++
+	rec.CPU, rec.LostSamples, rec.Remaining = r.CPU, r.LostSamples, r.Remaining
+	if r.LostSamples > 0 {
+		rec.RawSample = rec.RawSample[:0]
+	} else {
+		rec.RawSample = append(rec.RawSample[:0], r.RawSample...)
 	}
 }
 
@@ -433,16 +459,16 @@ func (pr *Reader) readRing(i int, rec *Record) (bool, error) {
 // is reported lost. Reads go on returning what the rings hold.
 func (pr *Reader) Pause() error {
 	if pr.fast {
-		return pr.fastControl(func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_pause(pb) }, true)
+		return pr.fastControl(pr.rd.Pause, true)
 	}
 	pr.pauseMu.Lock()
 	defer pr.pauseMu.Unlock()
-	if pr.closed || pr.pb == nil {
+	if pr.closed {
 		return fmt.Errorf("%w", ErrClosed)
 	}
-	for _, cpu := range pr.cpus {
-		if ret := C.perf_map_slot(C.int(pr.mapFD), C.uint32_t(cpu), -1); ret < 0 && ret != -C.ENOENT {
-			return fmt.Errorf("could't delete event fd for CPU %d: %w", cpu, syscall.Errno(-ret))
+	for i, cpu := range pr.cpus {
+		if err := pr.rd.SetMapSlot(i, false); err != nil && err != syscall.ENOENT {
+			return fmt.Errorf("could't delete event fd for CPU %d: %w", cpu, err)
 		}
 	}
 	pr.paused = true
@@ -452,20 +478,33 @@ func (pr *Reader) Pause() error {
 // Resume restores the map's slots after Pause.
 func (pr *Reader) Resume() error {
 	if pr.fast {
-		return pr.fastControl(func(pb *C.struct_perf_buffer) C.int { return C.perfbuf_resume(pb) }, false)
+		return pr.fastControl(pr.rd.Resume, false)
 	}
 	pr.pauseMu.Lock()
 	defer pr.pauseMu.Unlock()
-	if pr.closed || pr.pb == nil {
+	if pr.closed {
 		return fmt.Errorf("%w", ErrClosed)
 	}
 	for i, cpu := range pr.cpus {
-		if ret := C.perf_map_slot(C.int(pr.mapFD), C.uint32_t(cpu), C.int(pr.ringFDs[i])); ret < 0 {
-			return fmt.Errorf("couldn't put event fd %d for CPU %d: %w", pr.ringFDs[i], cpu, syscall.Errno(-ret))
+		if err := pr.rd.SetMapSlot(i, true); err != nil {
+			return fmt.Errorf("couldn't put event fd for CPU %d: %w", cpu, err)
 		}
 	}
 	pr.paused = false
 	return nil
+}
+
+// Stats (not in cilium/ebpf) returns each ring's figures from libperfbuf:
+// records, lost, wake-ups, and the fast mode's state (Batched,
+// BatchSwitches).
+func (pr *Reader) Stats() ([]perfbuf.RingStats, error) {
+	pr.pauseMu.Lock()
+	closed := pr.closed
+	pr.pauseMu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w", ErrClosed)
+	}
+	return pr.rd.Stats()
 }
 
 type unknownEventError struct {
