@@ -10,8 +10,8 @@
 //! reader's usual one (fast mode, lost accounting, health, tail
 //! publication), so the figures stay exact.
 
+use super::RingSet;
 use super::deliver::{self, Halt, Handler};
-use super::{RingSet, halted};
 use crate::error::{Error, Result, What};
 use crate::kernel::{PERF_SAMPLE_RAW, clock::Moment};
 use crate::log;
@@ -296,16 +296,7 @@ impl<H: Handler> RingSet<H> {
             },
         );
         buf.dropped += out.into_inner().take_overflowed();
-        buf.stats = stats;
-        buf.health.drain_ends(stats.lost, || {
-            let all = buf.rings.figures();
-            all.bytes.checked_div(all.records).unwrap_or(0)
-        });
-        self.reached_head |= ret.is_continue();
-        if self.bufs[idx].successor.is_some() && ret.is_continue() {
-            self.promote(idx);
-        }
-        halted(ret)
+        self.drain_ends(idx, stats, ret)
     }
 
     /// Reads into `out` (see [`Self::read_batch`]); when that finds

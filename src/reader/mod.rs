@@ -470,6 +470,13 @@ impl<H: Handler> RingSet<H> {
                 },
             );
         }
+        self.drain_ends(idx, stats, ret)
+    }
+
+    /// After a drain of ring `idx`: its counters stored once, its health
+    /// noted, and a ring read to its head handed over to its successor.
+    fn drain_ends(&mut self, idx: usize, stats: crate::ring::record::DispatchStats, ret: Flow) -> Result<()> {
+        let buf = &mut self.bufs[idx];
         buf.stats = stats;
         buf.health.drain_ends(stats.lost, || {
             let all = buf.rings.figures();

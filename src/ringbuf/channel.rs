@@ -219,23 +219,12 @@ impl Channel {
     /// wake-up from another thread, fails with ECANCELED (the ring, if
     /// signalled in the same wait, read first).
     pub(crate) fn poll<S: Sink>(&mut self, handler: &mut Keyed<'_, S>, timeout_ms: i32) -> Result<usize> {
-        let cnt = sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, 2, timeout_ms)?;
-        let (mut read, mut woken) = (0, None);
-        for i in 0..cnt {
-            let token = self.events[i].u64; // a copy: the struct is packed
-            if token & WAKE_TAG != 0 {
-                woken = Some(token);
-            } else {
-                self.wakeups += 1;
-                self.read(handler)?;
-                read = 1;
-            }
+        let (ready, woken) = self.wait_events(timeout_ms)?;
+        if ready {
+            self.read(handler)?;
         }
-        if let Some(token) = woken {
-            clear_wake(token);
-            return Err(Error::from_errno(libc::ECANCELED));
-        }
-        Ok(read)
+        woken_fails(woken)?;
+        Ok(usize::from(ready))
     }
 
     /// Reads the ring without waiting (at most 2^31 - 1 records); returns
@@ -297,6 +286,14 @@ impl Channel {
     /// returns whether it did. ECANCELED after a wake-up from another
     /// thread.
     pub(crate) fn wait(&mut self, timeout_ms: i32) -> Result<bool> {
+        let (ready, woken) = self.wait_events(timeout_ms)?;
+        woken_fails(woken)?;
+        Ok(ready)
+    }
+
+    /// One epoll wait: whether the ring signalled, and the wake-up token
+    /// if another thread woke the wait.
+    fn wait_events(&mut self, timeout_ms: i32) -> Result<(bool, Option<u64>)> {
         let cnt = sys::epoll_wait(self.epoll.as_raw_fd(), &mut self.events, 2, timeout_ms)?;
         let (mut ready, mut woken) = (false, None);
         for i in 0..cnt {
@@ -308,11 +305,7 @@ impl Channel {
                 ready = true;
             }
         }
-        if let Some(token) = woken {
-            clear_wake(token);
-            return Err(Error::from_errno(libc::ECANCELED));
-        }
-        Ok(ready)
+        Ok((ready, woken))
     }
 
     /// The final drain: reads the ring, reporting what was dropped while
@@ -487,4 +480,15 @@ fn as_sample<'s>(scratch: &'s mut Vec<u8>, data: &[u8]) -> ControlFlow<Stop<Halt
     scratch.extend_from_slice(data);
     scratch.resize(size, 0);
     ControlFlow::Continue(scratch)
+}
+
+/// ECANCELED after a wake-up from another thread (its token cleared).
+fn woken_fails(woken: Option<u64>) -> Result<()> {
+    match woken {
+        Some(token) => {
+            clear_wake(token);
+            Err(Error::from_errno(libc::ECANCELED))
+        }
+        None => Ok(()),
+    }
 }
