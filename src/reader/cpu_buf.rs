@@ -2,7 +2,6 @@
 //! the record-by-record cursor.
 
 use super::health::Tracker;
-use super::hotplug::Successor;
 use super::lost::KernelLost;
 use super::output_counts::OutputCounts;
 use super::stats::RingStats;
@@ -14,6 +13,15 @@ use crate::ring::pair::CpuRings;
 use crate::ring::record::DispatchStats;
 use crate::ring::{At, PerfRing};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+/// A CPU's new event and ring, once it came back online (see
+/// [`super::hotplug`]), waiting for the old ring to be read; where its
+/// losses are counted.
+pub struct Successor {
+    pub fd: OwnedFd,
+    pub ring: PerfRing,
+    pub lost: KernelLost,
+}
 
 /// One CPU's event and rings.
 pub struct CpuBuf {

@@ -20,7 +20,7 @@
 //! mask every [`CHECK_EVERY`]. Polls also compare it once a second, in
 //! case a uevent was lost.
 
-use super::cpu_buf::CpuBuf;
+use super::cpu_buf::{CpuBuf, Successor};
 use super::deliver::Handler;
 use super::lost::KernelLost;
 use super::ticker::Ticker;
@@ -77,16 +77,6 @@ pub struct Hotplug {
     /// When a read outside a poll last looked at the socket.
     socket_at: Moment,
 }
-
-/// A CPU's new ring, its event and where its losses are counted.
-pub struct NewRing {
-    pub fd: OwnedFd,
-    pub ring: PerfRing,
-    pub lost: KernelLost,
-}
-
-/// A CPU's new event and ring, waiting for the old ring to be read.
-pub type Successor = NewRing;
 
 impl Hotplug {
     /// Watches CPU changes for a reader whose epoll is `epoll`: a uevent
@@ -311,7 +301,7 @@ impl<H: Handler> RingSet<H> {
 
     /// `cpu`'s new ring: an enabled event of the reader's own with its
     /// ring mapped, or the source's.
-    fn open_ring(&mut self, cpu: i32) -> Result<NewRing> {
+    fn open_ring(&mut self, cpu: i32) -> Result<Successor> {
         match &mut self.hotplug.as_mut().ok_or(Error::INVAL)?.opener {
             Opener::Event { attr, pages, overwrite } => {
                 let fd = sys::perf_event_open(AttrSource::Built(attr), cpu)
@@ -322,11 +312,11 @@ impl<H: Handler> RingSet<H> {
                     .map_err(|e| e.with(What::EnableEvent(cpu)))?;
                 let lost =
                     if attr.read_format == PERF_FORMAT_LOST { KernelLost::Own } else { KernelLost::Unknown };
-                Ok(NewRing { fd, ring, lost })
+                Ok(Successor { fd, ring, lost })
             }
             Opener::Source(source) => {
                 let (_, fd, ring, tally) = source.open_cpu(cpu)?;
-                Ok(NewRing { fd, ring, lost: tally.map_or(KernelLost::Unknown, KernelLost::Tally) })
+                Ok(Successor { fd, ring, lost: tally.map_or(KernelLost::Unknown, KernelLost::Tally) })
             }
         }
     }

@@ -10,7 +10,7 @@ use super::deliver::{self, Flow, Halt, Handler};
 use super::order::KeyFn;
 use crate::ring::record::DispatchStats;
 use crate::ring::{PerfRing, Stop as RingStop};
-use crate::ringbuf::channel::RingRead;
+use crate::ringbuf::read::RingRead;
 use core::ops::ControlFlow;
 
 /// Where a reader's records go.

@@ -35,6 +35,7 @@ mod callback;
 pub(crate) mod channel;
 mod fast;
 mod layout;
+pub(crate) mod read;
 mod walk;
 
 #[cfg(test)]
