@@ -12,7 +12,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 venv="$top/build/pyvenv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check pytest
+# NumPy: the batch reads' structured arrays (optional for the package; the
+# tests cover both, the no-NumPy path in a child that cannot import it).
+"$venv/bin/pip" install -q --disable-pip-version-check pytest numpy
 export PYTHONPATH="$here/src"
 export PERFBUF_LIBRARY="$top/target/release/libperfbuf.so"
 export PERFBUF_PRODUCER_LIBRARY="$top/build/libperfbuf_producer.so"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _lib, _library
+from ._batch import Batch
 from ._events import (BpfProgram, Branch, Counts, EventInfo, EventReader, EventSample, EventSet, RawRecord,
                       ReadValue, ReadValues, SidebandRecord)
 from ._library import last_error, library_version, use_logging
@@ -28,7 +29,7 @@ from ._perfdata import PerfDataWriter
 from ._ring_buffer import RingBuffer
 from ._ring_reader import LostFn, Record, SampleFn
 
-__all__ = ["PerfBuffer", "RingBuffer", "Record", "library_version", "last_error", "use_logging", "EventSet", "EventReader",
+__all__ = ["PerfBuffer", "RingBuffer", "Record", "Batch", "library_version", "last_error", "use_logging", "EventSet", "EventReader",
            "PerfDataWriter",
            "EventSample", "EventInfo", "BpfProgram", "Counts", "SidebandRecord", "RawRecord", "ReadValues", "ReadValue", "Branch"]
 

@@ -60,6 +60,15 @@ class RingStats(ctypes.Structure):
     ]
 
 
+class ReadBatch(ctypes.Structure):
+    """struct perfbuf_read_batch (the caller's buffers of a batch read)."""
+
+    _fields_ = [
+        ("sz", c_size_t), ("data", c_void_p), ("data_size", c_size_t), ("entries", c_void_p),
+        ("entry_cnt", c_size_t), ("data_used", c_size_t), ("needed", c_size_t),
+    ]
+
+
 class RingHealth(ctypes.Structure):
     """struct perfbuf_ring_health (every field, in order)."""
 
@@ -328,6 +337,8 @@ LATER_SIGNATURES = {
     "perfbuf_drain_final": (c_int, [c_void_p, ctypes.POINTER(c_uint64)]),
     "perfbuf_ring_health": (c_int, [c_void_p, c_size_t, ctypes.POINTER(RingHealth)]),
     "perfbuf_count_dropped": (c_int, [c_void_p, c_size_t, c_uint64]),
+    "perfbuf_read_batch": (c_int, [c_void_p, ctypes.POINTER(ReadBatch)]),
+    "perfbuf_poll_batch": (c_int, [c_void_p, ctypes.POINTER(ReadBatch), c_int]),
     # The ring buffer (BPF_MAP_TYPE_RINGBUF), libbpf's names: looked up in
     # libperfbuf's own handle, so libbpf's definitions are never the ones called.
     "ring_buffer__new": (c_void_p, [c_int, RB_SAMPLE_FN, c_void_p, c_void_p]),

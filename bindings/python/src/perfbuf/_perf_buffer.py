@@ -9,6 +9,7 @@ from typing import Any, Iterable, Optional, Union
 
 from . import _lib, _library
 from ._args import as_int, as_u32, callable_or_none
+from ._batch import BatchReading
 from ._library import os_error
 from ._ring_reader import LostFn, RingReader, SampleFn
 
@@ -22,13 +23,17 @@ def _fd_kind(fd: int) -> Optional[str]:
     return None if target == "anon_inode:bpf-map" else target
 
 
-class PerfBuffer(RingReader):
+class PerfBuffer(BatchReading, RingReader):
     """A perf buffer over a BPF_MAP_TYPE_PERF_EVENT_ARRAY (one ring per CPU).
 
     ``on_sample(cpu, data)`` gets each sample's bytes (as the kernel sized
     them: padded to 4 bytes short of a multiple of 8), ``on_lost(cpu, count)``
     each count of records the kernel dropped. Without callbacks, use
-    :meth:`read` or :meth:`records` to pull records instead.
+    :meth:`read` or :meth:`records` to pull records instead, or
+    :meth:`read_batch` to take everything a drain delivered as one
+    :class:`Batch` (a buffer of records, a NumPy array when NumPy is
+    installed) with no Python call per record. ``map_fd`` may also be a
+    BPF ring buffer's (``BPF_MAP_TYPE_RINGBUF``: one ring, CPU -1).
 
     With no option given, the buffer is exactly C's
     ``perf_buffer__new(map_fd, page_cnt, ...)``: libbpf's per-record
