@@ -234,7 +234,11 @@ $(BUILD)/perfbench: bench/perfbench.c bench/rings.c bench/rings.h c-tests/produc
 	$(CC) $(TEST_CFLAGS) -Ibench -o $@ bench/perfbench.c bench/rings.c c-tests/producer.c -lbpf -lpthread -ldl
 
 BENCH_REPS ?= 5
-BENCH_ROWS ?= drain,stream,ringbuf,peers,quiet,latency,rings,record
+BENCH_ROWS ?= drain,stream,ringbuf,peers,python,quiet,latency,rings,record
+
+# The peers' producer as a library, for the Python rows (bench/python_rows.py).
+$(BUILD)/libperfbuf_peer_producer.so: bench/peers/peer_producer.c bench/peers/peer_producer.h c-tests/producer.c c-tests/producer.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ bench/peers/peer_producer.c c-tests/producer.c
 
 # The peer readers over the same producer: cilium/ebpf (Go, Debian's
 # golang-github-cilium-ebpf-dev) and aya (Rust, crates.io). Each one whose
@@ -248,12 +252,12 @@ bench-peers: | $(BUILD)
 # with spread and ratios. The raw results go to docs/bench.json, beside the
 # plot, and README's and docs/performance.md's tables are generated from it
 # (bench-report-check, in make test, fails when they differ).
-bench: $(BUILD)/perfbench lib bench-peers producer-lib tracefs
+bench: $(BUILD)/perfbench lib bench-peers producer-lib $(BUILD)/libperfbuf_peer_producer.so tracefs
 	$(CARGO) build --release --example ring_scale --example record_bench
 	$(CARGO) build --release -p perfbuf-capi --features bench-health-off --target-dir target/health-off
 	python3 bench/run.py $(BUILD)/perfbench $(CURDIR)/$(LIB) docs/bench.json --reps $(BENCH_REPS) \
 		--health-off-lib $(CURDIR)/target/health-off/release/libperfbuf_capi.so \
-		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --ring-scale $(CURDIR)/$(REL)/examples/ring_scale \
+		--rows $(BENCH_ROWS) --peers-dir $(BUILD) --python-producer $(BUILD)/libperfbuf_peer_producer.so --ring-scale $(CURDIR)/$(REL)/examples/ring_scale \
 		--record-bench $(CURDIR)/$(REL)/examples/record_bench
 	@python3 -c "import matplotlib" 2>/dev/null || pip install -q matplotlib
 	python3 bench/plot.py docs/bench.json docs/bench.png

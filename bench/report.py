@@ -145,6 +145,8 @@ def readme_part(data):
                 "`ring_buffer__poll` (libbpf's, and libperfbuf's under `LD_PRELOAD`) and by cilium/ebpf; a full "
                 "ring fails the BPF program's output, which the program counts (failed outputs):", "", *rb_lines]
 
+    out += RUN.python_rows.readme_lines(by)
+
     out += ["", "Draining records already in a ring (both libraries in one process), and quieter streams:", "",
             "| figure | libbpf | libperfbuf | ratio |", "|---|---|---|---|"]
 
@@ -230,6 +232,7 @@ def latest_part(data):
             "shipped, and compiled out (a second build, feature `bench-health-off`); the coarse clock read "
             "once per poll stays in both (CPU hot-plug checks use it too):", "",
             *(RUN.health_table(by) if len(RUN.health_table(by)) > 2 else ["(no health-off rows in this run)"]), "",
+            *([*RUN.python_rows.table_lines(by), ""] if RUN.python_rows.table_lines(by) else []),
             "Every libperfbuf row against libbpf's (drains, quiet streams, latency, idle; rows only "
             "libperfbuf has are compared with libbpf's default):", "", *data["table"].splitlines()]
 

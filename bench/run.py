@@ -24,6 +24,9 @@ Row groups (--rows, in this order by default):
            Fast + ReadInto, Fast + ReadBatch) and aya (Rust,
            PEERS_DIR/peer-aya); each skipped, saying why, when
            its binary was not built (PEERS_DIR/peer-*.skip holds the reason)
+  python   the peers' producer read from Python: perfbuf's callback per
+           record and batch reads, and bcc's own reader (bench/python_rows.py;
+           needs --python-producer)
   quiet    both libraries in one process, alternating; run twice per
            repetition, the second time with PERFBUF_ADAPTIVE=1 (rows "fast":
            there the libbpf column is the libbpf segments that alternated with
@@ -55,8 +58,11 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_rows  # noqa: E402  (bench/python_rows.py: the Python rows and their table)
 
-GROUPS = ["drain", "stream", "ringbuf", "peers", "quiet", "latency", "rings", "record"]
+
+GROUPS = ["drain", "stream", "ringbuf", "peers", "python", "quiet", "latency", "rings", "record"]
 FAST = {"PERFBUF_ADAPTIVE": "1"}
 
 
@@ -310,6 +316,8 @@ def main():
                     "default and fast modes; skipped, saying so, when absent)")
     ap.add_argument("--health-off-lib", default=None, help="libperfbuf built with the health bookkeeping "
                     "compiled out (feature bench-health-off): the stream rows' fast mode again, to show its cost")
+    ap.add_argument("--python-producer", default=None, help="build/libperfbuf_peer_producer.so (the python "
+                    "rows; skipped, saying so, when absent)")
     ap.add_argument("--peers-dir", default=None, help="where peer-cilium and peer-aya are (default: "
                     "the benchmark binary's directory)")
     a = ap.parse_args()
@@ -335,6 +343,11 @@ def main():
                 runs = [run(a.binary, None, row), run(a.binary, a.lib, row), run(a.binary, a.lib, row, FAST)]
             elif row == "peers":
                 runs = [run_cmd([p]) for p in peers]
+            elif row == "python":
+                have = a.python_producer and os.path.exists(a.python_producer)
+                runs = [python_rows.rows(a.lib, os.path.abspath(a.python_producer), rep == 0)] if have else []
+                if not have and rep == 0:
+                    print(f"python: no producer library at {a.python_producer}: rows skipped", file=sys.stderr)
             elif row == "record":
                 if a.record_bench and os.access(a.record_bench, os.X_OK):
                     runs = [run_cmd([a.record_bench, "2", "--json"])]
@@ -438,6 +451,8 @@ def main():
     health = "\n".join(health_table(by))
     print()
     print(health)
+    print()
+    print("\n".join(python_rows.table_lines(by)))
     meta["loadavg_end"] = f"{os.getloadavg()[0]:.2f}"
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "results": results, "icount_per_record": icounts, "table": table, "readers_table": readers,

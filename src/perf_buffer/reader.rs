@@ -215,10 +215,12 @@ impl<'a, S: Sink> Reader<'a, S> {
         }
     }
 
-    /// [`Self::read_batch`]; when that finds nothing, waits up to
-    /// `timeout` (`None`: forever) for a ring to signal and reads again,
-    /// until something is read or the time is up (then 0). Records stay
-    /// out of the sink: use this instead of [`Self::poll`]. Fails with
+    /// Waits up to `timeout` (`None`: forever) for a ring to signal, as
+    /// [`Self::poll`] does, then reads as [`Self::read_batch`] does, until
+    /// something is read or the time is up (then 0); what the last read
+    /// left for want of room is read at once, without waiting. Waiting
+    /// first lets the fast mode batch its wake-ups. Records stay out of the
+    /// sink: use this instead of [`Self::poll`]. Fails with
     /// [`crate::ErrorKind::Cancelled`] after a [`Waker::wake`].
     pub fn poll_batch(&mut self, timeout: Option<Duration>, out: &mut BatchBuf<'_>) -> Result<usize> {
         if out.entries_left() < 2 {

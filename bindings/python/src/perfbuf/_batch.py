@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import struct
+import sys
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from . import _lib, _library
@@ -34,15 +35,26 @@ def entry_dtype() -> Any:
     return np.dtype([("cpu", "=i4"), ("size", "=u4"), ("offset", "=u8"), ("lost", "=u8")])
 
 
-def _in_use(buf: bytearray) -> bool:
-    """Whether views of ``buf`` (memoryviews, NumPy arrays) are alive: a
-    bytearray with exports cannot grow."""
-    try:
-        buf.append(0)
-    except BufferError:
-        return True
-    del buf[-1]
-    return False
+class _Buffers:
+    """A batch read's memory (ctypes arrays: fixed addresses, which C gets
+    once), and the request that points at it."""
+
+    __slots__ = ("data", "entries", "req")
+
+    def __init__(self, records: int, nbytes: int) -> None:
+        self.data = (ctypes.c_ubyte * max(nbytes, 1))()
+        self.entries = (ctypes.c_ubyte * (records * ENTRY_SIZE))()
+        self.req = _lib.ReadBatch(sz=ctypes.sizeof(_lib.ReadBatch), data=ctypes.addressof(self.data),
+                                  data_size=nbytes, entries=ctypes.addressof(self.entries), entry_cnt=records)
+
+    def in_use(self) -> bool:
+        """Whether views of the memory (memoryviews, NumPy arrays) are
+        alive: each holds a reference to the array it views (the two here
+        are this object's and the call's)."""
+        return sys.getrefcount(self.data) > 2 or sys.getrefcount(self.entries) > 2
+
+    def fits(self, records: int, nbytes: int) -> bool:
+        return self.req.entry_cnt == records and self.req.data_size == nbytes
 
 
 class Batch:
@@ -51,25 +63,27 @@ class Batch:
     kernel lost there), in order per CPU (a ring buffer's: in the order
     written; its CPU is -1).
 
-    The bytes live in a buffer the reader reuses: a :class:`Batch` is valid
+    The bytes live in memory the reader reuses: a :class:`Batch` is valid
     until the reader's next :meth:`~BatchReading.read_batch` (then its
     methods raise ``RuntimeError``). Views taken from it — :attr:`data`,
     :meth:`record`, :meth:`as_numpy`, :meth:`entries_numpy` — stay valid
-    as long as they live: while any is alive, the next read uses a fresh
-    buffer instead.
+    as long as they live: while any is alive, the next read uses fresh
+    memory instead.
     """
 
-    __slots__ = ("_reader", "_gen", "_data", "_entries", "_count", "_used")
+    __slots__ = ("_reader", "_gen", "_bufs", "_count", "_used")
 
-    def __init__(self, reader: "BatchReading", gen: int, data: bytearray, entries: bytearray, count: int,
-                 used: int) -> None:
-        self._reader, self._gen = reader, gen
-        self._data, self._entries, self._count, self._used = data, entries, count, used
+    def __init__(self, reader: "BatchReading", gen: int, bufs: _Buffers, count: int, used: int) -> None:
+        self._reader, self._gen, self._bufs, self._count, self._used = reader, gen, bufs, count, used
 
-    def _check(self) -> None:
+    def _check(self) -> _Buffers:
         if self._reader._batch_gen != self._gen:
             raise RuntimeError("this Batch was overwritten by a later read_batch: copy what you keep "
                                "(bytes(batch.record(i)), batch.as_numpy(dt).copy()) or keep a view of it")
+        return self._bufs
+
+    def _entry_view(self) -> memoryview:
+        return memoryview(self._check().entries).cast("B")[:self._count * ENTRY_SIZE]
 
     def __len__(self) -> int:
         return self._count
@@ -84,37 +98,35 @@ class Batch:
     def data(self) -> memoryview:
         """The samples' bytes (read-only): entry ``i``'s are
         ``data[offset:offset + size]``, each ``offset`` a multiple of 8."""
-        self._check()
-        return memoryview(self._data)[:self._used].toreadonly()
+        return memoryview(self._check().data).cast("B")[:self._used].toreadonly()
 
     @property
     def entries(self) -> memoryview:
         """The entries' raw bytes (read-only), 24 per entry: ``struct
         perfbuf_batch_entry`` (u32 cpu, u32 size, u64 offset, u64 lost)."""
-        self._check()
-        return memoryview(self._entries)[:self._count * ENTRY_SIZE].toreadonly()
+        return self._entry_view().toreadonly()
 
     def entry(self, i: int) -> tuple[int, int, int, int]:
         """Entry ``i`` as ``(cpu, size, offset, lost)`` (``cpu`` -1 for a
         ring buffer; ``lost`` > 0 for a loss report, whose size is 0)."""
-        self._check()
+        bufs = self._check()
         if not -self._count <= i < self._count:
             raise IndexError(f"entry {i} out of range: this batch has {self._count}")
-        cpu, size, offset, lost = _ENTRY.unpack_from(self._entries, (i % self._count) * ENTRY_SIZE)
+        cpu, size, offset, lost = _ENTRY.unpack_from(bufs.entries, (i % self._count) * ENTRY_SIZE)
         return (-1 if cpu == _NO_CPU else cpu), size, offset, lost
 
     def record(self, i: int) -> memoryview:
         """Entry ``i``'s bytes (read-only, zero-copy; empty for a loss
         report)."""
         _, size, offset, _ = self.entry(i)
-        return memoryview(self._data)[offset:offset + size].toreadonly()
+        return memoryview(self._bufs.data).cast("B")[offset:offset + size].toreadonly()
 
     def __iter__(self) -> Iterator[Record]:
         """Each entry as a :class:`Record` (a copy of its bytes), as
         :meth:`~perfbuf.PerfBuffer.read` gives them."""
-        self._check()
-        data = self._data
-        for cpu, size, offset, lost in _ENTRY.iter_unpack(memoryview(self._entries)[:self._count * ENTRY_SIZE]):
+        view = self._entry_view()
+        data = memoryview(self._bufs.data).cast("B")
+        for cpu, size, offset, lost in _ENTRY.iter_unpack(view):
             yield Record(-1 if cpu == _NO_CPU else cpu, bytes(data[offset:offset + size]), lost)
 
     @property
@@ -125,17 +137,16 @@ class Batch:
     @property
     def losses(self) -> list[tuple[int, int]]:
         """The loss reports, as ``(cpu, count)``."""
-        self._check()
-        view = memoryview(self._entries)[:self._count * ENTRY_SIZE]
-        return [(-1 if cpu == _NO_CPU else cpu, lost) for cpu, _, _, lost in _ENTRY.iter_unpack(view) if lost]
+        return [(-1 if cpu == _NO_CPU else cpu, lost)
+                for cpu, _, _, lost in _ENTRY.iter_unpack(self._entry_view()) if lost]
 
     def entries_numpy(self) -> Any:
         """The entries as a NumPy structured array (zero-copy) of
         :func:`entry_dtype`: fields ``cpu``, ``size``, ``offset``, ``lost``.
         Needs NumPy."""
-        self._check()
+        bufs = self._check()
         import numpy as np
-        return np.frombuffer(self._entries, dtype=entry_dtype(), count=self._count)
+        return np.frombuffer(bufs.entries, dtype=entry_dtype(), count=self._count)
 
     def as_numpy(self, dtype: Any) -> Any:
         """The samples as a NumPy structured array of ``dtype`` (your
@@ -144,7 +155,7 @@ class Batch:
         CPUs: ``entries_numpy()["cpu"][entries_numpy()["lost"] == 0]``).
         Each row is the first ``dtype.itemsize`` bytes of its sample.
 
-        Zero-copy (a strided view of the batch's buffer) when the samples
+        Zero-copy (a strided view of the batch's memory) when the samples
         sit at one stride, as samples of one size do; a copy otherwise.
         ``ValueError`` when a sample is shorter than ``dtype``. Needs NumPy."""
         import numpy as np
@@ -157,14 +168,14 @@ class Batch:
         sizes, offsets = samples["size"], samples["offset"]
         if int(sizes.min()) < dt.itemsize:
             raise ValueError(f"a sample of {int(sizes.min())} bytes is shorter than the dtype's {dt.itemsize}")
-        first = int(offsets[0])
+        data, first = self._bufs.data, int(offsets[0])
         if n == 1:
-            return np.ndarray((1,), dtype=dt, buffer=self._data, offset=first)
+            return np.ndarray((1,), dtype=dt, buffer=data, offset=first)
         steps = np.diff(offsets)
         stride = int(steps[0])
         if stride > 0 and bool((steps == stride).all()):
-            return np.ndarray((n,), dtype=dt, buffer=self._data, offset=first, strides=(stride,))
-        raw = np.frombuffer(self._data, dtype=np.uint8)
+            return np.ndarray((n,), dtype=dt, buffer=data, offset=first, strides=(stride,))
+        raw = np.frombuffer(data, dtype=np.uint8)
         rows = raw[offsets.astype(np.intp)[:, None] + np.arange(dt.itemsize)]
         return rows.view(dt).reshape(n)
 
@@ -175,70 +186,49 @@ class BatchReading:
     a BPF ring buffer)."""
 
     _batch_gen = 0
-    _batch_bufs: Optional[tuple[bytearray, bytearray]] = None
-
-    def _buffers(self, records: int, nbytes: int) -> tuple[bytearray, bytearray]:
-        """The reusable buffers, fresh when views of the last ones live or
-        the sizes changed."""
-        bufs = self._batch_bufs
-        if bufs is None or len(bufs[0]) != nbytes or len(bufs[1]) != records * ENTRY_SIZE \
-                or _in_use(bufs[0]) or _in_use(bufs[1]):
-            bufs = self._batch_bufs = (bytearray(nbytes), bytearray(records * ENTRY_SIZE))
-        return bufs
+    _batch_bufs: Optional[_Buffers] = None
 
     def read_batch(self, timeout_ms: int = -1, *, max_records: int = DEFAULT_RECORDS,
                    max_bytes: int = DEFAULT_BYTES) -> Batch:
-        """Everything the rings hold, up to ``max_records`` entries and
-        ``max_bytes`` of samples, as one :class:`Batch`; when they hold
-        nothing, waits up to ``timeout_ms`` (-1: forever, 0: not at all)
-        for records (an empty batch on timeout). What does not fit stays in
-        the rings for the next read (nothing is lost or consumed unseen),
-        and :meth:`stats` counts what was read as a poll would. The
-        callbacks do not run: read with this *or* poll, not both.
+        """Waits up to ``timeout_ms`` (-1: forever, 0: not at all) for the
+        rings to signal, as :meth:`poll` does, and returns what they hold,
+        up to ``max_records`` entries and ``max_bytes`` of samples, as one
+        :class:`Batch` (empty on timeout). What does not fit stays in the
+        rings, and the next call takes it at once, without waiting: nothing
+        is lost or consumed unseen, and :meth:`stats` counts what was read
+        as a poll would. The callbacks do not run: read with this *or*
+        poll, not both.
 
-        A sample larger than ``max_bytes`` makes this read take a buffer
+        A sample larger than ``max_bytes`` makes this read take memory
         large enough for it. ``OSError(ECANCELED)`` after :meth:`wake`.
         ``perfbuf_poll_batch``."""
-        timeout_ms = as_int("timeout_ms", timeout_ms)
-        records, nbytes = as_int("max_records", max_records), as_int("max_bytes", max_bytes)
-        if records < 2:
-            raise ValueError(f"max_records must be at least 2, got {records}")
-        if nbytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {nbytes}")
+        if type(timeout_ms) is not int:
+            timeout_ms = as_int("timeout_ms", timeout_ms)
+        if max_records != DEFAULT_RECORDS or max_bytes != DEFAULT_BYTES:
+            max_records, max_bytes = as_int("max_records", max_records), as_int("max_bytes", max_bytes)
+            if max_records < 2:
+                raise ValueError(f"max_records must be at least 2, got {max_records}")
+            if max_bytes < 0:
+                raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         fn = getattr(_library.LIB.lib, "perfbuf_poll_batch", None)
         if fn is None:
             raise NotImplementedError(f"this libperfbuf ({_library.library_version()}) has no perfbuf_poll_batch: "
                                       "update it")
-        data, entries = self._buffers(records, nbytes)
+        bufs = self._batch_bufs
+        if bufs is None or not bufs.fits(max_records, max_bytes) or bufs.in_use():
+            bufs = self._batch_bufs = _Buffers(max_records, max_bytes)
         reader: RingReader = self  # type: ignore[assignment]
-        req = _lib.ReadBatch(sz=ctypes.sizeof(_lib.ReadBatch), entry_cnt=records)
         pb = reader._acquire()
         try:
-            while True:
-                ret = self._read_into(pb, req, data, entries, timeout_ms)
-                if ret != -errno.EMSGSIZE or req.needed <= len(data):
-                    break
-                # The next sample alone is larger than the buffer: it waits
+            ret = _library.LIB.perfbuf_poll_batch(pb, ctypes.byref(bufs.req), timeout_ms)
+            if ret == -errno.EMSGSIZE and bufs.req.needed > bufs.req.data_size:
+                # The next sample alone is larger than the memory: it waits
                 # in its ring for a read with room for it, now.
-                data = bytearray(req.needed)
-                self._batch_bufs = (data, entries)
-                timeout_ms = 0
+                bufs = _Buffers(max_records, bufs.req.needed)
+                ret = _library.LIB.perfbuf_poll_batch(pb, ctypes.byref(bufs.req), 0)
         finally:
             reader._lock.release()
         if ret < 0:
             raise os_error(-ret, "perfbuf_poll_batch")
         self._batch_gen += 1
-        return Batch(self, self._batch_gen, data, entries, ret, req.data_used)
-
-    @staticmethod
-    def _read_into(pb: int, req: Any, data: bytearray, entries: bytearray, timeout_ms: int) -> int:
-        # Exported to C for the call only: the buffers' addresses.
-        data_c = (ctypes.c_char * len(data)).from_buffer(data) if data else None
-        entries_c = (ctypes.c_char * len(entries)).from_buffer(entries)
-        try:
-            req.data = ctypes.addressof(data_c) if data_c is not None else None
-            req.data_size = len(data)
-            req.entries = ctypes.addressof(entries_c)
-            return int(_library.LIB.perfbuf_poll_batch(pb, ctypes.byref(req), timeout_ms))
-        finally:
-            del data_c, entries_c
+        return Batch(self, self._batch_gen, bufs, ret, bufs.req.data_used)
