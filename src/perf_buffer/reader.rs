@@ -230,18 +230,17 @@ impl<'a, S: Sink> Reader<'a, S> {
             Rings::Perf(rings) => return rings.poll_batch(timeout_ms(timeout), out),
             Rings::RingBuf(channel, _) => channel,
         };
+        // Its epoll is level-triggered: records a read left signal again.
         let start = std::time::Instant::now();
         loop {
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            if !channel.wait(timeout_ms(left))? {
+                return Ok(0);
+            }
             let n = channel.read_batch(out)?;
-            if n > 0 {
+            if n > 0 || left.is_some_and(|l| l.is_zero()) {
                 return Ok(n);
             }
-            let left = match timeout.map(|t| t.checked_sub(start.elapsed())) {
-                None => None,
-                Some(Some(left)) if !left.is_zero() => Some(left),
-                Some(_) => return Ok(0),
-            };
-            channel.wait(timeout_ms(left))?;
         }
     }
 
