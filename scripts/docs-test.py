@@ -456,6 +456,10 @@ CONTEXTS_PYTHON = {
              "class Enough(Exception):\n    pass\nseen = []\n"
              "def handle(cpu, data):\n    seen.append(data)\n    if len(seen) == 5:\n        raise Enough\n"
              "fixtures.later(0.5, producer.emit)\ntry:\n", "except Enough:\n    print('5 records')\n"),
+    # a map with 5 records of 16 bytes coming, the example's handle, and NumPy (the batch blocks)
+    "batch": (FIXTURES + "producer = fixtures.Producer()\nmap_fd = producer.map_fd\n"
+              "def handle(cpu, data):\n    print('cpu', cpu, bytes(data).hex())\n"
+              "fixtures.later(0.5, producer.emit)\n", ""),
     # a buffer over a map
     "ring": (FIXTURES + "import struct\nfrom perfbuf import PerfBuffer\nproducer = fixtures.Producer()\n"
              "pb = PerfBuffer(producer.map_fd)\n", "assert head == 0 and tail == 0\n"),

@@ -18,9 +18,11 @@ $SUDO apt-get update -qq
 # perf script/report, which the perf.data and side-band tests compare with;
 # bpftool and sudo: the docs' commands use them, and make docs-test runs
 # those as written; prometheus (and its promtool): the metrics tests scrape
-# the command with it.
+# the command with it. python3-numpy: make docs-test runs the Python README's
+# NumPy example with the system python3 (python-test installs NumPy in its
+# venv); python3-bpfcc: make bench's bcc row (bench/python_rows.py).
 $SUDO apt-get install -y -qq --no-install-recommends libbpf-dev libelf-dev zlib1g-dev gcc g++ make binutils pkg-config clang valgrind \
-	python3 python3-venv golang-go golang-github-cilium-ebpf-dev linux-perf bpftool sudo prometheus >/dev/null
+	python3 python3-venv python3-numpy python3-bpfcc golang-go golang-github-cilium-ebpf-dev linux-perf bpftool sudo prometheus >/dev/null
 # The tests start their own Prometheus on a free port; the package's
 # service (port 9090, scraping itself) is not needed.
 if command -v systemctl >/dev/null && systemctl is-enabled prometheus >/dev/null 2>&1; then
