@@ -282,7 +282,8 @@ def main():
     by = {}
     for key, rs in samples.items():
         med = dict(rs[0])
-        for k in ("records_per_s", "reader_cpu_ns_per_record", "lost", "produced", "delivered"):
+        for k in ("records_per_s", "reader_cpu_ns_per_record", "lost", "produced", "delivered", "batch_switches",
+                  "ring_wakeups"):
             vals = [r[k] for r in rs if r.get(k) is not None]
             if vals:
                 med[k] = statistics.median(vals)

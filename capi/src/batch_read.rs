@@ -41,12 +41,10 @@ pub unsafe extern "C" fn perfbuf_read_batch(pb: *mut perf_buffer, b: *mut perfbu
     unsafe { read_into(pb, b, None) }
 }
 
-/// Waits up to `timeout_ms` (-1: forever, 0: not at all) for a ring to
-/// signal, as `perfbuf_poll` does, then reads as `perfbuf_read_batch`
-/// does, until something is read (returns the entries) or the time is up
-/// (returns 0). What the last read left in the rings for want of room is
-/// read at once, without waiting. Waiting first is what lets the fast mode
-/// batch its wake-ups. -ECANCELED after `perfbuf_wake`; other returns as
+/// `perfbuf_read_batch`; when it finds nothing, waits up to `timeout_ms`
+/// (-1: forever, 0: not at all) for a ring to signal and reads again,
+/// until something is read (returns the entries) or the time is up
+/// (returns 0). -ECANCELED after `perfbuf_wake`; other returns as
 /// `perfbuf_read_batch`'s.
 ///
 /// # Safety

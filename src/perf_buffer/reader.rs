@@ -215,12 +215,10 @@ impl<'a, S: Sink> Reader<'a, S> {
         }
     }
 
-    /// Waits up to `timeout` (`None`: forever) for a ring to signal, as
-    /// [`Self::poll`] does, then reads as [`Self::read_batch`] does, until
-    /// something is read or the time is up (then 0); what the last read
-    /// left for want of room is read at once, without waiting. Waiting
-    /// first lets the fast mode batch its wake-ups. Records stay out of the
-    /// sink: use this instead of [`Self::poll`]. Fails with
+    /// [`Self::read_batch`]; when that finds nothing, waits up to
+    /// `timeout` (`None`: forever) for a ring to signal and reads again,
+    /// until something is read or the time is up (then 0). Records stay
+    /// out of the sink: use this instead of [`Self::poll`]. Fails with
     /// [`crate::ErrorKind::Cancelled`] after a [`Waker::wake`].
     pub fn poll_batch(&mut self, timeout: Option<Duration>, out: &mut BatchBuf<'_>) -> Result<usize> {
         if out.entries_left() < 2 {
@@ -230,17 +228,18 @@ impl<'a, S: Sink> Reader<'a, S> {
             Rings::Perf(rings) => return rings.poll_batch(timeout_ms(timeout), out),
             Rings::RingBuf(channel, _) => channel,
         };
-        // Its epoll is level-triggered: records a read left signal again.
         let start = std::time::Instant::now();
         loop {
-            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-            if !channel.wait(timeout_ms(left))? {
-                return Ok(0);
-            }
             let n = channel.read_batch(out)?;
-            if n > 0 || left.is_some_and(|l| l.is_zero()) {
+            if n > 0 {
                 return Ok(n);
             }
+            let left = match timeout.map(|t| t.checked_sub(start.elapsed())) {
+                None => None,
+                Some(Some(left)) if !left.is_zero() => Some(left),
+                Some(_) => return Ok(0),
+            };
+            channel.wait(timeout_ms(left))?;
         }
     }
 

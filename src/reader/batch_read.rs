@@ -218,17 +218,16 @@ impl<H: Handler> RingSet<H> {
         let (before, rings) = (out.len(), self.bufs.len());
         let start = self.batch_next.min(rings.saturating_sub(1));
         let mut ret = Ok(());
-        self.batch_left = false;
         for idx in (start..rings).chain(0..start) {
             // A ring left with records (no room, or an error) is read
             // first next time.
             if out.entries_left() == 0 {
-                (self.batch_next, self.batch_left) = (idx, true);
+                self.batch_next = idx;
                 break;
             }
             ret = self.read_ring_into(idx, out);
             if ret.is_err() || out.needed.is_some() || self.bufs[idx].rings.has_pending() {
-                (self.batch_next, self.batch_left) = (idx, true);
+                self.batch_next = idx;
                 break;
             }
         }
@@ -300,29 +299,28 @@ impl<H: Handler> RingSet<H> {
         self.drain_ends(idx, stats, ret)
     }
 
-    /// Waits up to `timeout_ms` (-1: forever) for a ring to signal, as
-    /// [`Self::poll`] does, then reads into `out` (see [`Self::read_batch`]),
-    /// until something is read or the time is up (then 0). When the last
-    /// read left records for want of room, reads them first, without
-    /// waiting. ECANCELED after a wake-up from another thread.
-    ///
-    /// Waiting first is what lets the fast mode batch its wake-ups: a
-    /// reader that read again at once would take a few records at a time
-    /// and never wait.
+    /// Reads into `out` (see [`Self::read_batch`]); when that finds
+    /// nothing, waits up to `timeout_ms` (-1: forever) for a ring to
+    /// signal and reads again, until something is read or the time is up.
+    /// ECANCELED after a wake-up from another thread.
     pub fn poll_batch(&mut self, timeout_ms: i32, out: &mut BatchBuf<'_>) -> Result<usize> {
         let start = Moment::now();
         loop {
-            let left = match timeout_ms {
-                t if t < 0 => -1,
-                t => t.saturating_sub(start.elapsed().as_millis().min(i32::MAX as u128) as i32).max(0),
-            };
-            if !self.batch_left && self.wait_ready(left)? == 0 {
-                return Ok(0);
-            }
             let n = self.read_batch(out)?;
-            if n > 0 || left == 0 {
+            if n > 0 {
                 return Ok(n);
             }
+            let left = match timeout_ms {
+                t if t < 0 => -1,
+                t => {
+                    let spent = start.elapsed().as_millis().min(i32::MAX as u128) as i32;
+                    if spent >= t {
+                        return Ok(0);
+                    }
+                    t - spent
+                }
+            };
+            self.wait_ready(left)?;
         }
     }
 }

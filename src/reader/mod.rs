@@ -103,9 +103,6 @@ pub struct RingSet<H> {
     stale: bool,
     /// The ring a batch read starts with: the one the last left records in.
     batch_next: usize,
-    /// The last batch read stopped for want of room (or failed) with
-    /// records left: the next batch poll reads before it waits.
-    batch_left: bool,
     epoll: OwnedFd,
 }
 
@@ -259,7 +256,6 @@ impl<H: Handler> RingSet<H> {
             window_at: Moment::coarse(),
             stale: false,
             batch_next: 0,
-            batch_left: false,
             epoll,
         })
     }

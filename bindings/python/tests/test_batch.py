@@ -178,3 +178,36 @@ def test_batches_work_without_numpy() -> None:
     out = run_python(code)
     assert out.returncode == 0, out.stderr
     assert "no numpy: ok" in out.stdout
+
+
+def test_a_waiting_read_batch_is_woken_and_times_out(producer: Producer) -> None:
+    import errno
+    import threading
+    import time
+    with PerfBuffer(producer.map_fd, cpus=[0], fast=True) as pb:
+        t0 = time.monotonic()
+        assert len(pb.read_batch(50)) == 0
+        assert time.monotonic() - t0 >= 0.045
+        threading.Timer(0.05, pb.wake).start()
+        with pytest.raises(OSError) as e:
+            pb.read_batch(5000)
+        assert e.value.errno == errno.ECANCELED
+        threading.Timer(0.05, producer.emit, (0, 64, 9, 3)).start()
+        got = len(pb.read_batch(5000))
+        while got < 3:  # the first wake-up may come before all three were written
+            n = len(pb.read_batch(1000))
+            assert n > 0, f"{got} of 3 records"
+            got += n
+        assert got == 3
+
+
+def test_close_from_another_thread_ends_a_waiting_read_batch(producer: Producer) -> None:
+    import errno
+    import threading
+    pb = PerfBuffer(producer.map_fd, cpus=[0])
+    threading.Timer(0.05, pb.close).start()
+    with pytest.raises((OSError, ValueError)) as e:
+        pb.read_batch(-1)
+    assert isinstance(e.value, ValueError) or e.value.errno == errno.ECANCELED
+    with pytest.raises(ValueError, match="closed"):
+        pb.read_batch(0)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import select
 import struct
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from . import _lib, _library
@@ -180,6 +182,11 @@ class Batch:
         return rows.view(dt).reshape(n)
 
 
+# A batch that came back with less room than this left may have left
+# records in the rings (the largest perf record is 64 KiB).
+_SLACK = 1 << 16
+
+
 class BatchReading:
     """Batch reads for a reader over a C ``struct perf_buffer``
     (:class:`~perfbuf.PerfBuffer`, whether its map is a perf event array or
@@ -187,6 +194,8 @@ class BatchReading:
 
     _batch_gen = 0
     _batch_bufs: Optional[_Buffers] = None
+    _batch_full = False  # the last batch may have left records behind
+    _batch_poller: Any = None
 
     def read_batch(self, timeout_ms: int = -1, *, max_records: int = DEFAULT_RECORDS,
                    max_bytes: int = DEFAULT_BYTES) -> Batch:
@@ -198,6 +207,10 @@ class BatchReading:
         is lost or consumed unseen, and :meth:`stats` counts what was read
         as a poll would. The callbacks do not run: read with this *or*
         poll, not both.
+
+        Waiting first is what lets the fast mode (``fast=True``) batch its
+        wake-ups: a reader that read again at once would take a few records
+        at a time and never wait.
 
         A sample larger than ``max_bytes`` makes this read take memory
         large enough for it. ``OSError(ECANCELED)`` after :meth:`wake`.
@@ -220,7 +233,7 @@ class BatchReading:
         reader: RingReader = self  # type: ignore[assignment]
         pb = reader._acquire()
         try:
-            ret = _library.LIB.perfbuf_poll_batch(pb, ctypes.byref(bufs.req), timeout_ms)
+            ret = self._read_waiting_first(pb, bufs, timeout_ms)
             if ret == -errno.EMSGSIZE and bufs.req.needed > bufs.req.data_size:
                 # The next sample alone is larger than the memory: it waits
                 # in its ring for a read with room for it, now.
@@ -230,5 +243,34 @@ class BatchReading:
             reader._lock.release()
         if ret < 0:
             raise os_error(-ret, "perfbuf_poll_batch")
+        req = bufs.req
+        self._batch_full = ret == req.entry_cnt or req.data_size - req.data_used < _SLACK
         self._batch_gen += 1
-        return Batch(self, self._batch_gen, bufs, ret, bufs.req.data_used)
+        return Batch(self, self._batch_gen, bufs, ret, req.data_used)
+
+    def _read_waiting_first(self, pb: int, bufs: _Buffers, timeout_ms: int) -> int:
+        """Records left by a full batch at once; otherwise a wait on the
+        buffer's epoll fd, then ``perfbuf_poll_batch(.., 0)`` (which reads,
+        and takes a tick of the fast mode's timer or a wake-up)."""
+        req = ctypes.byref(bufs.req)
+        if self._batch_full:
+            ret = int(_library.LIB.perfbuf_poll_batch(pb, req, 0))
+            if ret != 0 or timeout_ms == 0:
+                return ret
+        poller = self._batch_poller
+        if poller is None:
+            poller = self._batch_poller = select.poll()
+            poller.register(self._epoll_fd, select.POLLIN)  # type: ignore[attr-defined]
+        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        while True:
+            left = -1 if deadline is None else max(0, round((deadline - time.monotonic()) * 1000))
+            if not poller.poll(left):
+                return 0
+            ret = int(_library.LIB.perfbuf_poll_batch(pb, req, 0))
+            if ret != 0:
+                return ret
+            # Signalled, yet nothing to read: a wake-up (or a tick, or
+            # records read already), which the library's own wait takes.
+            ret = int(_library.LIB.perfbuf_poll_batch(pb, req, 1))
+            if ret != 0 or left == 0:
+                return ret
