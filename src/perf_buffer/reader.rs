@@ -8,6 +8,7 @@ use super::map_fd::MapFd;
 use super::threading::Sendable;
 use super::timeout_ms;
 use crate::error::{Error, Result, What};
+use crate::kernel::clock::Moment;
 use crate::reader::batch::Batch;
 use crate::reader::batch_read::BatchBuf;
 #[cfg(doc)]
@@ -19,6 +20,7 @@ use crate::reader::sink::{Keyed, Sink};
 use crate::reader::stats::RingStats;
 use crate::reader::waker::WakeFd;
 use crate::reader::{BatchStop, OwnedRing, RingSet};
+use crate::reader::{epoll_ms, timeout_left};
 use crate::ringbuf::channel::{Channel, not_for_ring_buffer};
 use core::ops::ControlFlow;
 use once_cell::sync::OnceCell;
@@ -221,25 +223,18 @@ impl<'a, S: Sink> Reader<'a, S> {
     /// out of the sink: use this instead of [`Self::poll`]. Fails with
     /// [`crate::ErrorKind::Cancelled`] after a [`Waker::wake`].
     pub fn poll_batch(&mut self, timeout: Option<Duration>, out: &mut BatchBuf<'_>) -> Result<usize> {
-        if out.entries_left() < 2 {
-            return Err(crate::log::invalid("a batch read with fewer than 2 entries free"));
-        }
-        let channel = match &mut self.rings {
-            Rings::Perf(rings) => return rings.poll_batch(timeout_ms(timeout), out),
-            Rings::RingBuf(channel, _) => channel,
-        };
-        let start = std::time::Instant::now();
+        let (timeout_ms, start) = (timeout_ms(timeout), Moment::now());
         loop {
-            let n = channel.read_batch(out)?;
+            let n = self.read_batch(out)?;
             if n > 0 {
                 return Ok(n);
             }
-            let left = match timeout.map(|t| t.checked_sub(start.elapsed())) {
-                None => None,
-                Some(Some(left)) if !left.is_zero() => Some(left),
-                Some(_) => return Ok(0),
-            };
-            channel.wait(timeout_ms(left))?;
+            let Some(left) = timeout_left(start, timeout_ms) else { return Ok(0) };
+            let wait_ms = epoll_ms(left);
+            match &mut self.rings {
+                Rings::Perf(rings) => rings.wait_ready(wait_ms).map(drop)?,
+                Rings::RingBuf(channel, _) => channel.wait(wait_ms).map(drop)?,
+            }
         }
     }
 

@@ -13,7 +13,7 @@
 use super::RingSet;
 use super::deliver::{self, Halt, Handler};
 use crate::error::{Error, Result, What};
-use crate::kernel::{PERF_SAMPLE_RAW, clock::Moment};
+use crate::kernel::PERF_SAMPLE_RAW;
 use crate::log;
 use crate::ring::record::{self, Record};
 use crate::ring::{At, PerfRing, Stop};
@@ -297,30 +297,5 @@ impl<H: Handler> RingSet<H> {
         );
         buf.dropped += out.into_inner().take_overflowed();
         self.drain_ends(idx, stats, ret)
-    }
-
-    /// Reads into `out` (see [`Self::read_batch`]); when that finds
-    /// nothing, waits up to `timeout_ms` (-1: forever) for a ring to
-    /// signal and reads again, until something is read or the time is up.
-    /// ECANCELED after a wake-up from another thread.
-    pub fn poll_batch(&mut self, timeout_ms: i32, out: &mut BatchBuf<'_>) -> Result<usize> {
-        let start = Moment::now();
-        loop {
-            let n = self.read_batch(out)?;
-            if n > 0 {
-                return Ok(n);
-            }
-            let left = match timeout_ms {
-                t if t < 0 => -1,
-                t => {
-                    let spent = start.elapsed().as_millis().min(i32::MAX as u128) as i32;
-                    if spent >= t {
-                        return Ok(0);
-                    }
-                    t - spent
-                }
-            };
-            self.wait_ready(left)?;
-        }
     }
 }

@@ -1188,7 +1188,7 @@ fn checked_map(map_fd: RawFd) -> Result<(u32, Option<u32>)> {
 
 /// What is left of `timeout_ms` (negative: forever) since `start`;
 /// `None` once it has passed.
-fn timeout_left(start: Moment, timeout_ms: i32) -> Option<Duration> {
+pub(crate) fn timeout_left(start: Moment, timeout_ms: i32) -> Option<Duration> {
     if timeout_ms < 0 {
         return Some(Duration::MAX);
     }
@@ -1196,7 +1196,7 @@ fn timeout_left(start: Moment, timeout_ms: i32) -> Option<Duration> {
 }
 
 /// A duration as an epoll timeout: whole ms rounded up, -1 for forever.
-fn epoll_ms(d: Duration) -> i32 {
+pub(crate) fn epoll_ms(d: Duration) -> i32 {
     if d == Duration::MAX {
         return -1;
     }
